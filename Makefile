@@ -1,0 +1,37 @@
+# Two commands do all set-up on a fresh machine (Debian/Ubuntu, Python >= 3.11):
+#   make day19   installs what it needs and runs the day19 campaign on this host
+#   make test    installs what it needs and runs every test
+# PyTorch is large: pip's cache (PIP_CACHE_DIR, default ~/.cache/pip) keeps it between runs.
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+RESULTS ?= results/day19-$(shell date -u +%Y%m%d-%H%M%S)
+DAY19_FLAGS ?=
+
+.PHONY: setup day19 test lint typecheck clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: setup.cfg pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[servers,dev]'
+	touch $@
+
+day19: setup
+	$(VENV)/bin/locust --headless --only-summary -f locustfiles/mixed.py \
+		--scenario scenarios/day19.yaml --results-dir $(RESULTS) $(DAY19_FLAGS)
+
+test: setup
+	$(PY) -m ruff check .
+	$(PY) -m pytest -q
+
+lint: setup
+	$(PY) -m ruff check .
+
+typecheck: setup
+	$(PY) -m mypy bench_plugin
+
+clean:
+	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache .mypy_cache

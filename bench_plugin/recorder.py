@@ -1,0 +1,162 @@
+"""Recorder: the results store of one campaign (results.sqlite).
+
+Everything a report needs lives here: the campaign's conditions, each trial and its arm, where each
+class ran, when it became ready, every stage and every request's sample, plus a timeline of events.
+Samples are buffered and committed at each stage boundary, so a crash or Ctrl-C loses at most the
+stage in flight; that stage is then marked ``interrupted``.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+from bench_plugin.samples import SAMPLE_FIELDS, Sample
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS trials (
+    id INTEGER PRIMARY KEY, position INTEGER NOT NULL, arm TEXT NOT NULL, repeat INTEGER NOT NULL,
+    arm_config TEXT NOT NULL, started_s REAL, ended_s REAL, status TEXT NOT NULL, reason TEXT
+);
+CREATE TABLE IF NOT EXISTS segments (
+    trial INTEGER NOT NULL, segment INTEGER NOT NULL, classes TEXT NOT NULL, placement TEXT,
+    applied_s REAL, ready TEXT, released_s REAL, PRIMARY KEY (trial, segment)
+);
+CREATE TABLE IF NOT EXISTS stages (
+    trial INTEGER NOT NULL, segment INTEGER NOT NULL, stage INTEGER NOT NULL, name TEXT,
+    offered TEXT NOT NULL, arrival TEXT NOT NULL, started_s REAL, ended_s REAL, duration_s REAL,
+    status TEXT NOT NULL, reason TEXT, PRIMARY KEY (trial, segment, stage)
+);
+CREATE TABLE IF NOT EXISTS samples (
+    workload TEXT, trial INTEGER, segment INTEGER, stage INTEGER, seq INTEGER, item INTEGER,
+    intended_s REAL, sent_s REAL, end_s REAL, ok INTEGER, first_token_s REAL, error TEXT, detail TEXT,
+    status INTEGER, input_tokens INTEGER, output_tokens INTEGER, inputs INTEGER, audio_s REAL, worker TEXT
+);
+CREATE INDEX IF NOT EXISTS samples_by_stage ON samples (trial, segment, stage, workload);
+CREATE TABLE IF NOT EXISTS events (
+    t REAL NOT NULL, trial INTEGER, kind TEXT NOT NULL, detail TEXT
+);
+"""
+
+
+class Recorder:
+    """Writes one campaign's results; every method commits unless it says it buffers."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.executescript(SCHEMA)
+        self._pending: list[Sample] = []
+
+    def close(self) -> None:
+        """Commit what is buffered and close the file."""
+        self.commit()
+        self._db.close()
+
+    def set_meta(self, key: str, value: Any) -> None:
+        """Store one campaign-wide fact (JSON-encoded)."""
+        self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, json.dumps(value, sort_keys=True)))
+
+    def add_trial(self, trial_id: int, position: int, arm: str, repeat: int, arm_config: dict[str, Any]) -> None:
+        """Register a planned trial (status ``planned``)."""
+        self._db.execute(
+            "INSERT OR REPLACE INTO trials (id, position, arm, repeat, arm_config, status) VALUES (?,?,?,?,?,?)",
+            (trial_id, position, arm, repeat, json.dumps(arm_config, sort_keys=True), "planned"),
+        )
+
+    def trial_started(self, trial_id: int) -> None:
+        """Mark a trial as running."""
+        self._db.execute("UPDATE trials SET started_s=?, status='running' WHERE id=?", (time.time(), trial_id))
+
+    def trial_ended(self, trial_id: int, status: str, reason: str | None = None) -> None:
+        """Close a trial: ``completed``, ``failed``, ``interrupted``."""
+        self.commit()
+        self._db.execute(
+            "UPDATE trials SET ended_s=?, status=?, reason=? WHERE id=?", (time.time(), status, reason, trial_id)
+        )
+
+    def segment_applied(self, trial: int, segment: int, classes: list[str], placement: dict[str, Any]) -> None:
+        """Record where a segment's classes run once the backend applied the arm."""
+        self._db.execute(
+            "INSERT OR REPLACE INTO segments (trial, segment, classes, placement, applied_s) VALUES (?,?,?,?,?)",
+            (trial, segment, json.dumps(classes), json.dumps(placement, sort_keys=True), time.time()),
+        )
+
+    def segment_ready(self, trial: int, segment: int, ready: dict[str, float]) -> None:
+        """Record when each class first answered a real request."""
+        self._db.execute("UPDATE segments SET ready=? WHERE trial=? AND segment=?", (json.dumps(ready), trial, segment))
+
+    def segment_released(self, trial: int, segment: int) -> None:
+        """Record when the segment's servers were stopped."""
+        self._db.execute("UPDATE segments SET released_s=? WHERE trial=? AND segment=?", (time.time(), trial, segment))
+
+    def stage_started(
+        self, trial: int, segment: int, stage: int, name: str | None, offered: dict[str, float],
+        arrival: dict[str, str], started_s: float,
+    ) -> None:
+        """Open a stage row (status ``running``)."""
+        self._db.execute(
+            "INSERT OR REPLACE INTO stages (trial, segment, stage, name, offered, arrival, started_s, status) "
+            "VALUES (?,?,?,?,?,?,?, 'running')",
+            (trial, segment, stage, name, json.dumps(offered), json.dumps(arrival), started_s),
+        )
+
+    def stage_ended(
+        self, trial: int, segment: int, stage: int, ended_s: float, status: str, reason: str | None = None
+    ) -> None:
+        """Close a stage and commit every sample buffered so far."""
+        self.commit()
+        self._db.execute(
+            "UPDATE stages SET ended_s=?, duration_s=? - started_s, status=?, reason=? "
+            "WHERE trial=? AND segment=? AND stage=?",
+            (ended_s, ended_s, status, reason, trial, segment, stage),
+        )
+
+    def stage_skipped(
+        self, trial: int, segment: int, stage: int, name: str | None, offered: dict[str, float],
+        arrival: dict[str, str], reason: str,
+    ) -> None:
+        """Record a stage that did not run (a lower stage was rolled back)."""
+        self._db.execute(
+            "INSERT OR REPLACE INTO stages (trial, segment, stage, name, offered, arrival, status, reason) "
+            "VALUES (?,?,?,?,?,?, 'skipped', ?)",
+            (trial, segment, stage, name, json.dumps(offered), json.dumps(arrival), reason),
+        )
+
+    def event(self, kind: str, trial: int | None = None, **detail: Any) -> None:
+        """Add one timeline event (arm applied, ready, stage start, rollback, ...)."""
+        self._db.execute(
+            "INSERT INTO events VALUES (?,?,?,?)", (time.time(), trial, kind, json.dumps(detail, sort_keys=True))
+        )
+
+    def add_samples(self, samples: list[Sample]) -> None:
+        """Buffer samples; they reach the file at the next commit (each stage end)."""
+        self._pending.extend(samples)
+
+    def commit(self) -> None:
+        """Write buffered samples in one transaction."""
+        if not self._pending:
+            return
+        rows = [tuple(getattr(s, f) for f in SAMPLE_FIELDS) for s in self._pending]
+        marks = ",".join("?" * len(SAMPLE_FIELDS))
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.executemany(f"INSERT INTO samples ({','.join(SAMPLE_FIELDS)}) VALUES ({marks})", rows)
+        self._pending.clear()
+
+
+def read_samples(db: sqlite3.Connection, where: str = "", params: tuple[Any, ...] = ()) -> list[Sample]:
+    """Samples from a results store, optionally filtered by an SQL condition."""
+    sql = f"SELECT {','.join(SAMPLE_FIELDS)} FROM samples {('WHERE ' + where) if where else ''}"
+    out = []
+    for row in db.execute(sql, params):
+        data = dict(zip(SAMPLE_FIELDS, row, strict=True))
+        data["ok"] = bool(data["ok"])
+        out.append(Sample(**data))
+    return out

@@ -1,0 +1,439 @@
+"""Scenario: the one YAML experiment a campaign runs, as strict, validated models.
+
+A scenario fixes everything that must stay the same across arms (workload classes, their models,
+request sets, arrival processes, stages, SLOs) and lists the arms that each change exactly one
+variable against their baseline (the control arm unless an arm names another). Unknown keys are
+rejected: a typo in a fixed condition would otherwise silently change the experiment.
+
+Two file forms load: the plain scenario mapping, and the seed's Kubernetes ConfigMap, whose
+``data.change / fixed / metrics / repeats`` keys describe the experiment and whose ``data.scenario``
+key holds the full scenario as a YAML string.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+WORKLOAD_CLASSES: tuple[str, ...] = ("llm", "embedding", "asr")
+"""The workload classes, in the order they appear in every table."""
+
+SHARING_MODES: tuple[str, ...] = ("exclusive", "time-slicing", "mps", "mig")
+
+PositiveFloat = Annotated[float, Field(gt=0)]
+
+
+class ScenarioError(Exception):
+    """A scenario that cannot be run; the message names the file, the key and the value."""
+
+
+class StrictModel(BaseModel):
+    """Base for every scenario model: unknown keys are errors, values are never coerced silently."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+
+
+class Slo(StrictModel):
+    """Service-level objectives of one class; P95 of end-to-end latency is always required."""
+
+    p95_ms: PositiveFloat
+    ttft_p95_ms: PositiveFloat | None = None
+    tpot_p95_ms: PositiveFloat | None = None
+
+
+class ServerSpec(StrictModel):
+    """How the local backend starts this class's server.
+
+    ``kind: reference`` runs ``python -m bench_plugin.servers <class> --size <size> <args>``; ``kind:
+    command`` runs ``command`` with ``{port}``, ``{host}``, ``{device}``, ``{model}``, ``{python}``
+    (this interpreter) and ``{log_dir}`` (the campaign's server logs) substituted, for any other
+    OpenAI-compatible server.
+    """
+
+    kind: Literal["reference", "command"] = "reference"
+    size: str = "tiny"
+    args: list[str] = Field(default_factory=list)
+    command: list[str] | None = None
+    threads: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _command_matches_kind(self) -> ServerSpec:
+        if self.kind == "command" and not self.command:
+            raise ValueError("kind 'command' needs a non-empty 'command' list")
+        if self.kind == "reference" and self.command:
+            raise ValueError("'command' is only used with kind 'command'")
+        return self
+
+
+def _token_lengths(value: Any) -> Any:
+    """Accept one token count or a list of them; every count must be positive."""
+    values = [value] if isinstance(value, int) else value
+    if isinstance(values, list) and (not values or any(isinstance(n, int) and n < 1 for n in values)):
+        raise ValueError("input_tokens must be one or more positive token counts")
+    return values
+
+
+class LLMRequests(StrictModel):
+    """A fixed set of prompts: generated from a seed, or read from a JSONL file (one {"prompt": ...} a line)."""
+
+    file: str | None = None
+    count: int = Field(default=64, ge=1)
+    input_tokens: list[int] = Field(default_factory=lambda: [128])
+    output_tokens: int = Field(default=32, ge=1)
+    seed: int = 0
+
+    _input_tokens = field_validator("input_tokens", mode="before")(_token_lengths)
+
+
+class EmbeddingRequests(StrictModel):
+    """A fixed set of embedding batches: generated texts, or a JSONL file (one {"input": [...]} a line)."""
+
+    file: str | None = None
+    count: int = Field(default=64, ge=1)
+    batch_size: int = Field(default=8, ge=1)
+    input_tokens: list[int] = Field(default_factory=lambda: [64])
+    seed: int = 0
+
+    _input_tokens = field_validator("input_tokens", mode="before")(_token_lengths)
+
+
+class ASRRequests(StrictModel):
+    """A fixed set of speech clips: every ``*.wav`` in ``clips``.
+
+    ``clips`` is a directory relative to the scenario file; unset, the packaged English clips are used
+    (spoken with espeak-ng; bench_plugin/data/asr).
+    """
+
+    clips: str | None = None
+    count: int | None = Field(default=None, ge=1)
+    language: str = "en"
+
+
+class ClassSpec(StrictModel):
+    """What every workload class has: a model, where it is served, how requests arrive, its SLOs."""
+
+    model: str
+    endpoint: str | None = None
+    server: ServerSpec = Field(default_factory=ServerSpec)
+    arrival: Literal["poisson", "closed"] = "poisson"
+    slo: Slo
+    error_budget: float = Field(default=0.01, ge=0, le=1)
+    request_timeout_s: PositiveFloat = 120.0
+    max_in_flight: int = Field(default=256, ge=1)
+
+
+class LLMClass(ClassSpec):
+    """The LLM class: chat or plain completions, streamed, with fixed output lengths."""
+
+    api: Literal["chat", "completions"] = "chat"
+    requests: LLMRequests = Field(default_factory=LLMRequests)
+    fixed_output: bool = True
+    """Send ignore_eos and min_tokens so every arm generates exactly output_tokens per request."""
+
+
+class EmbeddingClass(ClassSpec):
+    """The embedding class: batches of texts to /v1/embeddings."""
+
+    requests: EmbeddingRequests = Field(default_factory=EmbeddingRequests)
+
+
+class ASRClass(ClassSpec):
+    """The ASR class: WAV clips to /v1/audio/transcriptions."""
+
+    requests: ASRRequests = Field(default_factory=ASRRequests)
+
+
+class Classes(StrictModel):
+    """The workload classes in this scenario; at least one."""
+
+    llm: LLMClass | None = None
+    embedding: EmbeddingClass | None = None
+    asr: ASRClass | None = None
+
+    @model_validator(mode="after")
+    def _at_least_one(self) -> Classes:
+        if not self.names():
+            raise ValueError("at least one of llm, embedding, asr is required")
+        return self
+
+    def names(self) -> list[str]:
+        """Class names present, in the canonical order."""
+        return [name for name in WORKLOAD_CLASSES if getattr(self, name) is not None]
+
+    def get(self, name: str) -> ClassSpec:
+        """The spec of class ``name``."""
+        spec = getattr(self, name, None)
+        if spec is None:
+            raise KeyError(name)
+        return spec
+
+
+class ClassSettings(StrictModel):
+    """Per-class knobs an arm may set; each one is a variable of the experiment."""
+
+    memory_limit_mib: int | None = Field(default=None, ge=1)
+    thread_percentage: int | None = Field(default=None, ge=1, le=100)
+    priority: Literal["high", "normal", "low"] = "normal"
+    device: str | None = None
+
+
+class Arm(StrictModel):
+    """One configuration under test."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    control: bool = False
+    baseline: str | None = None
+    """The arm this one differs from by exactly one variable; the control arm when unset."""
+    sharing: Literal["exclusive", "time-slicing", "mps", "mig"] = "exclusive"
+    classes: dict[Literal["llm", "embedding", "asr"], ClassSettings] = Field(default_factory=dict)
+    description: str = ""
+
+    def variables(self, class_names: list[str]) -> dict[str, Any]:
+        """The arm's settings flattened to ``variable -> value``, defaults included."""
+        out: dict[str, Any] = {"sharing": self.sharing}
+        for name in class_names:
+            settings = self.classes.get(name, ClassSettings())  # type: ignore[call-overload]
+            for key, value in settings.model_dump().items():
+                out[f"classes.{name}.{key}"] = value
+        return out
+
+
+class Stage(StrictModel):
+    """One offered-load level: per class a Poisson rate (req/s) or a number of closed-loop users."""
+
+    duration_s: PositiveFloat
+    load: dict[Literal["llm", "embedding", "asr"], Annotated[float, Field(ge=0)]]
+    name: str | None = None
+
+
+class Rollback(StrictModel):
+    """Abort a stage (and skip the higher ones of that trial) once it is clearly past saturation."""
+
+    max_error_rate_multiple: PositiveFloat = 10.0
+    """Abort when a class's error rate passes this multiple of its error budget."""
+    max_p95_multiple: PositiveFloat = 10.0
+    """Abort when a class's P95 passes this multiple of its P95 SLO."""
+    min_requests: int = Field(default=20, ge=1)
+    """Judge a class only once this many of its requests in the stage have ended."""
+
+
+class Scenario(StrictModel):
+    """A whole experiment: what stays fixed, what each arm changes, how it is judged."""
+
+    name: str = Field(min_length=1)
+    description: str = ""
+    change: str = ""
+    fixed: str | list[str] = ""
+    metrics: str | list[str] = ""
+    repeats: int = Field(default=3, ge=1)
+    order: Literal["interleaved", "sequential"] = "interleaved"
+    seed: int = 0
+    backend: Literal["local", "manual"] = "local"
+    readiness_timeout_s: PositiveFloat = 300.0
+    drain_timeout_s: PositiveFloat = 60.0
+    allow_multiple_changes: bool = False
+    classes: Classes
+    arms: list[Arm] = Field(min_length=1)
+    stages: list[Stage] = Field(min_length=1)
+    rollback: Rollback = Field(default_factory=Rollback)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Scenario:
+        _check_arms(self)
+        _check_stage_classes(self)
+        return self
+
+    @property
+    def control(self) -> Arm:
+        """The control arm: the reference every comparison is made against."""
+        return next(arm for arm in self.arms if arm.control)
+
+    def arm(self, name: str) -> Arm:
+        """The arm called ``name``."""
+        for arm in self.arms:
+            if arm.name == name:
+                return arm
+        raise KeyError(name)
+
+
+def _check_arms(scenario: Scenario) -> None:
+    names = [arm.name for arm in scenario.arms]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ValueError(f"arm names must be unique; repeated: {', '.join(duplicates)}")
+    controls = [arm.name for arm in scenario.arms if arm.control]
+    if len(controls) != 1:
+        raise ValueError(f"exactly one arm must have control: true (found {len(controls)}: {controls})")
+    class_names = scenario.classes.names()
+    by_name = {arm.name: arm for arm in scenario.arms}
+    for arm in scenario.arms:
+        extra = sorted(set(arm.classes) - set(class_names))
+        if extra:
+            raise ValueError(f"arm '{arm.name}' sets classes not in the scenario: {', '.join(extra)}")
+        if arm.control:
+            if arm.baseline is not None:
+                raise ValueError(f"the control arm '{arm.name}' cannot have a baseline")
+            continue
+        base_name = arm.baseline or controls[0]
+        if base_name not in by_name:
+            raise ValueError(f"arm '{arm.name}': baseline '{base_name}' is not an arm ({', '.join(names)})")
+        if base_name == arm.name:
+            raise ValueError(f"arm '{arm.name}' cannot be its own baseline")
+        changed = changed_variables(by_name[base_name], arm, class_names)
+        if not changed:
+            raise ValueError(f"arm '{arm.name}' changes nothing against its baseline '{base_name}'")
+        if len(changed) > 1 and not scenario.allow_multiple_changes:
+            raise ValueError(
+                f"arm '{arm.name}' changes {len(changed)} variables against '{base_name}' "
+                f"({', '.join(changed)}); change one, or set allow_multiple_changes: true"
+            )
+
+
+def _check_stage_classes(scenario: Scenario) -> None:
+    class_names = set(scenario.classes.names())
+    for i, stage in enumerate(scenario.stages):
+        unknown = sorted(set(stage.load) - class_names)
+        if unknown:
+            raise ValueError(f"stages[{i}].load names classes not in the scenario: {', '.join(unknown)}")
+        missing = sorted(class_names - set(stage.load))
+        if missing:
+            raise ValueError(f"stages[{i}].load has no load for: {', '.join(missing)} (use 0 to idle a class)")
+    for name in class_names:
+        spec = scenario.classes.get(name)
+        if spec.arrival == "closed":
+            for i, stage in enumerate(scenario.stages):
+                if stage.load[name] != int(stage.load[name]):  # type: ignore[index]
+                    raise ValueError(f"stages[{i}].load.{name}: closed-loop load is a whole number of users")
+
+
+def changed_variables(base: Arm, arm: Arm, class_names: list[str]) -> list[str]:
+    """Names of the variables whose values differ between two arms."""
+    a, b = base.variables(class_names), arm.variables(class_names)
+    return [key for key in a if a[key] != b[key]]
+
+
+def load_scenario(path: str | Path, **overrides: Any) -> Scenario:
+    """Load, validate and return the scenario in ``path``; raises ScenarioError naming file, key and value.
+
+    ``overrides`` (``arm``, ``repeats``, ``stage_duration``) narrow the experiment for quick runs; they
+    are recorded with the results so a shortened run is never mistaken for the full one.
+    """
+    path = Path(path)
+    data = _read_mapping(path)
+    data = _unwrap_configmap(path, data)
+    try:
+        scenario = Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise ScenarioError(_format_validation_error(path, exc)) from None
+    return apply_overrides(scenario, path, **overrides)
+
+
+def apply_overrides(
+    scenario: Scenario,
+    path: Path,
+    arm: str | None = None,
+    repeats: int | None = None,
+    stage_duration: float | None = None,
+) -> Scenario:
+    """Return ``scenario`` narrowed to one arm, another repeat count, or shorter stages."""
+    update: dict[str, Any] = {}
+    if arm is not None:
+        names = [a.name for a in scenario.arms]
+        if arm not in names:
+            raise ScenarioError(f"{path}: --arm {arm!r} is not an arm of this scenario (arms: {', '.join(names)})")
+        chosen = scenario.arm(arm)
+        update["arms"] = [chosen.model_copy(update={"control": True, "baseline": None})]
+    if repeats is not None:
+        if repeats < 1:
+            raise ScenarioError(f"{path}: --repeats must be at least 1, got {repeats}")
+        update["repeats"] = repeats
+    if stage_duration is not None:
+        if stage_duration <= 0:
+            raise ScenarioError(f"{path}: --stage-duration must be positive, got {stage_duration}")
+        update["stages"] = [s.model_copy(update={"duration_s": stage_duration}) for s in scenario.stages]
+    return scenario.model_copy(update=update) if update else scenario
+
+
+def scenario_sha256(scenario: Scenario) -> str:
+    """A stable hash of the validated scenario (after overrides), for every result it produces."""
+    canonical = json.dumps(scenario.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _read_mapping(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        raise ScenarioError(f"{path}: scenario file not found")
+    if path.is_dir():
+        raise ScenarioError(f"{path}: is a directory, not a scenario file")
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if not text.strip():
+        raise ScenarioError(f"{path}: scenario file is empty")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ScenarioError(f"{path}: not valid YAML{where}: {problem}") from None
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
+    return data
+
+
+def _unwrap_configmap(path: Path, data: dict[str, Any]) -> dict[str, Any]:
+    if data.get("kind") != "ConfigMap":
+        return data
+    cm = data.get("data")
+    if not isinstance(cm, dict):
+        raise ScenarioError(f"{path}: ConfigMap has no 'data' mapping")
+    name = (data.get("metadata") or {}).get("name")
+    inner: dict[str, Any] = {}
+    if "scenario" in cm:
+        try:
+            inner = yaml.safe_load(cm["scenario"]) or {}
+        except yaml.YAMLError as exc:
+            raise ScenarioError(f"{path}: data.scenario is not valid YAML: {exc}") from None
+        if not isinstance(inner, dict):
+            raise ScenarioError(f"{path}: data.scenario must hold a mapping")
+    unknown = sorted(set(cm) - {"scenario", "change", "fixed", "metrics", "repeats"})
+    if unknown:
+        raise ScenarioError(f"{path}: data.{unknown[0]}: unknown ConfigMap key (known: change, fixed, metrics, "
+                            "repeats, scenario)")
+    for key in ("change", "fixed", "metrics", "repeats"):
+        if key not in cm:
+            continue
+        value: Any = cm[key]
+        if key == "repeats":
+            try:
+                value = int(str(value))
+            except ValueError:
+                raise ScenarioError(f"{path}: data.repeats: not a whole number: {value!r}") from None
+        if key in inner and inner[key] != value:
+            raise ScenarioError(
+                f"{path}: data.{key} is {value!r} but data.scenario.{key} is {inner[key]!r}; keep one"
+            )
+        inner[key] = value
+    if "name" not in inner and name:
+        inner["name"] = name
+    return inner
+
+
+def _format_validation_error(path: Path, exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"] if not str(p).startswith("function-after"))
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            lines.append(f"{path}: {loc}: unknown key")
+        elif err["type"] == "missing":
+            lines.append(f"{path}: {loc}: required key is missing")
+        elif "input" in err and not isinstance(err["input"], dict | list):
+            lines.append(f"{path}: {loc or '(top level)'}: {msg} (got {err['input']!r})")
+        else:
+            lines.append(f"{path}: {loc or '(top level)'}: {msg}")
+    return "\n".join(lines)

@@ -1,0 +1,80 @@
+"""SharingBackend: who applies an arm, and the Placement it reports.
+
+A backend turns an arm into running endpoints: it plans the trial's segments (classes measured
+together; an exclusive arm without a device per class measures each class alone in turn), applies
+each segment, reports where every class runs, and puts the host back as it found it. Readiness is
+not the backend's word: the campaign waits until each endpoint answers a real request.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from bench_plugin.scenario import Arm, Scenario
+
+
+class ApplyError(Exception):
+    """An arm that could not be applied; the message says which class and why."""
+
+
+@dataclass(frozen=True)
+class ClassPlacement:
+    """Where one class runs during a segment."""
+
+    url: str
+    device: str | None = None
+    pid: int | None = None
+    command: list[str] | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    """Environment variables the backend set for this server (sharing knobs), for the record."""
+    log: str | None = None
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where every class of a segment runs."""
+
+    classes: dict[str, ClassPlacement]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form for the results store and the timeline."""
+        return {name: asdict(p) for name, p in self.classes.items()}
+
+
+class SharingBackend(ABC):
+    """Applies arms; one instance serves a whole campaign."""
+
+    name: str = ""
+
+    def __init__(self, scenario: Scenario) -> None:
+        self.scenario = scenario
+
+    def check(self, arm: Arm) -> None:
+        """Raise ApplyError now if ``arm`` cannot be applied on this host (before anything runs)."""
+        return None
+
+    @abstractmethod
+    def segments(self, arm: Arm, class_names: list[str]) -> list[list[str]]:
+        """Groups of classes measured together under ``arm``, in run order."""
+
+    @abstractmethod
+    def apply(self, arm: Arm, class_names: list[str], trial_id: int, segment: int) -> Placement:
+        """Make the segment's classes run under ``arm``; return where they run."""
+
+    @abstractmethod
+    def release(self) -> None:
+        """Undo the last apply (stop what it started)."""
+
+    def exited(self, name: str) -> str | None:
+        """Why class ``name``'s server is gone (exit code, last log lines), or None while it runs."""
+        return None
+
+    def describe(self) -> dict[str, Any]:
+        """Facts about the devices this backend uses, for the conditions table."""
+        return {"backend": self.name}
+
+    def restore(self) -> None:
+        """Leave the host as it was before the campaign; safe to call more than once."""
+        self.release()

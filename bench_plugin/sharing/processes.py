@@ -1,0 +1,88 @@
+"""Server processes started by the local backend: start with a log, stop for sure.
+
+Each server gets its own log file and a parent-death signal (Linux prctl), so a campaign that is
+killed outright still takes its servers with it; a normal stop sends SIGTERM, waits, then SIGKILL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+_PR_SET_PDEATHSIG = 1
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that is free on ``host`` right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    # Not Linux/glibc: no parent-death signal, and the normal stop path still applies.
+    with contextlib.suppress(OSError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+@dataclass
+class ServerProcess:
+    """One running server."""
+
+    name: str
+    command: list[str]
+    env: dict[str, str]
+    log_path: Path
+    process: subprocess.Popen[bytes]
+
+    @property
+    def pid(self) -> int:
+        """The server's process id."""
+        return self.process.pid
+
+    def exit_code(self) -> int | None:
+        """None while running, else the exit status."""
+        return self.process.poll()
+
+    def log_tail(self, lines: int = 5) -> str:
+        """The last lines of the server's log, for error messages."""
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+        return " | ".join(line for line in text.strip().splitlines()[-lines:])
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        """SIGTERM, wait up to ``grace_s``, then SIGKILL; returns once the process is gone."""
+        if self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        while self.process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+def start_server(name: str, command: list[str], env: dict[str, str], log_path: Path) -> ServerProcess:
+    """Start ``command`` with ``env`` added to this process's environment, output to ``log_path``."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **env},
+            preexec_fn=_die_with_parent,
+            start_new_session=True,
+        )
+    return ServerProcess(name, command, env, log_path, process)

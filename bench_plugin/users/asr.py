@@ -1,0 +1,53 @@
+"""ASRUser: WAV clips to POST /v1/audio/transcriptions as multipart/form-data; a text must come back."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any
+
+from bench_plugin.samples import Sample
+from bench_plugin.users.base import RequestFailed, WorkloadUser
+from bench_plugin.users.state import ClassLoad
+
+PATH = "/v1/audio/transcriptions"
+
+
+def multipart_body(fields: dict[str, str], filename: str, audio: bytes) -> tuple[bytes, str]:
+    """A multipart/form-data body with text ``fields`` and one ``file`` part; returns (body, content type)."""
+    boundary = f"bench-{uuid.uuid4().hex}"
+    parts = []
+    for name, value in fields.items():
+        parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'.encode())
+    parts.append(
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{filename}"\r\n'
+        "Content-Type: audio/wav\r\n\r\n".encode()
+        + audio
+        + b"\r\n"
+    )
+    parts.append(f"--{boundary}--\r\n".encode())
+    return b"".join(parts), f"multipart/form-data; boundary={boundary}"
+
+
+class ASRUser(WorkloadUser):
+    """Drives the asr class."""
+
+    workload = "asr"
+
+    def send(self, load: ClassLoad, item: dict[str, Any], sample: Sample) -> None:
+        audio = self.state.request_sets["asr"].audio[item["file"]]
+        fields = {"model": load.model, "response_format": "json", "language": item.get("language", "en")}
+        body, content_type = multipart_body(fields, item["file"], audio)
+        sample.audio_s = float(item["audio_seconds"])
+        headers = {"Content-Type": content_type}
+        with self.exchange(load.url.rstrip("/") + PATH, PATH, sample, data=body, headers=headers) as resp:
+            raw = resp._response.read()  # FastResponse keeps geventhttpclient's response here
+            sample.end_s = time.time()
+            try:
+                reply = json.loads(raw)
+            except json.JSONDecodeError:
+                raise RequestFailed(f"reply is not JSON: {raw[:80]!r}", kind="protocol") from None
+            if not isinstance(reply, dict) or not isinstance(reply.get("text"), str):
+                raise RequestFailed("reply has no 'text'", kind="protocol")
+            sample.ok = True

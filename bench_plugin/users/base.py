@@ -1,0 +1,201 @@
+"""WorkloadUser: one driver per class and Locust process, sending that class's arrivals of each stage.
+
+A Locust user normally models one closed-loop client. Open-loop load needs requests to leave at
+their intended times whether or not earlier ones have returned, so each class has one driver user
+(``fixed_count = 1``) that spawns a greenlet per arrival on FastHttpUser's connection pool. Latency is
+measured from the intended send time; the gap to the actual send is the client's queueing. Closed
+loop (``arrival: closed``) runs N request loops instead, and is labelled so in every result.
+
+Every request is reported to Locust's own statistics with ``request_type`` = the class, so Locust's
+table splits per class; TTFT and TPOT go in as entries of their own.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, ClassVar
+
+import gevent
+from gevent.lock import BoundedSemaphore
+from gevent.pool import Group
+from locust import constant, task
+from locust.contrib.fasthttp import FastHttpUser, ResponseContextManager
+
+from bench_plugin.samples import Sample
+from bench_plugin.users.arrivals import item_order, poisson_offsets
+from bench_plugin.users.state import ClassLoad, LoadState, StageAssignment
+
+STATE_ATTRIBUTE = "bench_plugin_load_state"
+"""Name of the Environment attribute that holds this process's LoadState."""
+
+
+class RequestFailed(Exception):
+    """A request that came back wrong; the message says how (shown in Locust's failures table)."""
+
+    def __init__(self, message: str, kind: str | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        """The sample's error kind, when the raiser knows it better than the HTTP status does."""
+
+
+def load_state(environment: Any) -> LoadState:
+    """This process's LoadState (set by bench_plugin.register)."""
+    state = getattr(environment, STATE_ATTRIBUTE, None)
+    if state is None:
+        raise RuntimeError("bench_plugin.register(environment) was not called in this locustfile's init")
+    return state
+
+
+class WorkloadUser(FastHttpUser):
+    """Base of the per-class drivers; subclasses implement ``send`` for their endpoint."""
+
+    abstract = True
+    workload: ClassVar[str] = ""
+    fixed_count = 1
+    wait_time = constant(0)
+    host = "http://127.0.0.1"
+    """Placeholder: each request goes to the absolute URL the current stage assigns to the class."""
+    concurrency = 1024
+    max_retries = 0
+    network_timeout = 3600.0
+    """Per socket operation; each request's own deadline is its class's request_timeout_s."""
+    connection_timeout = 10.0
+
+    def on_start(self) -> None:
+        self.state = load_state(self.environment)
+        self.requests = self.state.request_sets[self.workload].items
+        self.pool = Group()
+        self.last_key: tuple[int, int, int] | None = None
+        self.slots: BoundedSemaphore | None = None
+
+    def on_stop(self) -> None:
+        self.pool.kill(block=True, timeout=5)
+
+    @task
+    def drive(self) -> None:
+        """Wait for the next stage that gives this class load, then send its arrivals."""
+        assignment = self.state.wait_for_new(self.last_key, timeout=1.0)
+        if assignment is None:
+            return
+        self.last_key = assignment.key
+        load = assignment.classes.get(self.workload)
+        if load is None or load.load <= 0:
+            return
+        self.slots = BoundedSemaphore(load.max_in_flight)
+        if load.arrival == "poisson":
+            self._open_loop(assignment, load)
+        else:
+            self._closed_loop(assignment, load)
+
+    def _open_loop(self, a: StageAssignment, load: ClassLoad) -> None:
+        offsets = poisson_offsets(load.load, a.end_s - a.start_s, a.seed, self.workload, a.stage)
+        items = item_order(len(self.requests), len(offsets), a.seed, self.workload, a.stage)
+        for k in range(a.worker_index, len(offsets), a.worker_count):
+            intended = a.start_s + float(offsets[k])
+            if not self.state.sleep_until(intended, a.key):
+                return
+            self.pool.spawn(self._one, a, load, k, int(items[k]), intended)
+
+    def _closed_loop(self, a: StageAssignment, load: ClassLoad) -> None:
+        seq = itertools.count()
+        order = item_order(len(self.requests), len(self.requests), a.seed, self.workload, a.stage)
+        if not self.state.sleep_until(a.start_s, a.key):
+            return
+
+        def loop() -> None:
+            while self.state.is_active(a.key) and time.time() < a.end_s:
+                k = next(seq)
+                self._one(a, load, k, int(order[k % len(order)]), time.time())
+
+        for _ in range(a.worker_index, int(load.load), a.worker_count):
+            self.pool.spawn(loop)
+        self.state.wait_stop(a.key, a.end_s)
+
+    def _one(self, a: StageAssignment, load: ClassLoad, seq: int, item: int, intended: float) -> None:
+        sample = Sample(
+            workload=self.workload, trial=a.trial, segment=a.segment, stage=a.stage, seq=seq, item=item,
+            intended_s=intended, sent_s=intended, end_s=0.0, ok=False, worker=self.state.worker_id,
+        )
+        counts = self.state.in_flight
+        counts[self.workload] = counts.get(self.workload, 0) + 1
+        try:
+            assert self.slots is not None
+            deadline = RequestFailed(f"no reply within {load.timeout_s:g} s", kind="timeout")
+            with self.slots, gevent.Timeout(load.timeout_s, deadline):
+                self.send(load, self.requests[item], sample)
+        except RequestFailed as exc:
+            sample.ok, sample.error, sample.detail = False, exc.kind or "protocol", str(exc)
+        except gevent.GreenletExit:
+            sample.ok, sample.error, sample.detail = False, "cancelled", "the run stopped before the reply"
+            raise
+        finally:
+            counts[self.workload] -= 1
+            if not sample.end_s:
+                sample.end_s = time.time()
+            self.state.sink(sample)
+
+    def send(self, load: ClassLoad, item: dict[str, Any], sample: Sample) -> None:
+        """Send one request for ``item`` to ``load.url`` and fill in ``sample``'s outcome."""
+        raise NotImplementedError
+
+    @contextmanager
+    def exchange(self, url: str, name: str, sample: Sample, **kwargs: Any) -> Iterator[ResponseContextManager]:
+        """POST to ``url``; report the outcome in ``sample`` to Locust when the block ends.
+
+        The block reads the reply and sets ``sample.ok`` (or raises RequestFailed); the latency that
+        Locust sees is the sample's, from the intended send time.
+        """
+        sample.sent_s = time.time()
+        with self.client.request("POST", url, name=name, catch_response=True, stream=True, **kwargs) as resp:
+            error = getattr(resp, "error", None)
+            status = resp.status_code or None
+            sample.status = status
+            try:
+                if error is not None or status is None or status >= 400:
+                    raise RequestFailed(_error_detail(resp, error))
+                yield resp
+            except RequestFailed as exc:
+                sample.ok = False
+                sample.error = exc.kind or _error_kind(status, error)
+                sample.detail = str(exc)[:500]
+            finally:
+                sample.end_s = sample.end_s or time.time()
+                resp.request_meta["request_type"] = self.workload
+                resp.request_meta["response_time"] = sample.latency_ms
+                if sample.ok:
+                    resp.success()
+                else:
+                    resp.failure(RequestFailed(sample.detail or sample.error or "failed"))
+
+    def report_extra(self, name: str, value_ms: float) -> None:
+        """Add a derived timing (TTFT, TPOT) to Locust's statistics as an entry of its own."""
+        self.environment.events.request.fire(
+            request_type=self.workload, name=name, response_time=value_ms, response_length=0,
+            exception=None, context={},
+        )
+
+
+def _error_kind(status: int | None, error: Exception | None) -> str:
+    if status and status >= 400:
+        return f"http_{status}"
+    if error is not None:
+        text = f"{type(error).__name__} {error}".lower()
+        if "timeout" in text or "timed out" in text:
+            return "timeout"
+        if isinstance(error, ConnectionError | OSError) or "connection" in text:
+            return "connection"
+    return "protocol"
+
+
+def _error_detail(resp: ResponseContextManager, error: Exception | None) -> str:
+    status = resp.status_code
+    if status and status >= 400:
+        try:
+            body = resp.text or ""
+        except Exception as exc:  # the body itself may be unreadable; the status still says enough
+            body = f"(body unreadable: {exc})"
+        return f"HTTP {status}: {body[:300]}"
+    return f"{type(error).__name__}: {error}" if error is not None else "no response"

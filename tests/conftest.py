@@ -1,0 +1,30 @@
+"""Pytest set-up: makes tests/harness.py importable and provides the leftover-server check."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import server_processes
+
+
+@pytest.fixture
+def no_leftover_servers() -> Iterator[None]:
+    """Fail the test if it leaves a bench_plugin server running (and kill it, so others aren't hurt)."""
+    before = set(server_processes())
+    yield
+    deadline = time.time() + 5
+    while time.time() < deadline and set(server_processes()) - before:
+        time.sleep(0.1)
+    left = {pid: cmd for pid, cmd in server_processes().items() if pid not in before}
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"servers left running: {left}"

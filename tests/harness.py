@@ -1,0 +1,63 @@
+"""Test harness: run the real `locust` command, write scenario variants, find leftover servers."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+LOCUST = str(Path(sys.executable).parent / "locust")
+
+
+def run_locust(args: list[str], timeout: float = 300, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    """Run `locust --headless` with ``args`` to completion; stdout and stderr together in .stdout."""
+    cmd = [LOCUST, "--headless", "--only-summary", *args]
+    return subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout,
+                          env={**os.environ, "PYTHONUNBUFFERED": "1"}, check=False)
+
+
+def start_locust(args: list[str], log: Path, cwd: Path = ROOT) -> subprocess.Popen[bytes]:
+    """Start `locust --headless` with ``args`` in the background, output to ``log``."""
+    with open(log, "wb") as fh:
+        return subprocess.Popen([LOCUST, "--headless", "--only-summary", *args], cwd=cwd, stdout=fh,
+                                stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def scenario_variant(tmp_path: Path, base: str, name: str = "scenario.yaml", **changes: Any) -> Path:
+    """A copy of scenarios/<base>.yaml with top-level keys replaced, written under tmp_path."""
+    data = yaml.safe_load((ROOT / "scenarios" / f"{base}.yaml").read_text())
+    data.update(changes)
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def server_processes() -> dict[int, str]:
+    """PID -> command line of every running bench_plugin server on this host."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if "bench_plugin.servers" in cmd and "pytest" not in cmd:
+            found[int(entry.name)] = cmd
+    return found
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` is a live (not zombie) process."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+

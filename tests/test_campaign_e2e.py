@@ -1,0 +1,85 @@
+"""A whole short campaign through the real `locust --headless` command, with real reference servers."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from harness import pid_alive, run_locust
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def campaign(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    results = tmp_path_factory.mktemp("short") / "results"
+    done = run_locust(["-f", "locustfiles/mixed.py", "--scenario", "scenarios/short.yaml", "--results-dir",
+                       str(results)], timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:]
+    return results, done.stdout
+
+
+def test_writes_the_three_outputs_and_says_where(campaign: tuple[Path, str]) -> None:
+    results, output = campaign
+    for name in ("results.sqlite", "summary.json", "summary.md"):
+        assert (results / name).is_file(), name
+    assert f"results in {results}" in output
+    assert "campaign completed" in output
+
+
+def test_trials_are_interleaved_arms_times_repeats(campaign: tuple[Path, str]) -> None:
+    summary = json.loads((campaign[0] / "summary.json").read_text())
+    assert summary["schema"] == "bench_plugin.summary/1"
+    assert [(t["arm"], t["repeat"]) for t in summary["trials"]] == [
+        ("exclusive", 1), ("shared", 1), ("exclusive", 2), ("shared", 2)
+    ]
+    assert all(t["status"] == "completed" for t in summary["trials"])
+
+
+def test_every_stage_and_class_has_figures(campaign: tuple[Path, str]) -> None:
+    summary = json.loads((campaign[0] / "summary.json").read_text())
+    for trial in summary["trials"]:
+        assert [s["index"] for s in trial["stages"]] == [0, 1]
+        for stage in trial["stages"]:
+            assert set(stage["classes"]) == {"llm", "embedding", "asr"}
+            for name, figures in stage["classes"].items():
+                assert figures["requests"] > 0, (trial["arm"], stage["index"], name)
+                assert figures["errors"] == 0, figures["errors_by_kind"]
+                assert figures["latency_ms"]["p50"] <= figures["latency_ms"]["p95"] <= figures["latency_ms"]["p99"]
+            llm = stage["classes"]["llm"]
+            assert llm["ttft_ms"]["p95"] is not None and llm["tpot_ms"]["p95"] is not None
+            assert llm["ttft_ms"]["p50"] <= llm["latency_ms"]["p50"]
+
+
+def test_exclusive_runs_each_class_alone_and_shared_runs_them_together(campaign: tuple[Path, str]) -> None:
+    db = sqlite3.connect(campaign[0] / "results.sqlite")
+    rows = db.execute("SELECT t.arm, s.segment, s.classes, s.placement FROM segments s JOIN trials t ON t.id = s.trial "
+                      "WHERE t.repeat = 1 ORDER BY t.position, s.segment").fetchall()
+    layout = [(arm, json.loads(classes)) for arm, _, classes, _ in rows]
+    assert layout == [("exclusive", ["llm"]), ("exclusive", ["embedding"]), ("exclusive", ["asr"]),
+                      ("shared", ["llm", "embedding", "asr"])]
+    for *_, placement in rows:
+        for where in json.loads(placement).values():
+            assert where["device"] == "cpu" and not pid_alive(where["pid"])
+
+
+def test_summary_compares_against_the_control(campaign: tuple[Path, str]) -> None:
+    summary = json.loads((campaign[0] / "summary.json").read_text())
+    shared = summary["arms"]["shared"]["stages"][0]["classes"]["llm"]
+    assert shared["normalised_throughput"]["n"] == 2
+    assert shared["throughput_rps"]["ci95"] is not None
+    text = (campaign[0] / "summary.md").read_text()
+    assert "| shared | llm |" in text and "| exclusive | asr |" in text and "control" in text
+
+
+def test_conditions_and_hashes_are_recorded(campaign: tuple[Path, str]) -> None:
+    summary = json.loads((campaign[0] / "summary.json").read_text())
+    assert len(summary["scenario"]["sha256"]) == 64
+    assert {n: len(rs["sha256"]) for n, rs in summary["request_sets"].items()} == {"llm": 64, "embedding": 64,
+                                                                                    "asr": 64}
+    conditions = summary["conditions"]
+    assert conditions["packages"]["locust"] and conditions["backend"]["backend"] == "local"
+    assert (campaign[0] / "inputs" / "llm.jsonl").is_file()
+

@@ -1,0 +1,139 @@
+"""Scenario loading and validation: every file in scenarios/ loads, and bad ones fail naming file/key/value."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bench_plugin.scenario import ScenarioError, changed_variables, load_scenario, scenario_sha256
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))
+
+MINIMAL = {
+    "name": "t",
+    "classes": {"llm": {"model": "m", "slo": {"p95_ms": 100}}},
+    "arms": [{"name": "a", "control": True}, {"name": "b", "sharing": "time-slicing"}],
+    "stages": [{"duration_s": 1, "load": {"llm": 1}}],
+}
+
+
+def write(tmp_path: Path, data: object, name: str = "s.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data) if not isinstance(data, str) else data)
+    return path
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=[p.name for p in SCENARIOS])
+def test_every_shipped_scenario_validates(path: Path) -> None:
+    scenario = load_scenario(path)
+    assert scenario.control in scenario.arms
+
+
+def test_minimal_scenario_defaults(tmp_path: Path) -> None:
+    scenario = load_scenario(write(tmp_path, MINIMAL))
+    assert scenario.repeats == 3
+    assert scenario.order == "interleaved"
+    assert scenario.control.name == "a"
+    assert scenario.classes.names() == ["llm"]
+
+
+def _error(tmp_path: Path, data: object) -> str:
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(write(tmp_path, data))
+    return str(info.value)
+
+
+def test_unknown_key_is_named_with_its_path(tmp_path: Path) -> None:
+    data = {**MINIMAL, "classes": {"llm": {"model": "m", "slo": {"p95_ms": 100, "p99_ms": 5}}}}
+    message = _error(tmp_path, data)
+    assert "s.yaml" in message and "classes.llm.slo.p99_ms: unknown key" in message
+
+
+def test_wrong_type_names_key_and_value(tmp_path: Path) -> None:
+    data = {**MINIMAL, "repeats": "many"}
+    message = _error(tmp_path, data)
+    assert "repeats" in message and "'many'" in message
+
+
+def test_arm_changing_two_variables_is_refused_naming_them(tmp_path: Path) -> None:
+    arms = [{"name": "a", "control": True},
+            {"name": "b", "sharing": "time-slicing", "classes": {"llm": {"priority": "high"}}}]
+    message = _error(tmp_path, {**MINIMAL, "arms": arms})
+    assert "arm 'b' changes 2 variables" in message
+    assert "sharing" in message and "classes.llm.priority" in message
+
+
+def test_allow_multiple_changes_lets_it_through(tmp_path: Path) -> None:
+    arms = [{"name": "a", "control": True},
+            {"name": "b", "sharing": "time-slicing", "classes": {"llm": {"priority": "high"}}}]
+    scenario = load_scenario(write(tmp_path, {**MINIMAL, "arms": arms, "allow_multiple_changes": True}))
+    assert changed_variables(scenario.arms[0], scenario.arms[1], ["llm"]) == ["sharing", "classes.llm.priority"]
+
+
+def test_baseline_lets_an_arm_differ_from_another_arm_by_one_variable(tmp_path: Path) -> None:
+    arms = [{"name": "excl", "control": True},
+            {"name": "mps", "sharing": "mps"},
+            {"name": "mps-capped", "baseline": "mps", "sharing": "mps", "classes": {"llm": {"thread_percentage": 50}}}]
+    scenario = load_scenario(write(tmp_path, {**MINIMAL, "arms": arms}))
+    assert [a.name for a in scenario.arms] == ["excl", "mps", "mps-capped"]
+
+
+def test_arm_identical_to_its_baseline_is_refused(tmp_path: Path) -> None:
+    arms = [{"name": "a", "control": True}, {"name": "b"}]
+    assert "changes nothing" in _error(tmp_path, {**MINIMAL, "arms": arms})
+
+
+def test_exactly_one_control(tmp_path: Path) -> None:
+    arms = [{"name": "a"}, {"name": "b", "sharing": "time-slicing"}]
+    assert "exactly one arm must have control: true" in _error(tmp_path, {**MINIMAL, "arms": arms})
+
+
+def test_stage_must_give_every_class_a_load(tmp_path: Path) -> None:
+    data = {**MINIMAL, "classes": {**MINIMAL["classes"], "embedding": {"model": "e", "slo": {"p95_ms": 5}}}}
+    assert "stages[0].load has no load for: embedding" in _error(tmp_path, data)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ScenarioError, match="scenario file not found"):
+        load_scenario(tmp_path / "nope.yaml")
+
+
+def test_empty_file(tmp_path: Path) -> None:
+    assert "scenario file is empty" in _error(tmp_path, "   \n")
+
+
+def test_truncated_file_names_the_line(tmp_path: Path) -> None:
+    text = yaml.safe_dump(MINIMAL)
+    message = _error(tmp_path, text[: text.index("stages") + 12] + "{duration_s: [1,")
+    assert "not valid YAML at line" in message
+
+
+def test_configmap_form_loads_and_fills_the_experiment_fields(tmp_path: Path) -> None:
+    inner = {k: v for k, v in MINIMAL.items() if k != "name"}
+    cm = {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "day19-experiment", "namespace": "ai-lab"},
+        "data": {"change": "compare", "fixed": "image, model, input", "metrics": "aggregate throughput",
+                 "repeats": "3", "scenario": yaml.safe_dump(inner)},
+    }
+    scenario = load_scenario(write(tmp_path, cm))
+    assert scenario.name == "day19-experiment"
+    assert scenario.repeats == 3 and scenario.change == "compare"
+
+
+def test_configmap_conflicting_fields_are_refused(tmp_path: Path) -> None:
+    inner = {**MINIMAL, "repeats": 5}
+    cm = {"kind": "ConfigMap", "metadata": {"name": "x"}, "data": {"repeats": "3", "scenario": yaml.safe_dump(inner)}}
+    assert "data.repeats is 3 but data.scenario.repeats is 5" in _error(tmp_path, cm)
+
+
+def test_overrides_narrow_the_run(tmp_path: Path) -> None:
+    path = write(tmp_path, MINIMAL)
+    scenario = load_scenario(path, arm="b", repeats=1, stage_duration=0.5)
+    assert [a.name for a in scenario.arms] == ["b"] and scenario.repeats == 1
+    assert scenario.stages[0].duration_s == 0.5
+    assert scenario_sha256(scenario) != scenario_sha256(load_scenario(path))
+    with pytest.raises(ScenarioError, match="--arm 'zz' is not an arm"):
+        load_scenario(path, arm="zz")
