@@ -83,7 +83,6 @@ class Conductor:
             self.status = "completed"
         except CampaignFailed as exc:
             self.status, self.reason = "failed", str(exc)
-            logger.error("campaign failed: %s", exc)
         except gevent.GreenletExit:
             self.status, self.reason = "interrupted", "the run was stopped (Ctrl-C or a stop signal)"
             raise

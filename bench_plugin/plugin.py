@@ -148,11 +148,12 @@ class BenchPlugin:
             self.environment.process_exit_code = 2
             return
         self.environment.process_exit_code = EXIT_CODES.get(self.conductor.status, 2)
-        reason = f" ({self.conductor.reason})" if self.conductor.reason else ""
-        sys.stderr.write(
-            f"bench_plugin: campaign {self.conductor.status}{reason}\n"
-            f"bench_plugin: results in {self.results_dir} (summary.md, summary.json, results.sqlite)\n"
-        )
+        status, reason = self.conductor.status, self.conductor.reason
+        if status == "failed":
+            sys.stderr.write(f"bench_plugin: error: campaign failed: {reason}\n")
+        else:
+            sys.stderr.write(f"bench_plugin: campaign {status}" + (f" ({reason})" if reason else "") + "\n")
+        sys.stderr.write(f"bench_plugin: results in {self.results_dir} (summary.md, summary.json, results.sqlite)\n")
         sys.stderr.flush()
 
 

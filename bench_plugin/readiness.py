@@ -7,6 +7,7 @@ shortest clip of the request set) until one succeeds; the time it first answered
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -56,6 +57,18 @@ def probe(scenario: Scenario, name: str, url: str, request_set: RequestSet, time
             raise ValueError("transcription reply has no text")
 
 
+def describe_error(exc: Exception) -> str:
+    """A short, readable reason for a failed probe (requests' own messages nest several layers deep)."""
+    if isinstance(exc, requests.ConnectionError):
+        found = re.search(r"\[Errno -?\d+\] ([^'\")]+)", str(exc))
+        return f"cannot connect ({found.group(1).strip() if found else 'connection failed'})"
+    if isinstance(exc, requests.Timeout):
+        return "no answer in time"
+    if isinstance(exc, requests.HTTPError) and exc.response is not None:
+        return f"HTTP {exc.response.status_code}: {exc.response.text[:120]}"
+    return f"{type(exc).__name__}: {str(exc)[:160]}"
+
+
 def wait_until_ready(
     scenario: Scenario,
     placement: Placement,
@@ -83,7 +96,7 @@ def wait_until_ready(
                 probe(scenario, name, where.url, request_sets[name], timeout_s=max(1.0, deadline - time.time()))
                 ready[name] = time.time()
             except (requests.RequestException, ValueError, KeyError) as exc:
-                last_error[name] = f"{type(exc).__name__}: {exc}"
+                last_error[name] = describe_error(exc)
         if len(ready) == len(placement.classes):
             return ready
         if time.time() >= deadline:

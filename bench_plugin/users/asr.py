@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import time
 import uuid
 from typing import Any
 
 from bench_plugin.samples import Sample
-from bench_plugin.users.base import RequestFailed, WorkloadUser
+from bench_plugin.users.base import Prepared, RequestFailed, WorkloadUser, read_json
 from bench_plugin.users.state import ClassLoad
 
 PATH = "/v1/audio/transcriptions"
@@ -35,19 +33,15 @@ class ASRUser(WorkloadUser):
 
     workload = "asr"
 
-    def send(self, load: ClassLoad, item: dict[str, Any], sample: Sample) -> None:
+    def prepare(self, load: ClassLoad, item: dict[str, Any], sample: Sample) -> Prepared:
         audio = self.state.request_sets["asr"].audio[item["file"]]
         fields = {"model": load.model, "response_format": "json", "language": item.get("language", "en")}
         body, content_type = multipart_body(fields, item["file"], audio)
         sample.audio_s = float(item["audio_seconds"])
-        headers = {"Content-Type": content_type}
-        with self.exchange(load.url.rstrip("/") + PATH, PATH, sample, data=body, headers=headers) as resp:
-            raw = resp._response.read()  # FastResponse keeps geventhttpclient's response here
-            sample.end_s = time.time()
-            try:
-                reply = json.loads(raw)
-            except json.JSONDecodeError:
-                raise RequestFailed(f"reply is not JSON: {raw[:80]!r}", kind="protocol") from None
-            if not isinstance(reply, dict) or not isinstance(reply.get("text"), str):
-                raise RequestFailed("reply has no 'text'", kind="protocol")
-            sample.ok = True
+        return Prepared(load.url.rstrip("/") + PATH, PATH, body, {"Content-Type": content_type})
+
+    def read(self, raw: Any, load: ClassLoad, prepared: Prepared, sample: Sample) -> None:
+        reply = read_json(raw, sample)
+        if not isinstance(reply.get("text"), str):
+            raise RequestFailed("reply has no 'text'", kind="protocol")
+        sample.ok = True

@@ -13,9 +13,9 @@ table splits per class; TTFT and TPOT go in as entries of their own.
 from __future__ import annotations
 
 import itertools
+import json
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import gevent
@@ -28,6 +28,13 @@ from bench_plugin.samples import Sample
 from bench_plugin.users.arrivals import item_order, poisson_offsets
 from bench_plugin.users.state import ClassLoad, LoadState, StageAssignment
 
+PREPARE_AHEAD_S = 0.005
+"""Each request is built this long before its send time, so building it never delays the send."""
+
+SPIN_S = 0.002
+"""The last stretch before a send time is spent yielding in a loop rather than in a timer: gevent's
+event loop polls with millisecond granularity, which alone made sends up to a millisecond late."""
+
 STATE_ATTRIBUTE = "bench_plugin_load_state"
 """Name of the Environment attribute that holds this process's LoadState."""
 
@@ -39,6 +46,45 @@ class RequestFailed(Exception):
         super().__init__(message)
         self.kind = kind
         """The sample's error kind, when the raiser knows it better than the HTTP status does."""
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A request ready to go: absolute URL, Locust entry name, encoded body and headers."""
+
+    url: str
+    name: str
+    body: bytes
+    headers: dict[str, str]
+    expect: dict[str, Any] = field(default_factory=dict)
+    """What a correct reply must hold (e.g. the exact output length)."""
+
+
+def json_request(url: str, name: str, body: dict[str, Any], **expect: Any) -> Prepared:
+    """A Prepared JSON POST."""
+    return Prepared(url, name, json.dumps(body).encode(), {"Content-Type": "application/json"}, expect)
+
+
+def wait_until(when_s: float) -> None:
+    """Return at epoch ``when_s``, to well under a millisecond, letting other greenlets run meanwhile."""
+    remaining = when_s - time.time()
+    if remaining > SPIN_S:
+        gevent.sleep(remaining - SPIN_S)
+    while time.time() < when_s:
+        gevent.sleep(0)
+
+
+def read_json(raw: Any, sample: Sample) -> dict[str, Any]:
+    """Read a whole JSON object reply (stamping the sample's end time); RequestFailed if it is not one."""
+    body = raw.read()
+    sample.end_s = time.time()
+    try:
+        reply = json.loads(body)
+    except json.JSONDecodeError:
+        raise RequestFailed(f"reply is not JSON: {body[:80]!r}", kind="protocol") from None
+    if not isinstance(reply, dict):
+        raise RequestFailed(f"reply is not a JSON object: {body[:80]!r}", kind="protocol")
+    return reply
 
 
 def load_state(environment: Any) -> LoadState:
@@ -95,7 +141,7 @@ class WorkloadUser(FastHttpUser):
         items = item_order(len(self.requests), len(offsets), a.seed, self.workload, a.stage)
         for k in range(a.worker_index, len(offsets), a.worker_count):
             intended = a.start_s + float(offsets[k])
-            if not self.state.sleep_until(intended, a.key):
+            if not self.state.sleep_until(intended - PREPARE_AHEAD_S, a.key):
                 return
             self.pool.spawn(self._one, a, load, k, int(items[k]), intended)
 
@@ -115,6 +161,7 @@ class WorkloadUser(FastHttpUser):
         self.state.wait_stop(a.key, a.end_s)
 
     def _one(self, a: StageAssignment, load: ClassLoad, seq: int, item: int, intended: float) -> None:
+        """Prepare request ``item``, send it at ``intended``, record its sample whatever happens."""
         sample = Sample(
             workload=self.workload, trial=a.trial, segment=a.segment, stage=a.stage, seq=seq, item=item,
             intended_s=intended, sent_s=intended, end_s=0.0, ok=False, worker=self.state.worker_id,
@@ -122,10 +169,12 @@ class WorkloadUser(FastHttpUser):
         counts = self.state.in_flight
         counts[self.workload] = counts.get(self.workload, 0) + 1
         try:
+            prepared = self.prepare(load, self.requests[item], sample)
+            wait_until(intended)
             assert self.slots is not None
             deadline = RequestFailed(f"no reply within {load.timeout_s:g} s", kind="timeout")
             with self.slots, gevent.Timeout(load.timeout_s, deadline):
-                self.send(load, self.requests[item], sample)
+                self._exchange(prepared, load, sample)
         except RequestFailed as exc:
             sample.ok, sample.error, sample.detail = False, exc.kind or "protocol", str(exc)
         except gevent.GreenletExit:
@@ -136,27 +185,33 @@ class WorkloadUser(FastHttpUser):
             if not sample.end_s:
                 sample.end_s = time.time()
             self.state.sink(sample)
+        if sample.ok:
+            self.reported(sample)
 
-    def send(self, load: ClassLoad, item: dict[str, Any], sample: Sample) -> None:
-        """Send one request for ``item`` to ``load.url`` and fill in ``sample``'s outcome."""
+    def prepare(self, load: ClassLoad, item: dict[str, Any], sample: Sample) -> Prepared:
+        """Build the request for ``item`` (before its send time) and note its size in ``sample``."""
         raise NotImplementedError
 
-    @contextmanager
-    def exchange(self, url: str, name: str, sample: Sample, **kwargs: Any) -> Iterator[ResponseContextManager]:
-        """POST to ``url``; report the outcome in ``sample`` to Locust when the block ends.
+    def read(self, raw: Any, load: ClassLoad, prepared: Prepared, sample: Sample) -> None:
+        """Read the reply body from geventhttpclient's response ``raw``; set ``sample.ok`` or raise RequestFailed."""
+        raise NotImplementedError
 
-        The block reads the reply and sets ``sample.ok`` (or raises RequestFailed); the latency that
-        Locust sees is the sample's, from the intended send time.
-        """
+    def reported(self, sample: Sample) -> None:
+        """Hook after a successful request's sample was recorded (the LLM user adds TTFT/TPOT entries)."""
+
+    def _exchange(self, prepared: Prepared, load: ClassLoad, sample: Sample) -> None:
+        """POST ``prepared``; report the outcome in ``sample`` and to Locust (latency from the intended time)."""
         sample.sent_s = time.time()
-        with self.client.request("POST", url, name=name, catch_response=True, stream=True, **kwargs) as resp:
+        with self.client.request("POST", prepared.url, name=prepared.name, catch_response=True, stream=True,
+                                 data=prepared.body, headers=prepared.headers) as resp:
             error = getattr(resp, "error", None)
             status = resp.status_code or None
             sample.status = status
             try:
                 if error is not None or status is None or status >= 400:
                     raise RequestFailed(_error_detail(resp, error))
-                yield resp
+                # FastResponse keeps geventhttpclient's response, body unread, in _response.
+                self.read(resp._response, load, prepared, sample)
             except RequestFailed as exc:
                 sample.ok = False
                 sample.error = exc.kind or _error_kind(status, error)

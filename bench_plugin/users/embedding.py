@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
-import time
 from typing import Any
 
 from bench_plugin.samples import Sample
-from bench_plugin.users.base import RequestFailed, WorkloadUser
+from bench_plugin.users.base import Prepared, RequestFailed, WorkloadUser, json_request, read_json
 from bench_plugin.users.state import ClassLoad
 
 PATH = "/v1/embeddings"
@@ -18,20 +16,18 @@ class EmbeddingUser(WorkloadUser):
 
     workload = "embedding"
 
-    def send(self, load: ClassLoad, item: dict[str, Any], sample: Sample) -> None:
+    def prepare(self, load: ClassLoad, item: dict[str, Any], sample: Sample) -> Prepared:
         inputs = item["input"]
-        body = {"model": load.model, "input": inputs, "encoding_format": "float"}
         sample.inputs = len(inputs)
         sample.input_tokens = sum(len(text.split()) for text in inputs)
-        with self.exchange(load.url.rstrip("/") + PATH, PATH, sample, json=body) as resp:
-            raw = resp._response.read()  # FastResponse keeps geventhttpclient's response here
-            sample.end_s = time.time()
-            try:
-                reply = json.loads(raw)
-            except json.JSONDecodeError:
-                raise RequestFailed(f"reply is not JSON: {raw[:80]!r}", kind="protocol") from None
-            data = reply.get("data") if isinstance(reply, dict) else None
-            if not isinstance(data, list) or len(data) != len(inputs):
-                got = len(data) if isinstance(data, list) else "no"
-                raise RequestFailed(f"{got} embeddings for {len(inputs)} inputs", kind="protocol")
-            sample.ok = True
+        body = {"model": load.model, "input": inputs, "encoding_format": "float"}
+        return json_request(load.url.rstrip("/") + PATH, PATH, body, inputs=len(inputs))
+
+    def read(self, raw: Any, load: ClassLoad, prepared: Prepared, sample: Sample) -> None:
+        reply = read_json(raw, sample)
+        data = reply.get("data")
+        wanted = prepared.expect["inputs"]
+        if not isinstance(data, list) or len(data) != wanted:
+            got = len(data) if isinstance(data, list) else "no"
+            raise RequestFailed(f"{got} embeddings for {wanted} inputs", kind="protocol")
+        sample.ok = True

@@ -6,7 +6,7 @@ import time
 from typing import Any
 
 from bench_plugin.samples import Sample
-from bench_plugin.users.base import RequestFailed, WorkloadUser
+from bench_plugin.users.base import Prepared, RequestFailed, WorkloadUser, json_request
 from bench_plugin.users.sse import DONE, StreamError, iter_events
 from bench_plugin.users.state import ClassLoad
 
@@ -38,34 +38,37 @@ class LLMUser(WorkloadUser):
 
     workload = "llm"
 
-    def send(self, load: ClassLoad, item: dict[str, Any], sample: Sample) -> None:
+    def prepare(self, load: ClassLoad, item: dict[str, Any], sample: Sample) -> Prepared:
         api = load.options.get("api", "chat")
-        path = PATHS[api]
         body = request_body(load, item)
         sample.input_tokens = int(item.get("input_tokens") or 0) or None
-        with self.exchange(load.url.rstrip("/") + path, path, sample, json=body) as resp:
-            chunks, usage = self._read_stream(resp, api, sample)
-            sample.end_s = time.time()
-            sample.output_tokens = int(usage["completion_tokens"]) if usage else chunks
-            if sample.first_token_s is None:
-                raise RequestFailed("no content token in the stream", kind="protocol")
-            wanted = body["max_tokens"]
-            if load.options.get("fixed_output", True) and sample.output_tokens != wanted:
-                raise RequestFailed(
-                    f"generated {sample.output_tokens} tokens, expected exactly {wanted}", kind="output_length"
-                )
-            sample.ok = True
-        if sample.ok:
-            self.report_extra("TTFT", sample.ttft_ms or 0.0)
-            if sample.tpot_ms is not None:
-                self.report_extra("TPOT", sample.tpot_ms)
+        fixed = bool(load.options.get("fixed_output", True))
+        return json_request(load.url.rstrip("/") + PATHS[api], PATHS[api], body, api=api,
+                            output_tokens=body["max_tokens"] if fixed else None)
+
+    def read(self, raw: Any, load: ClassLoad, prepared: Prepared, sample: Sample) -> None:
+        chunks, usage = self._read_stream(raw, prepared.expect["api"], sample)
+        sample.end_s = time.time()
+        sample.output_tokens = int(usage["completion_tokens"]) if usage else chunks
+        if sample.first_token_s is None:
+            raise RequestFailed("no content token in the stream", kind="protocol")
+        wanted = prepared.expect["output_tokens"]
+        if wanted is not None and sample.output_tokens != wanted:
+            raise RequestFailed(f"generated {sample.output_tokens} tokens, expected exactly {wanted}",
+                                kind="output_length")
+        sample.ok = True
+
+    def reported(self, sample: Sample) -> None:
+        self.report_extra("TTFT", sample.ttft_ms or 0.0)
+        if sample.tpot_ms is not None:
+            self.report_extra("TPOT", sample.tpot_ms)
 
     @staticmethod
-    def _read_stream(resp: Any, api: str, sample: Sample) -> tuple[int, dict[str, Any] | None]:
+    def _read_stream(raw: Any, api: str, sample: Sample) -> tuple[int, dict[str, Any] | None]:
         chunks = 0
         usage: dict[str, Any] | None = None
         try:
-            for event in iter_events(resp._response):  # FastResponse keeps geventhttpclient's response here
+            for event in iter_events(raw):
                 if event == DONE:
                     return chunks, usage
                 assert isinstance(event, dict)

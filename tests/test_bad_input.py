@@ -1,0 +1,97 @@
+"""Bad input through the real `locust` command: a non-zero exit and a line naming file, key and value."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from harness import ROOT, run_locust, scenario_variant
+
+SHORT = yaml.safe_load((ROOT / "scenarios" / "short.yaml").read_text())
+
+
+def locust_error(scenario: Path | str, *extra: str, results: Path | None = None) -> tuple[int, str]:
+    args = ["-f", "locustfiles/mixed.py", "--scenario", str(scenario), *extra]
+    if results is not None:
+        args += ["--results-dir", str(results)]
+    done = run_locust(args, timeout=120)
+    return done.returncode, done.stdout
+
+
+def assert_clean_error(code: int, output: str, *expected: str) -> None:
+    assert code != 0, output
+    assert "Traceback" not in output, output
+    lines = [line for line in output.splitlines() if line.startswith("bench_plugin: error:")]
+    assert lines, output
+    for text in expected:
+        assert any(text in line for line in lines), (text, lines)
+
+
+def test_unknown_key(tmp_path: Path) -> None:
+    path = scenario_variant(tmp_path, "short", rollback={"max_p95_multiple": 5, "max_p99_multiple": 9})
+    assert_clean_error(*locust_error(path), str(path), "rollback.max_p99_multiple: unknown key")
+
+
+def test_wrong_type(tmp_path: Path) -> None:
+    stages = [{"duration_s": "soon", "load": {"llm": 1, "embedding": 1, "asr": 1}}]
+    path = scenario_variant(tmp_path, "short", stages=stages)
+    assert_clean_error(*locust_error(path), str(path), "stages.0.duration_s", "'soon'")
+
+
+def test_arm_changing_two_variables(tmp_path: Path) -> None:
+    arms = [{"name": "exclusive", "control": True},
+            {"name": "both", "sharing": "time-slicing", "classes": {"llm": {"priority": "high"}}}]
+    path = scenario_variant(tmp_path, "short", arms=arms)
+    assert_clean_error(*locust_error(path), str(path), "arm 'both' changes 2 variables",
+                       "sharing, classes.llm.priority")
+
+
+def test_missing_scenario_file(tmp_path: Path) -> None:
+    path = tmp_path / "missing.yaml"
+    assert_clean_error(*locust_error(path), f"{path}: scenario file not found")
+
+
+def test_empty_scenario_file(tmp_path: Path) -> None:
+    path = tmp_path / "empty.yaml"
+    path.write_text("")
+    assert_clean_error(*locust_error(path), f"{path}: scenario file is empty")
+
+
+def test_truncated_scenario_file(tmp_path: Path) -> None:
+    text = (ROOT / "scenarios" / "short.yaml").read_text()
+    path = tmp_path / "truncated.yaml"
+    path.write_text(text[: text.index("stages:")] + "stages:\n  - {name: low, duration_s: 3, load: {llm: 2,")
+    assert_clean_error(*locust_error(path), str(path), "not valid YAML at line")
+
+
+def test_missing_request_set_file(tmp_path: Path) -> None:
+    classes = SHORT["classes"]
+    classes["llm"]["requests"] = {"file": "prompts.jsonl"}
+    path = scenario_variant(tmp_path, "short", classes=classes)
+    assert_clean_error(*locust_error(path), f"{tmp_path / 'prompts.jsonl'}: request-set file not found")
+
+
+def test_no_scenario_given() -> None:
+    done = run_locust(["-f", "locustfiles/mixed.py"], timeout=60)
+    assert_clean_error(done.returncode, done.stdout, "--scenario is required")
+
+
+def test_results_dir_with_other_results(tmp_path: Path) -> None:
+    (tmp_path / "old.txt").write_text("x")
+    assert_clean_error(*locust_error(ROOT / "scenarios" / "short.yaml", results=tmp_path),
+                       f"--results-dir {tmp_path}: exists and is not an empty directory")
+
+
+def test_manual_backend_needs_one_arm(tmp_path: Path) -> None:
+    code, output = locust_error(ROOT / "scenarios" / "short.yaml", "--host", "http://127.0.0.1:9")
+    assert_clean_error(code, output, "manual backend", "--arm")
+
+
+@pytest.mark.slow
+def test_unreachable_endpoint(tmp_path: Path, no_leftover_servers: None) -> None:
+    path = scenario_variant(tmp_path, "short", readiness_timeout_s=2)
+    code, output = locust_error(path, "--host", "http://127.0.0.1:9", "--arm", "shared",
+                                results=tmp_path / "results")
+    assert_clean_error(code, output, "not ready after 2 s", "llm at http://127.0.0.1:9")
+    assert (tmp_path / "results" / "results.sqlite").is_file()
