@@ -1,0 +1,39 @@
+"""SSE framing: events parsed as they come, [DONE] required, bad framing named."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from bench_plugin.users.sse import DONE, StreamError, iter_events
+
+
+class Lines:
+    """Stands in for geventhttpclient's response: readline() returns one line, then b"" at the end."""
+
+    def __init__(self, text: str) -> None:
+        self.lines = [line.encode() for line in text.splitlines(keepends=True)]
+
+    def readline(self, sep: bytes = b"\n") -> bytes:
+        return self.lines.pop(0) if self.lines else b""
+
+
+def test_events_then_done() -> None:
+    stream = Lines('data: {"a": 1}\n\n: keep-alive\n\ndata: {"b": 2}\n\ndata: [DONE]\n\n')
+    assert list(iter_events(stream)) == [{"a": 1}, {"b": 2}, DONE]
+
+
+def test_crlf_and_no_space_after_colon() -> None:
+    assert list(iter_events(Lines('data:{"a": 1}\r\n\r\ndata: [DONE]\r\n'))) == [{"a": 1}, DONE]
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('data: {"a": 1}\n\n', "without data: [DONE]"),
+    ("data: {not json\n\n", "not JSON"),
+    ("data: [1, 2]\n\n", "not a JSON object"),
+    ("hello\n", "unexpected line"),
+])
+def test_bad_framing(text: str, message: str) -> None:
+    with pytest.raises(StreamError, match=re.escape(message)):
+        list(iter_events(Lines(text)))
