@@ -147,7 +147,7 @@ class Conductor:
     def _offered(self, classes: list[str], index: int) -> tuple[dict[str, float], dict[str, str]]:
         stage = self.scenario.stages[index]
         offered = {name: float(stage.load[name]) for name in classes}  # type: ignore[index]
-        arrival = {name: self.scenario.classes.get(name).arrival for name in classes}
+        arrival: dict[str, str] = {name: self.scenario.classes.get(name).arrival for name in classes}
         return offered, arrival
 
     def _skip(self, trial: Trial, segment: int, classes: list[str], index: int, reason: str) -> None:

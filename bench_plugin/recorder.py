@@ -55,8 +55,9 @@ class Recorder:
         self._pending: list[Sample] = []
 
     def close(self) -> None:
-        """Commit what is buffered and close the file."""
+        """Commit what is buffered and close the file, leaving one self-contained results.sqlite."""
         self.commit()
+        self._db.execute("PRAGMA journal_mode=DELETE")  # folds the write-ahead log back into the file
         self._db.close()
 
     def set_meta(self, key: str, value: Any) -> None:

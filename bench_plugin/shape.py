@@ -9,18 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from locust import LoadTestShape
-
-from bench_plugin.users import WorkloadUser
+from locust import LoadTestShape, User
 
 
 class CampaignShape(LoadTestShape):
     """Drivers for the campaign's classes until the campaign ends."""
 
-    def tick(self) -> tuple[int, float, list[type[WorkloadUser]]] | None:
+    def tick(self) -> tuple[int, float, list[type[User]] | None] | None:
         environment: Any = self.runner.environment if self.runner else None
         plugin = getattr(environment, "bench_plugin", None)
         if plugin is None or plugin.finished:
             return None
-        classes = plugin.user_classes
+        classes: list[type[User]] = list(plugin.user_classes)
         return len(classes), float(len(classes)), classes

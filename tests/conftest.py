@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+# Locust's gevent monkey-patching must happen before ssl is imported (by requests, aiohttp), or
+# urllib3 recurses forever; several test modules import Locust, so patch first, once, here.
+import locust  # noqa: F401  # isort: skip
+
 import os
 import signal
 import sys

@@ -37,4 +37,6 @@ def test_samples_are_committed_at_stage_end_and_read_back(tmp_path: Path) -> Non
     assert back == [sample(i) for i in range(5)]
     assert back[0].ttft_ms == pytest.approx(100.0) and back[0].tpot_ms == pytest.approx(400.0 / 7)
     assert db.execute("SELECT duration_s, status FROM stages").fetchone() == (10.0, "completed")
+    db.close()
     rec.close()
+    assert not (tmp_path / "r.sqlite-wal").exists()

@@ -76,7 +76,7 @@ def render_summary(summary: dict[str, Any]) -> str:
               "Latency is measured from each request's intended send time; percentiles come from exact samples. "
               "Throughput vs control is the per-repeat ratio to the control arm at the same stage.", ""]
     lines += ["## Trials", "", *_trials_table(summary), ""]
-    first_arm = next(iter(summary["arms"].values()), {"stages": []})
+    first_arm: dict[str, Any] = next(iter(summary["arms"].values()), {"stages": []})
     for stage in first_arm["stages"]:
         arrival = None
         for t in summary["trials"]:

@@ -42,7 +42,7 @@ def cpu_model() -> str:
 def gpus() -> tuple[list[Device], dict[str, Any]]:
     """The NVIDIA GPUs (empty without NVML) and driver facts."""
     try:
-        import pynvml  # type: ignore[import-not-found]
+        import pynvml
     except ImportError:
         return [], {"nvml": "nvidia-ml-py not installed"}
     try:

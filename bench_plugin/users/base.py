@@ -203,7 +203,7 @@ class WorkloadUser(FastHttpUser):
         """POST ``prepared``; report the outcome in ``sample`` and to Locust (latency from the intended time)."""
         sample.sent_s = time.time()
         with self.client.request("POST", prepared.url, name=prepared.name, catch_response=True, stream=True,
-                                 data=prepared.body, headers=prepared.headers) as resp:
+                                 data=prepared.body, headers=prepared.headers) as resp:  # type: ignore[arg-type]
             error = getattr(resp, "error", None)
             status = resp.status_code or None
             sample.status = status

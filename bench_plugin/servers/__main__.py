@@ -1,0 +1,198 @@
+"""Command line: ``python -m bench_plugin.servers {llm,embedding,asr,synthetic} [options]``.
+
+Parses and validates flags (bad flags: a clear message and exit status 2), then runs
+one server until SIGTERM/SIGINT. Server modules are imported lazily so that the
+``synthetic`` server never imports torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import math
+import os
+import sys
+
+from .api_audio import max_decode_tokens
+from .presets import ASR_PRESETS, DEFAULT_MODEL_NAMES, EMBEDDING_PRESETS, LLM_PRESETS
+
+_DTYPE_CHOICES = ("float32", "bfloat16", "float16")
+_MIN_MODEL_LEN = 16  # the warm-up prefills 8 tokens and decodes after them
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
+    return value
+
+
+def _port(text: str) -> int:
+    value = int(text)
+    if not 0 < value < 65536:
+        raise argparse.ArgumentTypeError(f"must be 1-65535, got {value}")
+    return value
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=_port, default=8000, help="port to listen on (default 8000)")
+    p.add_argument("--model-name", default=None, help="served model name (default bench-<kind>-<size>)")
+    p.add_argument("--seed", type=int, default=0, help="seed for weights / slow-request choice (default 0)")
+
+
+def _add_torch(p: argparse.ArgumentParser, sizes: list[str], max_batch: int, dynamic: bool) -> None:
+    p.add_argument("--size", choices=sizes, default="tiny", help="model size preset (default tiny)")
+    p.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda if available, else cpu)")
+    p.add_argument(
+        "--dtype",
+        choices=_DTYPE_CHOICES,
+        default=None,
+        help="weights/activations dtype (default bfloat16 on cuda, float32 on cpu)",
+    )
+    p.add_argument("--threads", type=_positive_int, default=None, help="torch CPU threads (torch.set_num_threads)")
+    p.add_argument(
+        "--max-batch-size",
+        type=_positive_int,
+        default=max_batch,
+        help=f"most sequences per model step (default {max_batch})",
+    )
+    if dynamic:
+        p.add_argument(
+            "--max-wait-ms",
+            type=_non_negative_float,
+            default=5.0,
+            help="dynamic batching window after the first queued input (default 5)",
+        )
+
+
+def _add_synthetic(syn: argparse.ArgumentParser) -> None:
+    _add_common(syn)
+    syn.add_argument("--ttft-ms", type=_non_negative_float, default=50.0, help="time to first token (default 50)")
+    syn.add_argument("--itl-ms", type=_non_negative_float, default=10.0, help="delay between tokens (default 10)")
+    syn.add_argument(
+        "--latency-ms",
+        type=_non_negative_float,
+        default=50.0,
+        help="total latency of embeddings and transcriptions (default 50)",
+    )
+    syn.add_argument("--slow-fraction", type=_fraction, default=0.0, help="share of slow requests (default 0)")
+    syn.add_argument(
+        "--slow-extra-ms",
+        type=_non_negative_float,
+        default=0.0,
+        help="added to TTFT (llm) or latency (others) of slow requests (default 0)",
+    )
+    syn.add_argument("--timing-log", default=None, help="JSON-lines file, one line per finished request")
+    syn.add_argument(
+        "--ready-after-s",
+        type=_non_negative_float,
+        default=0.0,
+        help="answer 503 on /health this long after start (default 0)",
+    )
+    syn.add_argument(
+        "--tokens-per-second", type=_positive_int, default=3, help="transcription words per second of audio (default 3)"
+    )
+    syn.add_argument("--embedding-dim", type=_positive_int, default=384, help="embedding size (default 384)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full CLI parser, one sub-command per server kind."""
+    parser = argparse.ArgumentParser(prog="python -m bench_plugin.servers", description=__doc__)
+    sub = parser.add_subparsers(dest="kind", required=True, metavar="{llm,embedding,asr,synthetic}")
+
+    llm = sub.add_parser("llm", help="Llama-style decoder with continuous batching")
+    _add_common(llm)
+    _add_torch(llm, list(LLM_PRESETS), max_batch=32, dynamic=False)
+    llm.add_argument(
+        "--max-model-len",
+        type=_positive_int,
+        default=None,
+        help="KV cache positions per sequence: prompt + max_tokens limit (default per size)",
+    )
+
+    emb = sub.add_parser("embedding", help="BERT-style encoder with dynamic batching")
+    _add_common(emb)
+    _add_torch(emb, list(EMBEDDING_PRESETS), max_batch=32, dynamic=True)
+
+    asr = sub.add_parser("asr", help="Whisper-style encoder-decoder with dynamic batching")
+    _add_common(asr)
+    _add_torch(asr, list(ASR_PRESETS), max_batch=8, dynamic=True)
+    asr.add_argument(
+        "--tokens-per-second", type=_positive_int, default=3, help="tokens decoded per second of audio (default 3)"
+    )
+
+    _add_synthetic(sub.add_parser("synthetic", help="calibration server with known latencies (no torch)"))
+    return parser
+
+
+def _validate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Cross-flag checks argparse cannot express; exits 2 with a message on failure."""
+    if args.model_name is None:
+        args.model_name = DEFAULT_MODEL_NAMES[args.kind].format(size=getattr(args, "size", ""))
+    if args.kind == "synthetic":
+        return
+    size: str = args.size
+    if args.kind == "llm" and args.max_model_len is not None:
+        limit = LLM_PRESETS[size].max_position
+        if not _MIN_MODEL_LEN <= args.max_model_len <= limit:
+            parser.error(f"--max-model-len must be between {_MIN_MODEL_LEN} and {limit} for size {size}")
+    if args.kind == "asr":
+        needed = max_decode_tokens(args.tokens_per_second)
+        if needed > ASR_PRESETS[size].n_text_ctx:
+            parser.error(
+                f"--tokens-per-second {args.tokens_per_second} needs {needed} decoder positions for "
+                f"30 s of audio; the model has {ASR_PRESETS[size].n_text_ctx}"
+            )
+    from .torch_common import resolve_device, resolve_dtype  # torch only for the model servers
+
+    try:
+        resolve_dtype(args.dtype, resolve_device(args.device))
+    except ValueError as exc:
+        parser.error(str(exc))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse flags and run the chosen server; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _validate(parser, args)
+    module = importlib.import_module(f"{__package__}.{args.kind}")
+    code: int = module.run(args)
+    return code
+
+
+def ensure_unpatched_runtime() -> None:
+    """Refuse to serve under gevent's monkey-patching (it would come from importing Locust).
+
+    Patched threading turns the engine threads into greenlets that block the event loop during
+    every model step, which would distort every latency measured. ``bench_plugin/__init__.py``
+    imports nothing eagerly, so this only trips if that ever changes.
+    """
+    monkey = sys.modules.get("gevent.monkey")
+    if monkey is not None and monkey.is_module_patched("threading"):
+        sys.exit("bench-server error: gevent monkey-patching is active; the server must not import Locust")
+
+
+if __name__ == "__main__":
+    ensure_unpatched_runtime()
+    exit_code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Engine threads are daemons that may be mid-forward; skip interpreter teardown so
+    # shutdown is prompt and cannot trip over a half-finished torch call.
+    os._exit(exit_code)

@@ -1,0 +1,102 @@
+"""OpenAI ``/v1/embeddings`` protocol: input parsing and response building.
+
+Shared by the embedding and synthetic servers; torch-free (numpy only).
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .app import ApiError
+from .validation import Body, opt_int, opt_str
+
+MAX_INPUTS = 2048  # OpenAI's per-request limit
+EmbeddingInput = str | list[int]
+
+
+@dataclass(frozen=True)
+class EmbeddingRequest:
+    """A validated embeddings request: texts and/or token-id lists."""
+
+    inputs: list[EmbeddingInput]
+    encoding_format: str
+    dimensions: int | None
+
+
+def _is_int_list(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+
+
+def _normalise_input(value: Any) -> list[EmbeddingInput]:
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, list) or not value:
+        raise ApiError("'input' must be a non-empty string or list", param="input")
+    if all(isinstance(v, str) for v in value):
+        return list(value)
+    if _is_int_list(value):
+        return [list(value)]
+    if all(_is_int_list(v) for v in value):
+        return [list(v) for v in value]
+    raise ApiError(
+        "'input' must be a string, a list of strings, a list of token ids or a list of token-id lists",
+        param="input",
+    )
+
+
+def parse_embeddings(body: Body, vocab_size: int | None) -> EmbeddingRequest:
+    """Validate an embeddings body; token ids must lie in [0, vocab_size) when given."""
+    if "input" not in body:
+        raise ApiError("'input' is required", param="input")
+    inputs = _normalise_input(body["input"])
+    if len(inputs) > MAX_INPUTS:
+        raise ApiError(f"at most {MAX_INPUTS} inputs per request, got {len(inputs)}", param="input")
+    for i, item in enumerate(inputs):
+        if isinstance(item, str) and not item.split():
+            raise ApiError(f"input[{i}] is empty", param="input")
+        if isinstance(item, list):
+            if not item:
+                raise ApiError(f"input[{i}] is an empty token list", param="input")
+            if min(item) < 0 or (vocab_size is not None and max(item) >= vocab_size):
+                raise ApiError(f"input[{i}] has token ids outside [0, {vocab_size})", param="input")
+    fmt = opt_str(body, "encoding_format", "float", choices=("float", "base64"))
+    assert fmt is not None
+    dimensions = opt_int(body, "dimensions", None, minimum=1)
+    opt_str(body, "user", None)
+    return EmbeddingRequest(inputs, fmt, dimensions)
+
+
+def check_dimensions(req: EmbeddingRequest, model_dim: int) -> None:
+    """400 unless ``dimensions`` is absent or equals the model's size (no truncation support)."""
+    if req.dimensions is not None and req.dimensions != model_dim:
+        raise ApiError(
+            f"this model produces {model_dim}-dimensional embeddings; 'dimensions' is not supported",
+            param="dimensions",
+            code="unsupported_parameter",
+        )
+
+
+def encode_vector(vector: np.ndarray, encoding_format: str) -> list[float] | str:
+    """A float32 vector as a JSON list, or base64 of its little-endian float32 bytes."""
+    if encoding_format == "base64":
+        return base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode("ascii")
+    result: list[float] = np.asarray(vector, dtype=np.float32).tolist()
+    return result
+
+
+def embeddings_response(req: EmbeddingRequest, vectors: list[np.ndarray], model: str, prompt_tokens: int) -> Body:
+    """The OpenAI ``list`` object holding one ``embedding`` per input, in input order."""
+    data = [
+        {"object": "embedding", "index": i, "embedding": encode_vector(v, req.encoding_format)}
+        for i, v in enumerate(vectors)
+    ]
+    return {
+        "object": "list",
+        "data": data,
+        "model": model,
+        "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens},
+    }

@@ -1,0 +1,142 @@
+"""Dynamic batcher shared by the embedding and ASR servers.
+
+Handlers submit items from the event loop and await a future. A dedicated worker
+thread owns the model: it waits for the first queued item, keeps collecting until
+``max_batch_size`` items are queued or ``max_wait_s`` has passed since that first
+item *arrived* (so items that already waited while the worker was busy go at once),
+runs one batched call, and resolves every future via ``loop.call_soon_threadsafe``.
+Torch-free: the model code is supplied as a ``setup`` callable run on the worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from .app import post_to_loop
+from .metrics import ServerMetrics
+
+T = TypeVar("T")
+R = TypeVar("R")
+BatchFn = Callable[[list[T]], list[R]]
+_IDLE_WAIT_S = 0.1  # how often an idle worker re-checks for shutdown
+
+
+@dataclass(eq=False)
+class _Pending(Generic[T, R]):
+    item: T
+    future: asyncio.Future[R]
+    loop: asyncio.AbstractEventLoop
+    arrival: float
+
+
+def _resolve(future: asyncio.Future[R], result: R | None, error: BaseException | None) -> None:
+    if future.done():  # the handler gave up (client disconnected)
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)  # type: ignore[arg-type]
+
+
+class DynamicBatcher(Generic[T, R]):
+    """Groups concurrently submitted items into batches for one worker thread."""
+
+    def __init__(
+        self,
+        name: str,
+        setup: Callable[[], BatchFn[T, R]],
+        max_batch_size: int,
+        max_wait_s: float,
+        metrics: ServerMetrics,
+    ) -> None:
+        """``setup`` runs on the worker (build + warm the model) and returns the batch function."""
+        self.name = name
+        self._setup = setup
+        self.max_batch_size = max_batch_size
+        self.max_wait_s = max_wait_s
+        self._metrics = metrics
+        self._cond = threading.Condition()
+        self._queue: deque[_Pending[T, R]] = deque()
+        self._stopped = False
+
+    def start(self, on_ready: Callable[[], object], on_error: Callable[[BaseException], object]) -> None:
+        """Start the worker: set up the model, report, then serve batches."""
+        thread = threading.Thread(target=self._run, args=(on_ready, on_error), name=self.name, daemon=True)
+        thread.start()
+
+    def stop(self) -> None:
+        """Stop after the current batch; queued items are failed."""
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+
+    def submit(self, item: T) -> asyncio.Future[R]:
+        """Queue ``item`` (call on the event loop); the future resolves to its result."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[R] = loop.create_future()
+        with self._cond:
+            if self._stopped:
+                raise RuntimeError("server is shutting down")
+            self._queue.append(_Pending(item, future, loop, time.perf_counter()))
+            self._metrics.queue_depth.set(len(self._queue))
+            self._cond.notify()
+        return future
+
+    def _run(self, on_ready: Callable[[], object], on_error: Callable[[BaseException], object]) -> None:
+        try:
+            process = self._setup()
+        except Exception as exc:
+            on_error(exc)
+            return
+        on_ready()
+        while (batch := self._collect()) is not None:
+            self._process(process, batch)
+        with self._cond:
+            leftover = list(self._queue)
+            self._queue.clear()
+        for p in leftover:
+            post_to_loop(p.loop, _resolve, p.future, None, RuntimeError("server is shutting down"))
+
+    def _collect(self) -> list[_Pending[T, R]] | None:
+        """Block until a batch is due; None once stopped."""
+        with self._cond:
+            while not self._queue and not self._stopped:
+                self._cond.wait(_IDLE_WAIT_S)
+            if self._stopped:
+                return None
+            deadline = self._queue[0].arrival + self.max_wait_s
+            while len(self._queue) < self.max_batch_size and not self._stopped:
+                remaining = deadline - time.perf_counter()
+                if remaining <= 0:
+                    break
+                self._cond.wait(remaining)
+            n = min(self.max_batch_size, len(self._queue))
+            batch = [self._queue.popleft() for _ in range(n)]
+            self._metrics.queue_depth.set(len(self._queue))
+        now = time.perf_counter()
+        for p in batch:
+            self._metrics.queue_time.observe(now - p.arrival)
+        return batch
+
+    def _process(self, process: BatchFn[T, R], batch: list[_Pending[T, R]]) -> None:
+        """Run one batch and hand each result (or the shared error) back to its loop."""
+        live = [p for p in batch if not p.future.cancelled()]
+        if not live:
+            return
+        self._metrics.batch_size.observe(len(live))
+        self._metrics.in_flight.set(len(live))
+        try:
+            results = process([p.item for p in live])
+            outcome: list[tuple[R | None, BaseException | None]] = [(r, None) for r in results]
+        except Exception as exc:  # a model fault fails this batch, not the server
+            outcome = [(None, exc)] * len(live)
+        finally:
+            self._metrics.in_flight.set(0)
+        for p, (result, error) in zip(live, outcome, strict=True):
+            post_to_loop(p.loop, _resolve, p.future, result, error)

@@ -1,0 +1,106 @@
+"""The ``embedding`` server: OpenAI ``/v1/embeddings`` over a dynamically batched encoder.
+
+Each input of a request is one batcher item (so ``bench_server_queue_depth`` and the
+batch-size histogram count inputs, which equals requests for single-input calls).
+Inputs longer than the model's maximum length are truncated to it; the response then
+carries ``X-Truncated-Inputs: <count>`` and usage counts the tokens actually embedded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections.abc import Callable
+
+import numpy as np
+import torch
+from aiohttp import web
+
+from . import api_embeddings
+from .app import ApiError, ServerState, create_app, read_json_object, serve
+from .batching import DynamicBatcher
+from .embedding_model import TextEncoder, pad_batch
+from .metrics import ServerMetrics
+from .presets import EMBEDDING_PRESETS, EncoderConfig
+from .tokenizer import WordTokenizer
+from .torch_common import build_model, configure_torch, resolve_device, resolve_dtype
+
+TokenBatcher = DynamicBatcher[list[int], np.ndarray]
+
+
+def make_setup(
+    cfg: EncoderConfig, device: torch.device, dtype: torch.dtype, seed: int, max_batch: int
+) -> Callable[[], Callable[[list[list[int]]], list[np.ndarray]]]:
+    """Returns the worker-side setup: build + warm the encoder, give back the batch function."""
+
+    def setup() -> Callable[[list[list[int]]], list[np.ndarray]]:
+        model = build_model(lambda: TextEncoder(cfg), device, dtype, seed)
+
+        @torch.inference_mode()
+        def embed(batch: list[list[int]]) -> list[np.ndarray]:
+            tokens, lengths = pad_batch(batch, device)
+            vectors = model(tokens, lengths).cpu().numpy()
+            return list(vectors)
+
+        # Warm: a single short input and a full batch of long ones.
+        embed([[10, 11, 12]])
+        embed([[10] * cfg.max_len] * max_batch)
+        return embed
+
+    return setup
+
+
+class EmbeddingRoutes:
+    """HTTP handler for /v1/embeddings."""
+
+    def __init__(self, state: ServerState, batcher: TokenBatcher, cfg: EncoderConfig) -> None:
+        self.state = state
+        self.batcher = batcher
+        self.cfg = cfg
+        self.tokenizer = WordTokenizer(cfg.vocab_size)
+
+    async def embeddings(self, request: web.Request) -> web.Response:
+        """POST /v1/embeddings."""
+        body = await read_json_object(request)
+        self.state.check_model(body)
+        req = api_embeddings.parse_embeddings(body, self.cfg.vocab_size)
+        api_embeddings.check_dimensions(req, self.cfg.d_model)
+        if not self.state.ready:
+            raise ApiError("model is still loading", status=503, err_type="server_error", code="not_ready")
+        token_lists = [self.tokenizer.encode(x) if isinstance(x, str) else x for x in req.inputs]
+        truncated = sum(len(t) > self.cfg.max_len for t in token_lists)
+        token_lists = [t[: self.cfg.max_len] for t in token_lists]
+        try:
+            futures = [self.batcher.submit(t) for t in token_lists]
+        except RuntimeError as exc:
+            raise ApiError(str(exc), status=503, err_type="server_error") from None
+        try:
+            vectors = await asyncio.gather(*futures)
+        except Exception as exc:
+            for f in futures:
+                f.cancel()
+            raise ApiError(f"embedding failed: {exc!r}", status=500, err_type="server_error") from None
+        n_tokens = sum(len(t) for t in token_lists)
+        payload = api_embeddings.embeddings_response(req, list(vectors), self.state.model_name, n_tokens)
+        headers = {"X-Truncated-Inputs": str(truncated)} if truncated else None
+        return web.json_response(payload, headers=headers)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry point for ``python -m bench_plugin.servers embedding``."""
+    device = resolve_device(args.device)
+    configure_torch(args.threads, device)
+    dtype = resolve_dtype(args.dtype, device)
+    cfg = EMBEDDING_PRESETS[args.size]
+    metrics = ServerMetrics()
+    state = ServerState("embedding", args.model_name, str(device), metrics)
+    batcher: TokenBatcher = DynamicBatcher(
+        "embedding-worker",
+        make_setup(cfg, device, dtype, args.seed, args.max_batch_size),
+        max_batch_size=args.max_batch_size,
+        max_wait_s=args.max_wait_ms / 1000.0,
+        metrics=metrics,
+    )
+    app = create_app(state)
+    app.router.add_post("/v1/embeddings", EmbeddingRoutes(state, batcher, cfg).embeddings)
+    return serve(app, state, batcher, args.host, args.port)

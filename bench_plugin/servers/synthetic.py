@@ -1,0 +1,232 @@
+"""The ``synthetic`` calibration server: OpenAI routes with known, exact latencies.
+
+No model and no torch: every request is timed from handler entry (after its body was
+read) with ``time.time()`` and answered by sleeping to absolute deadlines, so delays
+never accumulate scheduling error and a load generator's measurements can be checked
+against ground truth. Concurrency is unlimited (no queueing). A seeded RNG keyed by
+the request sequence number marks a ``--slow-fraction`` of requests slow, adding
+``--slow-extra-ms`` to their TTFT (llm routes) or total latency (others). With
+``--timing-log`` each finished request appends one JSON line with its server-side
+timings; ``status`` is the HTTP status, or 499 when the client went away mid-stream.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import itertools
+import json
+import random
+import time
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import IO, Any
+
+import numpy as np
+from aiohttp import web
+
+from . import api_audio, api_embeddings, api_text
+from .app import CLIENT_GONE_STATUS, ApiError, ClientDisconnected, ServerState, create_app, read_json_object, serve
+from .metrics import ServerMetrics
+from .presets import RESERVED_TOKENS
+from .tokenizer import WordTokenizer, count_words
+
+_VOCAB = 32000
+
+
+@dataclass
+class RequestRecord:
+    """Server-side timeline of one request (epoch seconds from ``time.time()``)."""
+
+    seq: int
+    endpoint: str
+    received_s: float
+    slow: bool
+    first_token_s: float | None = None
+    end_s: float | None = None
+    output_tokens: int = 0
+    status: int = 500
+
+    def to_json(self) -> dict[str, Any]:
+        """The timing-log line for this request."""
+        end = self.end_s if self.end_s is not None else time.time()
+        first = self.first_token_s
+        tpot = None
+        if first is not None and self.output_tokens > 1:
+            tpot = (end - first) * 1000.0 / (self.output_tokens - 1)
+        return {
+            "seq": self.seq,
+            "endpoint": self.endpoint,
+            "received_s": self.received_s,
+            "first_token_s": first,
+            "end_s": end,
+            "ttft_ms": None if first is None else (first - self.received_s) * 1000.0,
+            "e2e_ms": (end - self.received_s) * 1000.0,
+            "tpot_ms": tpot,
+            "output_tokens": self.output_tokens,
+            "slow": self.slow,
+            "status": self.status,
+        }
+
+
+async def sleep_until(deadline: float) -> None:
+    """Sleep until the epoch time ``deadline`` (returns at once if it has passed)."""
+    delay = deadline - time.time()
+    if delay > 0:
+        await asyncio.sleep(delay)
+
+
+def fake_embedding(item: api_embeddings.EmbeddingInput, dim: int) -> np.ndarray:
+    """A deterministic unit vector derived from the input (same input, same vector)."""
+    key = item if isinstance(item, str) else " ".join(map(str, item))
+    seed = int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "little")
+    vector = np.random.default_rng(seed).standard_normal(dim).astype(np.float32)
+    result: np.ndarray = vector / np.linalg.norm(vector)
+    return result
+
+
+class SyntheticServer:
+    """Routes, delay model and timing log of the synthetic server."""
+
+    def __init__(self, args: argparse.Namespace, state: ServerState) -> None:
+        self.args = args
+        self.state = state
+        self.metrics = state.metrics
+        self.tokenizer = WordTokenizer(_VOCAB)
+        self._seq = itertools.count()
+        self._log: IO[str] | None = open(args.timing_log, "a", buffering=1) if args.timing_log else None  # noqa: SIM115
+
+    # -- Backend protocol: readiness is just a timer. -------------------------------
+    def start(self, on_ready: Callable[[], object], on_error: Callable[[BaseException], object]) -> None:
+        """Report ready after ``--ready-after-s`` (called on the event loop)."""
+        asyncio.get_running_loop().call_later(self.args.ready_after_s, on_ready)
+
+    def stop(self) -> None:
+        """Nothing to stop: the timing log is line-buffered, so every line is already written."""
+
+    # -- bookkeeping ----------------------------------------------------------------
+    def _begin(self, endpoint: str) -> RequestRecord:
+        now = time.time()
+        seq = next(self._seq)
+        slow = random.Random(self.args.seed * 1_000_003 + seq).random() < self.args.slow_fraction
+        self.metrics.in_flight.inc()
+        return RequestRecord(seq, endpoint, now, slow)
+
+    def _finish(self, rec: RequestRecord) -> None:
+        rec.end_s = time.time()
+        self.metrics.in_flight.dec()
+        if self._log is not None:
+            self._log.write(json.dumps(rec.to_json()) + "\n")
+
+    def _extra_s(self, rec: RequestRecord) -> float:
+        return self.args.slow_extra_ms / 1000.0 if rec.slow else 0.0
+
+    async def _timed(
+        self, endpoint: str, work: Callable[[RequestRecord], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        """Run ``work`` under a new record; log it with its final status whatever happens."""
+        rec = self._begin(endpoint)
+        try:
+            response = await work(rec)
+            rec.status = response.status
+            return response
+        except ApiError as exc:
+            rec.status = exc.status
+            raise
+        except (ClientDisconnected, ConnectionResetError, asyncio.CancelledError):
+            rec.status = CLIENT_GONE_STATUS
+            raise
+        finally:
+            self._finish(rec)
+
+    # -- text generation ------------------------------------------------------------
+    async def _tokens(self, rec: RequestRecord, n: int) -> AsyncGenerator[str, None]:
+        """Yield ``n`` pieces: the first at received + TTFT, then one every ITL."""
+        first_at = rec.received_s + self.args.ttft_ms / 1000.0 + self._extra_s(rec)
+        span = self.tokenizer.vocab_size - RESERVED_TOKENS
+        for i in range(n):
+            await sleep_until(first_at + i * self.args.itl_ms / 1000.0)
+            if i == 0:
+                rec.first_token_s = time.time()
+            rec.output_tokens += 1
+            self.metrics.generated_tokens.inc()
+            yield self.tokenizer.decode_token(RESERVED_TOKENS + (rec.seq * 31 + i) % span, i == 0)
+
+    async def _text(self, request: web.Request, endpoint: str, chat: bool) -> web.StreamResponse:
+        await request.read()  # the clock starts once the body is in
+
+        async def work(rec: RequestRecord) -> web.StreamResponse:
+            body = await read_json_object(request)
+            self.state.check_model(body)
+            req = api_text.parse_chat(body) if chat else api_text.parse_completion(body)
+            pieces = self._tokens(rec, req.max_tokens)
+            return await api_text.respond(request, req, self.state.model_name, count_words(req.prompt), pieces)
+
+        return await self._timed(endpoint, work)
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        """POST /v1/completions."""
+        return await self._text(request, "/v1/completions", chat=False)
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        """POST /v1/chat/completions."""
+        return await self._text(request, "/v1/chat/completions", chat=True)
+
+    # -- embeddings and transcriptions ----------------------------------------------
+    def _deadline(self, rec: RequestRecord) -> float:
+        return rec.received_s + self.args.latency_ms / 1000.0 + self._extra_s(rec)
+
+    async def embeddings(self, request: web.Request) -> web.StreamResponse:
+        """POST /v1/embeddings: deterministic vectors after ``--latency-ms``."""
+        await request.read()
+
+        async def work(rec: RequestRecord) -> web.StreamResponse:
+            body = await read_json_object(request)
+            self.state.check_model(body)
+            req = api_embeddings.parse_embeddings(body, None)
+            api_embeddings.check_dimensions(req, self.args.embedding_dim)
+            vectors = [fake_embedding(x, self.args.embedding_dim) for x in req.inputs]
+            n_tokens = sum(count_words(x) if isinstance(x, str) else len(x) for x in req.inputs)
+            # Build the reply first so serialisation is not added on top of the latency.
+            response = web.json_response(
+                api_embeddings.embeddings_response(req, vectors, self.state.model_name, n_tokens)
+            )
+            await sleep_until(self._deadline(rec))
+            return response
+
+        return await self._timed("/v1/embeddings", work)
+
+    async def transcriptions(self, request: web.Request) -> web.StreamResponse:
+        """POST /v1/audio/transcriptions: ``ceil(seconds * tps)`` words after ``--latency-ms``."""
+        try:
+            form: api_audio.Form | ApiError = await api_audio.read_form(request)
+        except ApiError as exc:
+            form = exc  # still timed and logged like any other request
+
+        async def work(rec: RequestRecord) -> web.StreamResponse:
+            if isinstance(form, ApiError):
+                raise form
+            req = await api_audio.parse_form(form, self.state)
+            n = api_audio.tokens_for_duration(req.audio.duration_s, self.args.tokens_per_second)
+            span = self.tokenizer.vocab_size - RESERVED_TOKENS
+            text = self.tokenizer.decode(RESERVED_TOKENS + (rec.seq * 31 + i) % span for i in range(n))
+            response = api_audio.transcription_response(req, text)
+            await sleep_until(self._deadline(rec))
+            rec.output_tokens = n
+            self.metrics.generated_tokens.inc(n)
+            return response
+
+        return await self._timed("/v1/audio/transcriptions", work)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry point for ``python -m bench_plugin.servers synthetic``."""
+    state = ServerState("synthetic", args.model_name, "none", ServerMetrics())
+    server = SyntheticServer(args, state)
+    app = create_app(state)
+    app.router.add_post("/v1/completions", server.completions)
+    app.router.add_post("/v1/chat/completions", server.chat)
+    app.router.add_post("/v1/embeddings", server.embeddings)
+    app.router.add_post("/v1/audio/transcriptions", server.transcriptions)
+    return serve(app, state, server, args.host, args.port)

@@ -1,0 +1,148 @@
+"""Behaviour every reference server shares: health, models, metrics, errors, CLI, shutdown."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+import pytest
+import requests
+from conftest import StartServer
+from servers_testlib import ROOT, ServerProcess, assert_openai_error, metric_samples, post
+
+EXPECTED_METRICS = (
+    "bench_server_queue_depth",
+    "bench_server_in_flight",
+    "bench_server_batch_size",
+    "bench_server_queue_time_seconds",
+    "bench_server_requests_total",
+    "bench_server_generated_tokens_total",
+    "bench_server_ready",
+)
+ENDPOINT = {
+    "llm": "/v1/completions",
+    "embedding": "/v1/embeddings",
+    "asr": "/v1/audio/transcriptions",
+    "synthetic": "/v1/chat/completions",
+}
+
+
+def test_health_live_models_and_ready_line(any_server: ServerProcess) -> None:
+    assert requests.get(any_server.url + "/health", timeout=5).json() == {"status": "ready"}
+    assert requests.get(any_server.url + "/health/live", timeout=5).status_code == 200
+    models = requests.get(any_server.url + "/v1/models", timeout=5).json()
+    name = "bench-synthetic" if any_server.kind == "synthetic" else f"bench-{any_server.kind}-tiny"
+    assert models["object"] == "list"
+    (card,) = models["data"]
+    assert card["id"] == name and card["object"] == "model" and card["owned_by"] == "bench-plugin"
+    assert isinstance(card["created"], int)
+    expected_device = "none" if any_server.kind == "synthetic" else "cpu"
+    assert f"bench-server ready: {any_server.kind} {name} on {expected_device}\n" in any_server.output()
+
+
+def test_metrics_exposition(any_server: ServerProcess) -> None:
+    requests.get(any_server.url + "/v1/models", timeout=5)
+    resp = requests.get(any_server.url + "/metrics", timeout=5)
+    assert resp.status_code == 200
+    assert resp.headers["Content-Type"].startswith("text/plain")
+    for name in EXPECTED_METRICS:
+        assert f"# TYPE {name.removesuffix('_total')}" in resp.text, name
+    assert metric_samples(resp.text, "bench_server_ready")["bench_server_ready"] == 1.0
+    counted = metric_samples(resp.text, "bench_server_requests_total")
+    assert counted['bench_server_requests_total{endpoint="/v1/models",status="200"}'] >= 1
+
+
+def test_unknown_model_route_and_method(any_server: ServerProcess) -> None:
+    endpoint = ENDPOINT[any_server.kind]
+    if any_server.kind == "asr":
+        resp = post(any_server, endpoint, files={"file": ("a.wav", b"x")}, data={"model": "gpt-nope"})
+    else:
+        resp = post(
+            any_server,
+            endpoint,
+            {"model": "gpt-nope", "prompt": "hi", "input": "hi", "messages": [{"role": "user", "content": "hi"}]},
+        )
+    err = assert_openai_error(resp, 404, param="model")
+    assert err["code"] == "model_not_found"
+    assert_openai_error(post(any_server, "/v1/nowhere", {}), 404)
+    assert_openai_error(requests.get(any_server.url + endpoint, timeout=5), 405)
+
+
+def test_readiness_flips_from_503_to_200(start_server: StartServer) -> None:
+    server = start_server("synthetic", "--ready-after-s", "1.0")
+    deadline = time.monotonic() + 30
+    while server.health() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    resp = requests.get(server.url + "/health", timeout=5)
+    assert resp.status_code == 503 and resp.json() == {"status": "loading"}
+    assert requests.get(server.url + "/health/live", timeout=5).status_code == 200
+    metrics = requests.get(server.url + "/metrics", timeout=5).text
+    assert metric_samples(metrics, "bench_server_ready")["bench_server_ready"] == 0.0
+    assert server.wait_ready(timeout=10) > 0.3
+    assert "bench-server ready: synthetic" in server.output()
+
+
+@pytest.mark.parametrize("kind", ["synthetic", "llm"])
+def test_sigterm_exits_zero_promptly(start_server: StartServer, kind: str) -> None:
+    flags = ["--size", "tiny", "--threads", "1", "--device", "cpu"] if kind != "synthetic" else []
+    server = start_server(kind, *flags)
+    server.wait_ready()
+    if kind == "synthetic":  # an open stream must not hold shutdown up
+        body = {"prompt": "a b", "max_tokens": 1000, "stream": True}
+        stream = requests.post(server.url + "/v1/completions", json=body, stream=True, timeout=10)
+        next(stream.iter_lines())
+    start = time.monotonic()
+    assert server.stop(timeout=5) == 0
+    assert time.monotonic() - start < 2.0
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["llm", "--size", "huge"],
+        ["llm", "--device", "tpu"],
+        ["llm", "--dtype", "int8"],
+        ["llm", "--max-batch-size", "0"],
+        ["llm", "--max-model-len", "4"],
+        ["embedding", "--max-wait-ms", "-1"],
+        ["asr", "--tokens-per-second", "100"],
+        ["synthetic", "--slow-fraction", "2"],
+        ["synthetic", "--port", "70000"],
+        ["nonsense"],
+    ],
+)
+def test_bad_flags_exit_2(argv: list[str]) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "bench_plugin.servers", *argv],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert "error:" in result.stderr
+
+
+def test_synthetic_does_not_import_torch() -> None:
+    code = (
+        "import sys, bench_plugin.servers.__main__ as m, bench_plugin.servers.synthetic;"
+        "assert 'torch' not in sys.modules, 'torch imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=60)
+
+
+def test_load_failure_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
+    from servers_testlib import free_port
+
+    from bench_plugin.servers.app import ServerState, create_app, serve
+    from bench_plugin.servers.metrics import ServerMetrics
+
+    class Broken:
+        def start(self, on_ready: object, on_error: Callable[[BaseException], object]) -> None:
+            on_error(RuntimeError("CUDA out of memory"))
+
+        def stop(self) -> None:
+            pass
+
+    state = ServerState("llm", "bench-llm-x", "cpu", ServerMetrics())
+    assert serve(create_app(state), state, Broken(), "127.0.0.1", free_port()) == 1
+    assert "failed to load" in capsys.readouterr().err

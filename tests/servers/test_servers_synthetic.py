@@ -1,0 +1,145 @@
+"""The synthetic calibration server: exact latencies, timing log, slow requests, routes."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import requests
+from conftest import SYNTHETIC_ITL_MS, SYNTHETIC_LATENCY_MS, SYNTHETIC_TTFT_MS, StartServer
+from servers_testlib import ServerProcess, assert_openai_error, make_wav, post, stream_sse
+
+TOLERANCE_MS = 8.0
+LOG_FIELDS = {
+    "seq", "endpoint", "received_s", "first_token_s", "end_s", "ttft_ms", "e2e_ms", "tpot_ms",
+    "output_tokens", "slow", "status",
+}  # fmt: skip
+
+
+def _log_lines(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _wait_for_lines(path: Path, count: int) -> list[dict[str, object]]:
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        if path.exists() and len(lines := _log_lines(path)) >= count:
+            return lines
+        time.sleep(0.02)
+    raise AssertionError(f"timing log has fewer than {count} lines")
+
+
+def test_stream_timing_matches_flags(synthetic_server: ServerProcess) -> None:
+    n = 6
+    body = {"messages": [{"role": "user", "content": "a b c"}], "max_tokens": n, "stream": True}
+    result = stream_sse(synthetic_server.url + "/v1/chat/completions", body)
+    content = [(t, json.loads(d)) for t, d in result.events if d != "[DONE]"]
+    token_times = [t * 1000 for t, c in content if c["choices"] and c["choices"][0]["delta"].get("content")]
+    assert len(token_times) == n
+    assert abs(token_times[0] - SYNTHETIC_TTFT_MS) < TOLERANCE_MS, token_times
+    gaps = np.diff(token_times)
+    assert all(abs(g - SYNTHETIC_ITL_MS) < TOLERANCE_MS for g in gaps), gaps
+    assert abs(statistics.mean(gaps) - SYNTHETIC_ITL_MS) < 3.0, gaps
+
+
+def test_non_stream_and_other_latencies(synthetic_server: ServerProcess) -> None:
+    start = time.perf_counter()
+    body = post(synthetic_server, "/v1/completions", {"prompt": "one two three four", "max_tokens": 4}).json()
+    elapsed = (time.perf_counter() - start) * 1000
+    assert abs(elapsed - (SYNTHETIC_TTFT_MS + 3 * SYNTHETIC_ITL_MS)) < TOLERANCE_MS
+    assert body["usage"] == {"prompt_tokens": 4, "completion_tokens": 4, "total_tokens": 8}
+    assert len(body["choices"][0]["text"].split()) == 4
+
+    start = time.perf_counter()
+    emb = post(synthetic_server, "/v1/embeddings", {"input": ["x y", "x y"]}).json()
+    assert abs((time.perf_counter() - start) * 1000 - SYNTHETIC_LATENCY_MS) < TOLERANCE_MS
+    vectors = np.array([d["embedding"] for d in emb["data"]])
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(vectors[0], vectors[1])
+
+    start = time.perf_counter()
+    resp = post(synthetic_server, "/v1/audio/transcriptions", files={"file": ("a.wav", make_wav(2.2))})
+    assert abs((time.perf_counter() - start) * 1000 - SYNTHETIC_LATENCY_MS) < TOLERANCE_MS
+    assert len(resp.json()["text"].split()) == math.ceil(2.2 * 3)
+
+
+def test_timing_log_one_line_per_request(synthetic_server: ServerProcess, synthetic_log: Path) -> None:
+    before = len(_log_lines(synthetic_log)) if synthetic_log.exists() else 0
+    stream_sse(synthetic_server.url + "/v1/completions", {"prompt": "a", "max_tokens": 5, "stream": True})
+    post(synthetic_server, "/v1/embeddings", {"input": "a"})
+    assert_openai_error(post(synthetic_server, "/v1/completions", {"prompt": "a", "max_tokens": 0}), 400)
+    lines = _wait_for_lines(synthetic_log, before + 3)[before:]
+    assert len(lines) == 3
+    assert all(set(line) == LOG_FIELDS for line in lines)
+    assert len({line["seq"] for line in _log_lines(synthetic_log)}) == len(_log_lines(synthetic_log))
+    stream, emb, bad = lines
+    assert stream["endpoint"] == "/v1/completions" and stream["status"] == 200 and stream["output_tokens"] == 5
+    assert abs(float(stream["ttft_ms"]) - SYNTHETIC_TTFT_MS) < 3.0  # type: ignore[arg-type]
+    assert abs(float(stream["tpot_ms"]) - SYNTHETIC_ITL_MS) < 3.0  # type: ignore[arg-type]
+    assert stream["first_token_s"] > stream["received_s"]  # type: ignore[operator]
+    expected_e2e = SYNTHETIC_TTFT_MS + 4 * SYNTHETIC_ITL_MS
+    assert abs(float(stream["e2e_ms"]) - expected_e2e) < 5.0  # type: ignore[arg-type]
+    assert emb["endpoint"] == "/v1/embeddings" and emb["first_token_s"] is None and emb["ttft_ms"] is None
+    assert abs(float(emb["e2e_ms"]) - SYNTHETIC_LATENCY_MS) < 3.0  # type: ignore[arg-type]
+    assert bad["status"] == 400 and bad["output_tokens"] == 0 and bad["slow"] is False
+
+
+def test_slow_fraction_adds_extra(start_server: StartServer, tmp_path: Path) -> None:
+    log = tmp_path / "slow.jsonl"
+    server = start_server("synthetic", "--ttft-ms", "10", "--itl-ms", "1", "--latency-ms", "10",
+                          "--slow-fraction", "0.5", "--slow-extra-ms", "40", "--seed", "7",
+                          "--timing-log", str(log))  # fmt: skip
+    server.wait_ready()
+    for _ in range(12):
+        post(server, "/v1/completions", {"prompt": "a", "max_tokens": 2})
+    post(server, "/v1/embeddings", {"input": "a"})
+    lines = _wait_for_lines(log, 13)
+    slow = [bool(line["slow"]) for line in lines]
+    assert 0 < sum(slow) < len(slow)
+    for line in lines[:12]:
+        expected = 50.0 if line["slow"] else 10.0
+        assert abs(float(line["ttft_ms"]) - expected) < 5.0, line  # type: ignore[arg-type]
+    emb = lines[12]
+    assert abs(float(emb["e2e_ms"]) - (50.0 if emb["slow"] else 10.0)) < 5.0  # type: ignore[arg-type]
+    # The slow choice depends only on the seed and the sequence number.
+    server.stop()
+    log2 = tmp_path / "slow2.jsonl"
+    again = start_server("synthetic", "--ttft-ms", "1", "--itl-ms", "1", "--slow-fraction", "0.5",
+                         "--seed", "7", "--timing-log", str(log2))  # fmt: skip
+    again.wait_ready()
+    for _ in range(12):
+        post(again, "/v1/chat/completions", {"messages": [{"role": "user", "content": "a"}], "max_tokens": 1})
+    assert [bool(line["slow"]) for line in _wait_for_lines(log2, 12)] == slow[:12]
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "param"),
+    [
+        ("/v1/completions", {"prompt": "a", "n": 2}, "n"),
+        ("/v1/chat/completions", {"messages": []}, "messages"),
+        ("/v1/embeddings", {"input": ""}, "input"),
+        ("/v1/embeddings", {"input": "a", "dimensions": 3}, "dimensions"),
+    ],
+)
+def test_same_validation_as_model_servers(
+    synthetic_server: ServerProcess, path: str, body: dict[str, object], param: str
+) -> None:
+    assert_openai_error(post(synthetic_server, path, body), 400, param=param)
+
+
+def test_concurrency_is_unlimited(synthetic_server: ServerProcess) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(_: int) -> float:
+        start = time.perf_counter()
+        requests.post(synthetic_server.url + "/v1/embeddings", json={"input": "a"}, timeout=10).raise_for_status()
+        return (time.perf_counter() - start) * 1000
+
+    with ThreadPoolExecutor(16) as pool:
+        latencies = list(pool.map(one, range(16)))
+    assert max(latencies) < SYNTHETIC_LATENCY_MS + 40, latencies
