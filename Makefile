@@ -25,6 +25,7 @@ day19: setup
 
 test: setup
 	$(PY) -m ruff check .
+	$(PY) -m mypy bench_plugin
 	$(PY) -m pytest -q
 
 lint: setup
