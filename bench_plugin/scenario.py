@@ -56,7 +56,8 @@ class ServerSpec(StrictModel):
     """
 
     kind: Literal["reference", "command"] = "reference"
-    size: str = "tiny"
+    size: str = "auto"
+    """A preset of the reference server; ``auto``: tiny on a CPU, GPU-sized on a GPU (see AUTO_SIZES)."""
     args: list[str] = Field(default_factory=list)
     command: list[str] | None = None
     threads: int | None = Field(default=None, ge=1)

@@ -25,6 +25,12 @@ from bench_plugin.sharing.processes import ServerProcess, free_port, start_serve
 
 HOST = "127.0.0.1"
 
+AUTO_SIZES: dict[str, dict[str, str]] = {
+    "cpu": {"llm": "tiny", "embedding": "tiny", "asr": "tiny"},
+    "gpu": {"llm": "1b", "embedding": "large", "asr": "base"},
+}
+"""What ``size: auto`` means per device kind: small enough for two CPU cores, busy enough for a GPU."""
+
 
 class LocalBackend(SharingBackend):
     """Starts and stops the scenario's servers as local processes."""
@@ -76,6 +82,11 @@ class LocalBackend(SharingBackend):
             return self.devices[index % len(self.devices)]
         return self.devices[0]
 
+    def size(self, name: str, device: Device) -> str:
+        """The reference-server preset for class ``name`` on ``device``."""
+        size = self.scenario.classes.get(name).server.size
+        return AUTO_SIZES["gpu" if device.is_gpu else "cpu"][name] if size == "auto" else size
+
     def command(self, name: str, device: Device, port: int) -> list[str]:
         """The command line that serves class ``name`` on ``device`` at ``port``."""
         spec = self.scenario.classes.get(name)
@@ -87,7 +98,7 @@ class LocalBackend(SharingBackend):
             return [part.format(**fill) for part in server.command]
         cmd = [
             sys.executable, "-m", "bench_plugin.servers", name, "--host", HOST, "--port", str(port),
-            "--size", server.size, "--model-name", spec.model, "--device", device.name,
+            "--size", self.size(name, device), "--model-name", spec.model, "--device", device.name,
         ]
         if server.threads is not None:
             cmd += ["--threads", str(server.threads)]

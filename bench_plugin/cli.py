@@ -1,0 +1,121 @@
+"""The `bench-plugin` command: work with stored results without running Locust.
+
+    bench-plugin report DIR            regenerate summary.json, summary.md, report.html and report.md
+    bench-plugin report DIR_A DIR_B    compare two campaigns side by side (refused, with the differing
+                                       fixed conditions named, when they are not the same experiment)
+    bench-plugin validate FILE...      check scenario files
+
+A campaign itself runs with `locust --headless -f locustfiles/mixed.py --scenario ...`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+import sys
+from pathlib import Path
+
+from bench_plugin.comparability import Campaign, differences
+from bench_plugin.scenario import ScenarioError, load_scenario
+
+
+class CliError(Exception):
+    """A problem with the command's input; printed as one line, exit status 2."""
+
+
+def _results_dir(path: Path) -> Path:
+    if not (path / "results.sqlite").is_file():
+        raise CliError(f"{path}: not a results directory (no results.sqlite)")
+    return path
+
+
+def regenerate(directory: Path) -> None:
+    """Rewrite every derived file of one campaign from its results.sqlite."""
+    from bench_plugin.analysis.summary import write_summaries
+    from bench_plugin.report.html import write_report
+
+    try:
+        write_summaries(directory)
+    except sqlite3.DatabaseError as exc:
+        raise CliError(f"{directory / 'results.sqlite'}: unreadable results store: {exc}") from None
+    write_report(directory)
+
+
+def load_campaign(directory: Path) -> Campaign:
+    """A campaign's summary and resolved scenario, for comparing."""
+    try:
+        summary = json.loads((directory / "summary.json").read_text(encoding="utf-8"))
+        scenario = json.loads((directory / "scenario.resolved.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise CliError(f"{directory}: cannot read its summary: {exc}") from None
+    return Campaign(name=str(directory), summary=summary, scenario=scenario)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    dirs = [_results_dir(Path(d)) for d in args.dirs]
+    if len(dirs) > 2:
+        raise CliError("give one results directory (regenerate) or two (compare)")
+    for directory in dirs:
+        regenerate(directory)
+        print(f"bench-plugin: wrote {directory}/summary.json, summary.md, report.html, report.md")
+    if len(dirs) == 1:
+        return 0
+    from bench_plugin.report.side_by_side import render_side_by_side
+
+    a, b = (load_campaign(d) for d in dirs)
+    fixed = differences(a, b)
+    if fixed:
+        for diff in fixed:
+            sys.stderr.write(f"bench-plugin: error: not the same experiment: {diff}\n")
+        return 2
+    text = render_side_by_side(a, b, differences(a, b, context=True))
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+        print(f"bench-plugin: wrote {args.out}")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    failed = 0
+    for name in args.files:
+        try:
+            scenario = load_scenario(Path(name))
+        except ScenarioError as exc:
+            failed += 1
+            for line in str(exc).splitlines():
+                sys.stderr.write(f"bench-plugin: error: {line}\n")
+            continue
+        print(f"{name}: ok ({scenario.name}: {len(scenario.arms)} arms x {scenario.repeats} repeats, "
+              f"{len(scenario.stages)} stages, classes {', '.join(scenario.classes.names())})")
+    return 2 if failed else 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of `bench-plugin`."""
+    parser = argparse.ArgumentParser(prog="bench-plugin", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    report = sub.add_parser("report", help="regenerate a campaign's reports, or compare two campaigns")
+    report.add_argument("dirs", nargs="+", metavar="DIR", help="results directories")
+    report.add_argument("--out", help="with two directories: write the comparison here instead of stdout")
+    report.set_defaults(run=cmd_report)
+    validate = sub.add_parser("validate", help="check scenario files")
+    validate.add_argument("files", nargs="+", metavar="FILE")
+    validate.set_defaults(run=cmd_validate)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `bench-plugin` console script."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.run(args))
+    except CliError as exc:
+        sys.stderr.write(f"bench-plugin: error: {exc}\n")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
