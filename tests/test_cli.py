@@ -1,0 +1,83 @@
+"""The bench-plugin command: validate scenarios, regenerate reports, compare two campaigns or refuse."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from harness import ROOT, run_locust
+
+CLI = [sys.executable, "-m", "bench_plugin.cli"]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, cwd=ROOT, timeout=300, check=False)
+
+
+def test_validate_ok_and_bad(tmp_path: Path) -> None:
+    done = cli("validate", "scenarios/day19.yaml")
+    assert done.returncode == 0 and "day19: 2 arms x 3 repeats" in done.stdout
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nrepeats: 0\n")
+    done = cli("validate", str(bad))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert f"{bad}: repeats" in done.stderr and f"{bad}: classes: required key is missing" in done.stderr
+
+
+def test_report_refuses_a_directory_without_results(tmp_path: Path) -> None:
+    done = cli("report", str(tmp_path))
+    assert done.returncode == 2 and f"{tmp_path}: not a results directory" in done.stderr
+
+
+@pytest.fixture(scope="module")
+def two_campaigns(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    a = tmp_path_factory.mktemp("cmp") / "a"
+    done = run_locust(["-f", "locustfiles/mixed.py", "--scenario", "scenarios/calibration.yaml", "--results-dir",
+                       str(a), "--stage-duration", "3"], timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:]
+    b = a.parent / "b"
+    shutil.copytree(a, b)
+    for name in ("report.html", "report.md", "summary.json", "summary.md"):
+        (b / name).unlink(missing_ok=True)
+    return a, b
+
+
+@pytest.mark.slow
+def test_regenerate_writes_every_report(two_campaigns: tuple[Path, Path]) -> None:
+    _, b = two_campaigns
+    done = cli("report", str(b))
+    assert done.returncode == 0, done.stderr
+    for name in ("summary.json", "summary.md", "report.html", "report.md"):
+        assert (b / name).is_file(), name
+
+
+@pytest.mark.slow
+def test_same_experiment_is_compared_side_by_side(two_campaigns: tuple[Path, Path], tmp_path: Path) -> None:
+    a, b = two_campaigns
+    out = tmp_path / "cmp.md"
+    done = cli("report", str(a), str(b), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    text = out.read_text()
+    assert "same recorded conditions" in text
+    assert "| synthetic | 0 | llm |" in text and "| 1.00x |" in text
+
+
+@pytest.mark.slow
+def test_different_request_set_is_refused_naming_it(two_campaigns: tuple[Path, Path], tmp_path: Path) -> None:
+    a, b = two_campaigns
+    c = tmp_path / "c"
+    shutil.copytree(b, c)
+    db = sqlite3.connect(c / "results.sqlite")
+    sets = json.loads(db.execute("SELECT value FROM meta WHERE key='request_sets'").fetchone()[0])
+    sets["llm"]["sha256"] = "0" * 64
+    db.execute("UPDATE meta SET value=? WHERE key='request_sets'", (json.dumps(sets),))
+    db.commit()
+    db.close()
+    done = cli("report", str(a), str(c))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "not the same experiment: request_sets.llm.sha256" in done.stderr
