@@ -4,6 +4,9 @@ Each request belongs to the stage of its intended send time. Throughput counts s
 per second of stage time (and tokens/s, inputs/s, audio s/s where they apply); latency percentiles
 are over successful requests; errors are counted by kind. An exclusive arm measured "alone in turn"
 has one segment per class; its stage ``i`` takes each class's figures from that class's segment.
+Each class also gets its goodput (requests within every SLO; objectives.py), each trial the devices
+it was charged, and the ``comparison`` section (comparison.py: every arm against the control, its
+operating boundary and its verdict) is added; docs/analysis.md explains every figure.
 
 summary.json (schema ``bench_plugin.summary/1``) is a contract that other tools read.
 """
@@ -13,10 +16,13 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from bench_plugin.analysis.comparison import build_comparison
+from bench_plugin.analysis.objectives import ClassObjectives, objectives_from_scenario, sample_meets_slo
+from bench_plugin.analysis.records import ClassStats, StageSummary, TrialSummary
 from bench_plugin.analysis.statistics import percentiles, spread
 from bench_plugin.recorder import read_samples
 from bench_plugin.samples import Sample
@@ -24,55 +30,23 @@ from bench_plugin.scenario import WORKLOAD_CLASSES
 
 SCHEMA = "bench_plugin.summary/1"
 
-
-@dataclass
-class ClassStats:
-    """One class in one stage of one trial."""
-
-    requests: int
-    errors: int
-    errors_by_kind: dict[str, int]
-    duration_s: float
-    throughput_rps: float
-    latency_ms: dict[str, float | None]
-    queue_ms: dict[str, float | None]
-    ttft_ms: dict[str, float | None] | None = None
-    tpot_ms: dict[str, float | None] | None = None
-    output_tokens_per_s: float | None = None
-    inputs_per_s: float | None = None
-    audio_s_per_s: float | None = None
+__all__ = ["SCHEMA", "ClassStats", "StageSummary", "TrialSummary", "build_summary", "class_stats",
+           "devices_charged", "trial_summary", "write_summaries"]
 
 
-@dataclass
-class StageSummary:
-    """One stage of one trial."""
+def class_stats(samples: list[Sample], workload: str, duration_s: float,
+                objectives: ClassObjectives | None = None, started_s: float | None = None) -> ClassStats:
+    """Figures of one class's samples over ``duration_s`` seconds of stage time.
 
-    index: int
-    name: str | None
-    offered: dict[str, float]
-    arrival: dict[str, str]
-    duration_s: float | None
-    status: str
-    reason: str | None
-    classes: dict[str, ClassStats] = field(default_factory=dict)
-
-
-@dataclass
-class TrialSummary:
-    """One trial: an arm run once."""
-
-    id: int
-    arm: str
-    repeat: int
-    status: str
-    reason: str | None
-    placement: dict[str, Any]
-    stages: list[StageSummary]
-
-
-def class_stats(samples: list[Sample], workload: str, duration_s: float) -> ClassStats:
-    """Figures of one class's samples over ``duration_s`` seconds of stage time."""
+    Rates are over the time it took to serve the stage's requests: from the stage start (``started_s``)
+    until the last of them ended, and never less than the stage's duration. An overloaded server
+    that completes every request, but late, then shows a lower throughput instead of the offered rate.
+    With the class's ``objectives``, also the requests that met every SLO (objectives.sample_meets_slo),
+    their share of all requests and their rate (goodput).
+    """
     ok = [s for s in samples if s.ok]
+    if started_s is not None and samples:
+        duration_s = max(duration_s, max(s.end_s for s in samples) - started_s)
     per_s = 1.0 / duration_s if duration_s > 0 else 0.0
     stats = ClassStats(
         requests=len(samples),
@@ -91,7 +65,27 @@ def class_stats(samples: list[Sample], workload: str, duration_s: float) -> Clas
         stats.inputs_per_s = sum(s.inputs or 0 for s in ok) * per_s
     elif workload == "asr":
         stats.audio_s_per_s = sum(s.audio_s or 0.0 for s in ok) * per_s
+    if objectives is not None:
+        met = sum(1 for s in ok if sample_meets_slo(s, objectives))
+        stats.slo_met = met
+        stats.slo_attainment = met / len(samples) if samples else None
+        stats.goodput_rps = met * per_s
     return stats
+
+
+def devices_charged(db: sqlite3.Connection, trial: int) -> int:
+    """Devices charged to a trial: per segment the distinct devices its classes ran on, summed.
+
+    An exclusive arm that measured three classes alone in turn, or on three GPUs, is charged three
+    devices; a shared arm, one. A placement's ``gpu`` (the physical GPU under a MIG instance) is used
+    where it is recorded, else its ``device``, so MIG slices of one GPU are charged one GPU. A placement
+    that names neither (the manual backend) counts as one device.
+    """
+    total = 0
+    for seg in db.execute("SELECT placement FROM segments WHERE trial=?", (trial,)):
+        placement = json.loads(seg["placement"] or "{}")
+        total += len({where.get("gpu") or where.get("device") for where in placement.values()})
+    return total
 
 
 def _stage_rows(db: sqlite3.Connection, trial: int) -> dict[int, list[sqlite3.Row]]:
@@ -108,8 +102,10 @@ def _merge_status(statuses: list[str]) -> str:
     return "completed"
 
 
-def trial_summary(db: sqlite3.Connection, trial_row: sqlite3.Row) -> TrialSummary:
-    """The summary of one trial from the store."""
+def trial_summary(db: sqlite3.Connection, trial_row: sqlite3.Row,
+                  objectives: dict[str, ClassObjectives] | None = None) -> TrialSummary:
+    """The summary of one trial from the store, judged by ``objectives`` (per class) where given."""
+    objectives = objectives or {}
     trial = trial_row["id"]
     samples = read_samples(db, "trial=?", (trial,))
     by_key: dict[tuple[int, int, str], list[Sample]] = {}
@@ -119,8 +115,14 @@ def trial_summary(db: sqlite3.Connection, trial_row: sqlite3.Row) -> TrialSummar
     for seg in db.execute("SELECT * FROM segments WHERE trial=? ORDER BY segment", (trial,)):
         for name, where in json.loads(seg["placement"] or "{}").items():
             placement[name] = {**where, "segment": seg["segment"], "ready": json.loads(seg["ready"] or "{}").get(name)}
+    search = [json.loads(row["detail"]) for row in
+              db.execute("SELECT detail FROM events WHERE trial=? AND kind='search_result' ORDER BY t", (trial,))]
+    grouped = sorted(_stage_rows(db, trial).items())
+    if search:  # searched stages differ per segment: keep each (segment, stage) apart, in run order
+        rows_in_order = sorted((r for _, rows in grouped for r in rows), key=lambda r: r["started_s"] or 0.0)
+        grouped = [(i, [row]) for i, row in enumerate(rows_in_order)]
     stages = []
-    for index, rows in sorted(_stage_rows(db, trial).items()):
+    for index, rows in grouped:
         offered: dict[str, float] = {}
         arrival: dict[str, str] = {}
         classes: dict[str, ClassStats] = {}
@@ -133,7 +135,8 @@ def trial_summary(db: sqlite3.Connection, trial_row: sqlite3.Row) -> TrialSummar
                 continue
             durations.append(row["duration_s"])
             for name in seg_offered:
-                classes[name] = class_stats(by_key.get((row["segment"], index, name), []), name, row["duration_s"])
+                classes[name] = class_stats(by_key.get((row["segment"], row["stage"], name), []), name,
+                                            row["duration_s"], objectives.get(name), row["started_s"])
         reasons = [row["reason"] for row in rows if row["reason"]]
         stages.append(StageSummary(
             index=index, name=rows[0]["name"], offered=_ordered(offered), arrival=_ordered(arrival),
@@ -141,7 +144,7 @@ def trial_summary(db: sqlite3.Connection, trial_row: sqlite3.Row) -> TrialSummar
             reason="; ".join(reasons) or None, classes=_ordered(classes),
         ))
     return TrialSummary(trial, trial_row["arm"], trial_row["repeat"], trial_row["status"], trial_row["reason"],
-                        placement, stages)
+                        placement, stages, devices_charged(db, trial), search)
 
 
 def _ordered(mapping: dict[str, Any]) -> dict[str, Any]:
@@ -189,8 +192,9 @@ def build_summary(db_path: Path) -> dict[str, Any]:
     db.row_factory = sqlite3.Row
     try:
         meta = {row["key"]: json.loads(row["value"]) for row in db.execute("SELECT key, value FROM meta")}
+        objectives = objectives_from_scenario(meta.get("scenario", {}))
         trial_rows = list(db.execute("SELECT * FROM trials ORDER BY position"))
-        trials = [trial_summary(db, row) for row in trial_rows if row["status"] != "planned"]
+        trials = [trial_summary(db, row, objectives) for row in trial_rows if row["status"] != "planned"]
     finally:
         db.close()
     scenario = meta.get("scenario", {})
@@ -209,6 +213,7 @@ def build_summary(db_path: Path) -> dict[str, Any]:
         "slo": {name: spec.get("slo") for name, spec in (resolved.get("classes") or {}).items() if spec},
         "trials": [asdict(t) for t in trials],
         "arms": {arm: {"stages": _arm_figures(trials, arm, control if arm != control else None)} for arm in arm_names},
+        "comparison": build_comparison(trials, scenario, meta.get("conditions") or {}, objectives).to_dict(),
     }
 
 

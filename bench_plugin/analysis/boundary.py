@@ -1,0 +1,216 @@
+"""Boundary: the highest offered load at which every class meets its SLOs and its error budget.
+
+Stages are put in order of offered load (the mean over classes of each class's load relative to its
+highest). In each repeat, each stage gets a set of criteria per class (objectives.class_criteria: P95
+over its SLO, llm TTFT/TPOT P95 over theirs, error rate over its budget), each a ratio measured/limit;
+the stage passes when every ratio is at most 1 (its margin, the worst ratio, is at most 1). A stage
+skipped or rolled back fails; a stage cut short by Ctrl-C is not judged and ends the search there.
+
+The boundary lies between the last passing stage k before the first failing stage k+1. Each criterion's
+ratio is interpolated linearly between the two; the boundary is where the first of them reaches 1
+(where the margin, their maximum, reaches 1), as a fractional stage position: 1.4 is 40% of the way
+from stage 1 to stage 2. The offered load there is the same linear interpolation of the two stages'
+loads. The position is exact only as far as the ratios move linearly between stages; what is certain
+is that the boundary lies between stage k and k+1. Positions are then averaged over repeats (mean and
+95% CI); a repeat where every stage passed counts at the highest stage, one where the lowest stage
+failed counts at stage 0, and the text says when repeats disagree.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+
+from bench_plugin.analysis.objectives import ClassObjectives, Criterion, class_criteria
+from bench_plugin.analysis.records import StageSummary, TrialSummary
+from bench_plugin.analysis.statistics import Spread, spread
+
+REACHED = "reached"
+NOT_REACHED = "not reached"
+BELOW = "below the lowest stage"
+NOT_MEASURED = "not measured"
+
+
+@dataclass(frozen=True)
+class StageMargin:
+    """One judged stage of one repeat: every class's criteria, and what failed outright."""
+
+    index: int
+    offered: dict[str, float]
+    criteria: tuple[Criterion, ...]
+    failed_outright: tuple[str, ...] = ()
+    """Reasons the stage fails whatever its ratios: a class skipped after a rollback, a rollback."""
+
+    @property
+    def margin(self) -> float:
+        """The worst ratio (infinite when the stage failed outright)."""
+        if self.failed_outright:
+            return math.inf
+        return max((c.ratio for c in self.criteria), default=0.0)
+
+    @property
+    def passed(self) -> bool:
+        """Every class met every criterion."""
+        return self.margin <= 1.0
+
+
+def stage_margin(stage: StageSummary, objectives: dict[str, ClassObjectives]) -> StageMargin:
+    """The criteria of a judged stage."""
+    criteria: list[Criterion] = []
+    outright: list[str] = []
+    for name in stage.offered:
+        stats = stage.classes.get(name)
+        if stats is None:
+            outright.append(f"{name} skipped after a rollback")
+        elif name in objectives:
+            criteria.extend(class_criteria(name, stats, objectives[name]))
+    if stage.status == "aborted":
+        outright.append(f"rolled back: {stage.reason}")
+    return StageMargin(stage.index, dict(stage.offered), tuple(criteria), tuple(outright))
+
+
+def load_order(trials: list[TrialSummary]) -> list[int]:
+    """Stage indices in increasing offered load (ties keep the scenario's order)."""
+    offered: dict[int, dict[str, float]] = {}
+    for trial in trials:
+        for stage in trial.stages:
+            offered.setdefault(stage.index, {}).update(stage.offered)
+    highest: dict[str, float] = {}
+    for loads in offered.values():
+        for name, load in loads.items():
+            highest[name] = max(highest.get(name, 0.0), load)
+
+    def level(index: int) -> float:
+        loads = offered[index]
+        parts = [load / highest[name] for name, load in loads.items() if highest[name] > 0]
+        return sum(parts) / len(parts) if parts else 0.0
+
+    return sorted(offered, key=level)
+
+
+@dataclass(frozen=True)
+class RepeatBoundary:
+    """The boundary found in one repeat."""
+
+    repeat: int
+    status: str
+    position: float
+    """Fractional position along the stages in load order (censored at the ends; see status)."""
+    offered: dict[str, float]
+    limiting: str | None
+    """The class and criterion that crossed first (``llm p95``), or None when nothing failed."""
+    between: tuple[int, int] | None = None
+    """The stage indices (last pass, first fail) the crossing was interpolated between."""
+    note: str | None = None
+
+
+def _crossing(low: StageMargin, high: StageMargin) -> tuple[float, str]:
+    """The fraction of the way from ``low`` (passing) to ``high`` (failing) where a ratio reaches 1."""
+    if high.failed_outright and not any(not c.passed for c in high.criteria):
+        return 0.0, high.failed_outright[0]
+    below = {c.label: c.ratio for c in low.criteria}
+    best: tuple[float, str] = (1.0, "")
+    for c in high.criteria:
+        if c.passed:
+            continue
+        start = below.get(c.label, 1.0)  # a criterion new at the failing stage: no slope to interpolate
+        t = 0.0 if math.isinf(c.ratio) else (1.0 - start) / (c.ratio - start)
+        best = min(best, (t, c.label))
+    return best
+
+
+def _worst(stage: StageMargin) -> str | None:
+    if stage.failed_outright:
+        return stage.failed_outright[0]
+    worst = max(stage.criteria, key=lambda c: c.ratio, default=None)
+    return worst.label if worst is not None else None
+
+
+def repeat_boundary(trial: TrialSummary, order: list[int], objectives: dict[str, ClassObjectives]
+                    ) -> RepeatBoundary | None:
+    """The boundary of one repeat; None when not one of its stages can be judged."""
+    margins: list[StageMargin] = []
+    for index in order:
+        stage = trial.judged_stage(index)
+        if stage is None:
+            break  # cut short: what came after was never measured
+        margins.append(stage_margin(stage, objectives))
+    if not margins:
+        return None
+    first_fail = next((rank for rank, m in enumerate(margins) if not m.passed), None)
+    cut = f"measured up to stage {margins[-1].index} only" if len(margins) < len(order) else None
+    if first_fail is None:
+        return RepeatBoundary(trial.repeat, NOT_REACHED, float(len(margins) - 1), margins[-1].offered, None,
+                              note=cut)
+    if first_fail == 0:
+        return RepeatBoundary(trial.repeat, BELOW, 0.0, margins[0].offered, _worst(margins[0]))
+    low, high = margins[first_fail - 1], margins[first_fail]
+    t, limiting = _crossing(low, high)
+    offered = {n: low.offered.get(n, 0.0) + t * (high.offered.get(n, 0.0) - low.offered.get(n, 0.0))
+               for n in high.offered}
+    note = f"stage {high.index} failed outright ({high.failed_outright[0]})" if high.failed_outright else None
+    return RepeatBoundary(trial.repeat, REACHED, first_fail - 1 + t, offered, limiting,
+                          between=(low.index, high.index), note=note)
+
+
+@dataclass(frozen=True)
+class Boundary:
+    """An arm's operating boundary over its repeats."""
+
+    status: str
+    text: str
+    stage_position: Spread
+    offered: dict[str, float]
+    limiting: str | None
+    per_repeat: tuple[RepeatBoundary, ...]
+    stage_order: tuple[int, ...]
+
+
+def format_offered(offered: dict[str, float], arrival: dict[str, str] | None = None) -> str:
+    """``llm 2 req/s, embedding 8 req/s`` (users for closed-loop classes)."""
+    parts = []
+    for name, load in offered.items():
+        unit = "users" if arrival and arrival.get(name) == "closed" else "req/s"
+        parts.append(f"{name} {load:.3g} {unit}")
+    return ", ".join(parts)
+
+
+def arm_boundary(trials: list[TrialSummary], objectives: dict[str, ClassObjectives],
+                 arrival: dict[str, str] | None = None) -> Boundary:
+    """The boundary of one arm from its trials (one per repeat)."""
+    order = load_order(trials)
+    found = [b for t in trials if (b := repeat_boundary(t, order, objectives)) is not None]
+    if not found:
+        return Boundary(NOT_MEASURED, "No stage of this arm could be judged.", spread([]), {}, None, (), tuple(order))
+    statuses = Counter(b.status for b in found)
+    status = found[0].status if len(statuses) == 1 else REACHED
+    names = list(dict.fromkeys(n for b in found for n in b.offered))
+    offered = {n: sum(b.offered.get(n, 0.0) for b in found) / len(found) for n in names}
+    limits = Counter(b.limiting for b in found if b.limiting)
+    limiting = limits.most_common(1)[0][0] if limits else None
+    position = spread([b.position for b in found])
+    text = _text(status, position, offered, limiting, statuses, order, arrival)
+    return Boundary(status, text, position, offered, limiting, tuple(found), tuple(order))
+
+
+def _text(status: str, position: Spread, offered: dict[str, float], limiting: str | None,
+          statuses: Counter[str], order: list[int], arrival: dict[str, str] | None) -> str:
+    load = format_offered(offered, arrival)
+    ci = f" ± {position.ci95:.2f}" if position.ci95 is not None else " (one repeat: no spread)"
+    if status == NOT_REACHED:
+        text = (f"Every class met its SLOs and error budget at every stage measured, up to stage {order[-1]} "
+                f"({load}): the boundary is above the highest load measured.")
+    elif status == BELOW:
+        text = (f"Already at the lowest stage ({load}), limited by {limiting}: the boundary is below the lowest "
+                "load measured.")
+    else:
+        text = (f"Every class meets its SLOs and error budget up to stage position {position.mean:.2f}{ci} "
+                f"(about {load}), limited by {limiting}.")
+    if len(statuses) > 1:
+        mix = ", ".join(f"{status} in {n}" for status, n in statuses.items())
+        text += (f" Repeats disagree ({mix}); a repeat with no failing stage counts at the highest stage, "
+                 "one failing at the lowest counts at stage 0.")
+    if order != sorted(order):
+        text += f" Stage positions follow the stages in load order: {', '.join(map(str, order))}."
+    return text

@@ -1,0 +1,119 @@
+"""Capacity: the outcome of an adaptive boundary search, per arm, over its repeats.
+
+In a campaign with ``search:`` every trial searched its own boundary (analysis/search.py): the scale
+of the load mix at which every class still met its SLOs and error budget. Stages of different arms
+therefore ran at different loads and are not compared stage by stage; instead each arm is judged by
+its capacity within SLOs: the boundary load, summed over classes, per device charged. An exclusive
+arm measured alone in turn searched once per class; its boundary is the lowest of those scales,
+since each class must keep its SLOs at the same load mix.
+
+The verdict follows the seed's rule on that capacity: sharing is worth it when the capacity within
+SLOs per device is significantly higher than the control's (paired by repeat); below that it is a
+loss. There is no trade-off here: at its boundary every arm, by definition, keeps every SLO.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from bench_plugin.analysis.records import TrialSummary
+from bench_plugin.analysis.significance import HIGHER, Figure, ratio_figure
+from bench_plugin.analysis.statistics import Spread, spread
+
+FOUND = "found"
+
+
+@dataclass(frozen=True)
+class RepeatCapacity:
+    """One trial's search outcome."""
+
+    repeat: int
+    status: str
+    """found, above the maximum, below the minimum (the worst over the trial's segments)."""
+    scale: float | None
+    """The boundary scale: the lowest segment estimate."""
+    runs: int
+    """Stage-runs the search used, over all segments."""
+    fixed_sweep_runs: int
+    """Stage-runs an even sweep would have needed for the same precision."""
+    capacity_per_device: float | None
+    """Offered load at the boundary, summed over classes (req/s), per device charged."""
+
+
+@dataclass(frozen=True)
+class ArmCapacity:
+    """An arm's capacity over its repeats, and against the control's."""
+
+    mix: dict[str, float]
+    per_repeat: tuple[RepeatCapacity, ...]
+    scale: Spread
+    capacity_per_device: Spread
+    ratio: Figure | None
+    """Capacity per device against the control's, paired by repeat (None for the control)."""
+
+    @property
+    def offered(self) -> dict[str, float]:
+        """Per class, the load at the mean boundary scale."""
+        return {} if self.scale.mean is None else {n: r * self.scale.mean for n, r in self.mix.items()}
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (the ``search`` entry of an arm in the comparison)."""
+        return {
+            "mix": self.mix, "scale": self.scale.to_dict(), "offered": self.offered,
+            "capacity_per_device": self.capacity_per_device.to_dict(),
+            "capacity_per_device_ratio": self.ratio.to_dict() if self.ratio else None,
+            "per_repeat": [r.__dict__ for r in self.per_repeat],
+        }
+
+
+def _repeat(trial: TrialSummary) -> RepeatCapacity | None:
+    if not trial.search:
+        return None
+    results = trial.search
+    statuses = [r["status"] for r in results]
+    status = next((s for s in statuses if s != FOUND), FOUND)
+    scales = [r["estimate"] for r in results if r.get("estimate") is not None]
+    scale = min(scales) if scales and len(scales) == len(results) else None
+    mix = results[0]["mix"] if len(results) == 1 else {k: v for r in results for k, v in r["mix"].items()}
+    per_device = None
+    if scale is not None and trial.devices_charged:
+        per_device = scale * sum(mix.values()) / trial.devices_charged
+    return RepeatCapacity(trial.repeat, status, scale, sum(r["runs"] for r in results),
+                          sum(r["fixed_sweep_runs"] for r in results), per_device)
+
+
+def arm_capacity(trials: list[TrialSummary], control: list[TrialSummary] | None) -> ArmCapacity | None:
+    """The arm's capacity from its trials' searches (None when none searched)."""
+    mine = [r for r in map(_repeat, trials) if r is not None]
+    if not mine:
+        return None
+    mix = next(t.search for t in trials if t.search)
+    merged = {k: v for result in mix for k, v in result["mix"].items()}
+    ratio = None
+    if control is not None:
+        theirs = {r.repeat: r for r in map(_repeat, control) if r is not None}
+        values = []
+        for r in mine:
+            ref = theirs.get(r.repeat)
+            if ref and ref.capacity_per_device and r.capacity_per_device is not None:
+                values.append(r.capacity_per_device / ref.capacity_per_device)
+        ratio = ratio_figure(values)
+    return ArmCapacity(merged, tuple(mine), spread([r.scale for r in mine]),
+                       spread([r.capacity_per_device for r in mine]), ratio)
+
+
+def capacity_text(arm: str, control: str, capacity: ArmCapacity, reference: ArmCapacity) -> tuple[str, str]:
+    """The verdict call and sentence for an arm searched adaptively."""
+    ratio = capacity.ratio
+    mine, theirs = capacity.capacity_per_device.mean, reference.capacity_per_device.mean
+    runs = spread([r.runs for r in capacity.per_repeat]).mean or 0
+    sweep = spread([r.fixed_sweep_runs for r in capacity.per_repeat]).mean or 0
+    cost = f" The search took {runs:.0f} stage-runs per trial; an even sweep would have needed {sweep:.0f}."
+    if ratio is None or mine is None or theirs is None:
+        return "not compared", f"{arm}: no boundary found to compare with {control}." + cost
+    numbers = (f"capacity within SLOs {mine:.2f} req/s per device against {theirs:.2f} for {control} "
+               f"({ratio.spread.mean:.2f}x)")
+    if ratio.call == HIGHER:
+        return "worth it", f"{arm} is worth it: {numbers}." + cost
+    return "loss", f"{arm} is a loss: {numbers}, {ratio.call}." + cost

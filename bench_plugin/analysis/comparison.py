@@ -1,0 +1,216 @@
+"""Comparison: every arm against the control, stage by stage, with its boundary and verdict.
+
+This assembles the typed results of contention (per-stage figures), boundary and verdict into the
+``comparison`` section of summary.json, and is the only place that turns them into dictionaries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from bench_plugin.analysis.boundary import Boundary, RepeatBoundary, arm_boundary, format_offered, load_order
+from bench_plugin.analysis.capacity import ArmCapacity, arm_capacity, capacity_text
+from bench_plugin.analysis.contention import ClassContention, StageContention, stage_contention
+from bench_plugin.analysis.objectives import ClassObjectives
+from bench_plugin.analysis.records import TrialSummary
+from bench_plugin.analysis.significance import Figure
+from bench_plugin.analysis.statistics import Spread, spread
+from bench_plugin.analysis.verdict import Conditions, StageVerdict, Verdict, overall_verdict, stage_verdict
+
+METHOD: dict[str, str] = {
+    "pairing": "repeat r of each arm against repeat r of the control, at the same stage (same offered load)",
+    "spread": "mean and Student-t 95% CI half-width over per-repeat values (no interval with one repeat)",
+    "significance": "significant when the 95% CI of the paired per-repeat values excludes no change (1 for "
+                    "ratios, 0 for differences, the number of classes for consolidation gain); otherwise "
+                    "'no significant difference'; one repeat is never significant",
+    "slo": "a request meets the SLO when it succeeded within p95_ms (and, for llm, ttft_p95_ms and "
+           "tpot_p95_ms where set); a class keeps its SLOs at a stage when its P95 (llm TTFT/TPOT P95) "
+           "and error rate are within limits in every repeat",
+    "goodput_per_device": "requests meeting the SLO per second, summed over classes, divided by the devices "
+                          "charged to the trial (distinct devices per segment, summed over segments)",
+    "boundary": "per repeat, linear interpolation of measured/limit ratios between the last passing stage "
+                "and the first failing one, where the worst reaches 1; mean and CI over repeats",
+    "verdict": "worth it: goodput per device significantly higher and every class within its SLOs and error "
+               "budget; trade-off: higher but some class breaks one; loss: not higher (lower or no "
+               "significant difference)",
+}
+
+
+@dataclass(frozen=True)
+class ArmStage:
+    """One stage of one arm: its figures and, for a non-control arm, its verdict."""
+
+    figures: StageContention
+    verdict: StageVerdict | None
+
+
+@dataclass(frozen=True)
+class ArmComparison:
+    """One arm: its boundary, its stages against the control, its verdict."""
+
+    name: str
+    sharing: str | None
+    is_control: bool
+    devices_charged: Spread
+    boundary: Boundary
+    stages: tuple[ArmStage, ...]
+    verdict: Verdict | None
+    capacity: ArmCapacity | None = None
+    """Adaptive campaigns: the searched boundary and capacity per device (then ``stages`` is empty)."""
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The comparison section of a summary."""
+
+    control: str | None
+    arms: dict[str, ArmComparison]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready ``comparison`` section."""
+        return {"control": self.control, "method": METHOD,
+                "arms": {name: _arm_dict(arm) for name, arm in self.arms.items()}}
+
+
+def _device_name(placement: dict[str, Any], models: dict[str, Any]) -> str:
+    """``cuda:0 (NVIDIA H200)``; a MIG instance also names the GPU under it."""
+    device, gpu = str(placement.get("device")), placement.get("gpu")
+    where = f"{device} on {gpu}" if gpu and gpu != device else device
+    model = models.get(gpu or device)
+    return f"{where} ({model})" if model else where
+
+
+def _conditions(arm: dict[str, Any], control: dict[str, Any] | None, trials: list[TrialSummary],
+                conditions: dict[str, Any]) -> Conditions:
+    backend = conditions.get("backend") or {}
+    models = {d.get("name"): d.get("model") for d in backend.get("devices") or []}
+    used = sorted({_device_name(p, models) for t in trials for p in t.placement.values() if p.get("device")})
+    loads: dict[str, list[float]] = {}
+    arrival: dict[str, str] = {}
+    for trial in trials:
+        for stage in trial.stages:
+            arrival.update(stage.arrival)
+            for name, load in stage.offered.items():
+                loads.setdefault(name, []).append(load)
+    return Conditions(
+        backend=backend.get("backend"),
+        devices=tuple(used),
+        driver=backend.get("driver"),
+        sharing=str(arm.get("sharing")),
+        control_sharing=str(control.get("sharing")) if control else None,
+        load_range={name: (min(v), max(v)) for name, v in loads.items()},
+        arrival=arrival,
+        repeats=len({t.repeat for t in trials}),
+    )
+
+
+def build_comparison(trials: list[TrialSummary], scenario_meta: dict[str, Any], conditions: dict[str, Any],
+                     objectives: dict[str, ClassObjectives]) -> Comparison:
+    """Compare every arm of the stored scenario with its control arm."""
+    arms = (scenario_meta.get("resolved") or {}).get("arms") or []
+    control = next((a for a in arms if a.get("control")), None)
+    control_trials = [t for t in trials if control and t.arm == control["name"]]
+    out: dict[str, ArmComparison] = {}
+    adaptive = bool((scenario_meta.get("resolved") or {}).get("search"))
+    for arm in arms:
+        mine = [t for t in trials if t.arm == arm["name"]]
+        is_control = control is not None and arm["name"] == control["name"]
+        reference = None if is_control or control is None else control_trials
+        if adaptive:
+            out[arm["name"]] = _searched_arm(arm, mine, reference, control, control_trials, conditions)
+            continue
+        arrival = next((s.arrival for t in mine for s in t.stages), None)
+        boundary = arm_boundary(mine, objectives, arrival)
+        order = load_order(mine + (reference or []))
+        stages = {i: stage_contention(i, mine, reference, objectives) for i in order}
+        verdicts = {i: stage_verdict(s) for i, s in stages.items()} if reference is not None else {}
+        verdict = None
+        if reference is not None and control is not None:
+            verdict = overall_verdict(arm["name"], control["name"], [(stages[i], verdicts[i]) for i in order],
+                                      boundary, _conditions(arm, control, mine, conditions))
+        out[arm["name"]] = ArmComparison(
+            name=arm["name"], sharing=arm.get("sharing"), is_control=is_control,
+            devices_charged=spread([t.devices_charged for t in mine]), boundary=boundary,
+            stages=tuple(ArmStage(stages[i], verdicts.get(i)) for i in sorted(stages)), verdict=verdict,
+        )
+    return Comparison(control["name"] if control else None, out)
+
+
+def _searched_arm(arm: dict[str, Any], mine: list[TrialSummary], reference: list[TrialSummary] | None,
+                  control: dict[str, Any] | None, control_trials: list[TrialSummary],
+                  conditions: dict[str, Any]) -> ArmComparison:
+    """An arm of an adaptive campaign: its searched boundary and capacity per device against the control's."""
+    capacity = arm_capacity(mine, reference)
+    status = "not measured" if capacity is None else capacity.per_repeat[0].status
+    offered = capacity.offered if capacity else {}
+    text = (f"boundary at {format_offered(offered)} (scale {capacity.scale.mean:.3g} of the mix; "
+            f"search status: {status})" if capacity and capacity.scale.mean is not None
+            else f"no boundary found (search status: {status})")
+    boundary = Boundary(status, text, capacity.scale if capacity else spread([]), offered, None, (), ())
+    verdict = None
+    ref_capacity = arm_capacity(control_trials, None) if reference is not None else None
+    if capacity is not None and ref_capacity is not None and control is not None:
+        call, sentence = capacity_text(arm["name"], control["name"], capacity, ref_capacity)
+        verdict = Verdict(call, sentence, None, _conditions(arm, control, mine, conditions))
+    return ArmComparison(name=arm["name"], sharing=arm.get("sharing"), is_control=reference is None,
+                         devices_charged=spread([t.devices_charged for t in mine]), boundary=boundary,
+                         stages=(), verdict=verdict, capacity=capacity)
+
+
+def _fig(fig: Figure | None) -> dict[str, Any] | None:
+    return fig.to_dict() if fig is not None else None
+
+
+def _class_dict(c: ClassContention, is_control: bool) -> dict[str, Any]:
+    own = {"slo_attainment": c.slo_attainment.to_dict(), "goodput_rps": c.goodput_rps.to_dict(),
+           "meets_slo": c.meets_slo, "within_error_budget": c.within_error_budget, "breaches": list(c.breaches)}
+    if is_control:
+        return own
+    return {"normalised_throughput": _fig(c.normalised_throughput), "throughput_loss": _fig(c.throughput_loss),
+            "slowdown_p95": _fig(c.slowdown_p95), "slowdown_ttft_p95": _fig(c.slowdown_ttft_p95),
+            "slowdown_tpot_p95": _fig(c.slowdown_tpot_p95), **own}
+
+
+def _stage_dict(stage: ArmStage, is_control: bool) -> dict[str, Any]:
+    s = stage.figures
+    out: dict[str, Any] = {"index": s.index, "offered": s.offered, "repeats": s.repeats,
+                           "classes": {n: _class_dict(c, is_control) for n, c in s.classes.items()}}
+    if is_control:
+        return {**out, "goodput_per_device": s.goodput_per_device.to_dict()}
+    return {
+        **out, "paired_repeats": s.paired, "consolidation_gain": _fig(s.consolidation_gain),
+        "fairness": s.fairness.to_dict() if s.fairness else None,
+        "goodput_per_device": s.goodput_per_device.to_dict(),
+        "control_goodput_per_device": s.control_goodput_per_device.to_dict() if s.control_goodput_per_device else None,
+        "goodput_per_device_ratio": _fig(s.goodput_per_device_ratio),
+        "verdict": stage.verdict.call if stage.verdict else None,
+        "reasons": list(stage.verdict.reasons) if stage.verdict else [],
+    }
+
+
+def _repeat_dict(b: RepeatBoundary) -> dict[str, Any]:
+    return {"repeat": b.repeat, "status": b.status, "stage_position": b.position, "offered": b.offered,
+            "limiting": b.limiting, "between": list(b.between) if b.between else None, "note": b.note}
+
+
+def _boundary_dict(b: Boundary) -> dict[str, Any]:
+    return {"status": b.status, "text": b.text, "stage_position": b.stage_position.to_dict(), "offered": b.offered,
+            "limiting": b.limiting, "stage_order": list(b.stage_order),
+            "per_repeat": [_repeat_dict(r) for r in b.per_repeat]}
+
+
+def _arm_dict(arm: ArmComparison) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "sharing": arm.sharing, "is_control": arm.is_control, "devices_charged": arm.devices_charged.to_dict(),
+        "boundary": _boundary_dict(arm.boundary),
+        "stages": [_stage_dict(s, arm.is_control) for s in arm.stages],
+        "search": arm.capacity.to_dict() if arm.capacity else None,
+    }
+    if arm.verdict is not None:
+        v = arm.verdict
+        out["verdict"] = {"call": v.call, "text": v.text, "worth_it_up_to_stage": v.worth_it_up_to_stage,
+                          "conditions": v.conditions.to_dict()}
+    else:
+        out["verdict"] = None
+    return out

@@ -1,0 +1,209 @@
+"""Contention: what sharing costs each class, against the control at the same stage (same offered load).
+
+Every figure is computed per repeat first, pairing repeat r of the arm with repeat r of the control
+(the campaign interleaves arms, so the two ran close in time), then summarised over the pairs with a
+significance call (significance.figure):
+
+- normalised throughput_c = throughput_c(arm) / throughput_c(control); throughput loss_c = 1 - that;
+- consolidation gain = sum over classes of normalised throughput (no change = the number of classes;
+  above 1 the shared device does more than one class's exclusive device did);
+- slowdown_c = P95_c(arm) / P95_c(control), and for llm the same ratio of TTFT P95 and of TPOT P95;
+- fairness = Jain's index over the classes' normalised throughputs, (sum x)^2 / (n sum x^2): 1 when
+  every class keeps the same share, 1/n when one class gets everything;
+- goodput per device = sum over classes of goodput (requests within every SLO, per second) / the
+  devices the trial was charged, for the arm and for the control, and their ratio.
+
+Whether each class keeps its SLOs and error budget is judged on the arm alone, in every repeat (a
+stage skipped after a rollback fails); the control arm gets these and its own goodput, no ratios.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from bench_plugin.analysis.objectives import ClassObjectives, Criterion, class_criteria
+from bench_plugin.analysis.records import ClassStats, StageSummary, TrialSummary
+from bench_plugin.analysis.significance import Figure, figure, ratio_figure
+from bench_plugin.analysis.statistics import Spread, spread
+from bench_plugin.scenario import WORKLOAD_CLASSES
+
+Run = tuple[TrialSummary, StageSummary]
+"""One repeat's trial and its judged stage."""
+
+
+@dataclass(frozen=True)
+class ClassContention:
+    """One class at one stage of one arm: its own SLO figures and, for a non-control arm, the ratios."""
+
+    slo_attainment: Spread
+    goodput_rps: Spread
+    meets_slo: bool
+    """P95 (and llm TTFT/TPOT P95) within the SLO in every repeat."""
+    within_error_budget: bool
+    """Error rate within the budget in every repeat."""
+    breaches: tuple[str, ...] = ()
+    """Plain-language reasons for meets_slo or within_error_budget being false."""
+    normalised_throughput: Figure | None = None
+    throughput_loss: Figure | None = None
+    slowdown_p95: Figure | None = None
+    slowdown_ttft_p95: Figure | None = None
+    slowdown_tpot_p95: Figure | None = None
+
+
+@dataclass(frozen=True)
+class StageContention:
+    """One stage of one arm; the comparison fields are None for the control arm."""
+
+    index: int
+    offered: dict[str, float]
+    arrival: dict[str, str]
+    classes: dict[str, ClassContention]
+    goodput_per_device: Spread
+    repeats: int
+    """Repeats of the arm with this stage judged."""
+    paired: int = 0
+    """Repeats with this stage judged in both the arm and the control."""
+    consolidation_gain: Figure | None = None
+    fairness: Spread | None = None
+    control_goodput_per_device: Spread | None = None
+    goodput_per_device_ratio: Figure | None = None
+
+
+def jain(values: list[float]) -> float | None:
+    """Jain's fairness index (sum x)^2 / (n sum x^2); None for no values or all zeros."""
+    square_sum = sum(v * v for v in values)
+    if not values or square_sum == 0:
+        return None
+    return sum(values) ** 2 / (len(values) * square_sum)
+
+
+def judged_runs(trials: list[TrialSummary], index: int) -> dict[int, Run]:
+    """Per repeat, the trial and its stage ``index`` where that stage can be judged."""
+    out: dict[int, Run] = {}
+    for trial in trials:
+        stage = trial.judged_stage(index)
+        if stage is not None:
+            out[trial.repeat] = (trial, stage)
+    return out
+
+
+def class_names(runs: list[Run]) -> list[str]:
+    """The classes offered load in these runs, in the canonical order."""
+    offered = {name for _, stage in runs for name in stage.offered}
+    return [name for name in WORKLOAD_CLASSES if name in offered]
+
+
+def goodput_per_device(run: Run, names: list[str]) -> float | None:
+    """Sum of the classes' goodput over the devices charged; None if a class has no figures."""
+    trial, stage = run
+    goodputs = [stage.classes[n].goodput_rps if n in stage.classes else None for n in names]
+    if any(g is None for g in goodputs) or trial.devices_charged <= 0:
+        return None
+    return sum(g for g in goodputs if g is not None) / trial.devices_charged
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None or b == 0 else a / b
+
+
+def _breaches(name: str, runs: list[ClassStats | None], objectives: ClassObjectives) -> tuple[str, ...]:
+    """Criteria that failed in some repeat: the mean measured value over repeats, and how often."""
+    n = len(runs)
+    skipped = sum(1 for s in runs if s is None)
+    out = [f"{name} skipped after a rollback in {skipped} of {n} repeats"] if skipped else []
+    per_criterion: dict[str, list[Criterion]] = {}
+    for stats in runs:
+        for c in class_criteria(name, stats, objectives) if stats else []:
+            per_criterion.setdefault(c.name, []).append(c)
+    for criteria in per_criterion.values():
+        failed = sum(1 for c in criteria if not c.passed)
+        if failed:
+            measured = [c.measured for c in criteria if c.measured is not None]
+            mean = sum(measured) / len(measured) if measured else None
+            text = Criterion(name, criteria[0].name, mean, criteria[0].limit).describe()
+            out.append(f"{text} (mean; over the limit in {failed} of {n} repeats)")
+    return tuple(out)
+
+
+def judge_class(name: str, runs: list[ClassStats | None], objectives: ClassObjectives | None) -> ClassContention:
+    """A class's own figures over its repeats, and whether it kept its SLOs and error budget."""
+    measured = [s for s in runs if s is not None]
+    criteria = [c for s in measured for c in (class_criteria(name, s, objectives) if objectives else [])]
+    # A skipped stage failed (it came after a rollback); a stage never judged cannot be said to pass.
+    judged = bool(runs) and len(measured) == len(runs)
+    breaches = _breaches(name, runs, objectives) if objectives else ()
+    return ClassContention(
+        slo_attainment=spread([s.slo_attainment for s in measured]),
+        goodput_rps=spread([s.goodput_rps for s in measured]),
+        meets_slo=judged and all(c.passed for c in criteria if c.name != "error rate"),
+        within_error_budget=judged and all(c.passed for c in criteria if c.name == "error rate"),
+        breaches=breaches if runs else (f"{name} not measured at this stage",),
+    )
+
+
+Getter = Callable[[ClassStats], float | None]
+
+_THROUGHPUT: Getter = lambda s: s.throughput_rps  # noqa: E731
+_P95: Getter = lambda s: s.latency_ms.get("p95")  # noqa: E731
+_TTFT: Getter = lambda s: s.ttft_ms.get("p95") if s.ttft_ms else None  # noqa: E731
+_TPOT: Getter = lambda s: s.tpot_ms.get("p95") if s.tpot_ms else None  # noqa: E731
+
+
+def _paired(pairs: list[tuple[Run, Run]], name: str, get: Getter) -> list[float | None]:
+    """Per paired repeat, the arm's figure over the control's (None where either is missing)."""
+    out = []
+    for (_, mine), (_, theirs) in pairs:
+        a, b = mine.classes.get(name), theirs.classes.get(name)
+        out.append(_ratio(get(a), get(b)) if a and b else None)
+    return out
+
+
+def _compare_class(base: ClassContention, name: str, pairs: list[tuple[Run, Run]]) -> ClassContention:
+    norm = _paired(pairs, name, _THROUGHPUT)
+    llm = name == "llm"
+    return replace(
+        base,
+        normalised_throughput=ratio_figure(norm),
+        throughput_loss=figure([None if v is None else 1.0 - v for v in norm], 0.0),
+        slowdown_p95=ratio_figure(_paired(pairs, name, _P95)),
+        slowdown_ttft_p95=ratio_figure(_paired(pairs, name, _TTFT)) if llm else None,
+        slowdown_tpot_p95=ratio_figure(_paired(pairs, name, _TPOT)) if llm else None,
+    )
+
+
+def _gain_and_fairness(norms: list[list[float | None]], n_classes: int) -> tuple[Figure, Spread]:
+    """Per repeat, the sum and Jain's index of the classes' normalised throughputs (complete repeats only)."""
+    complete = [[v for v in per_repeat if v is not None] for per_repeat in norms]
+    complete = [values for values in complete if len(values) == n_classes]
+    return figure([sum(v) for v in complete], float(n_classes)), spread([jain(v) for v in complete])
+
+
+def stage_contention(
+    index: int, trials: list[TrialSummary], control: list[TrialSummary] | None,
+    objectives: dict[str, ClassObjectives],
+) -> StageContention:
+    """Stage ``index`` of an arm's ``trials``, against the ``control`` trials (None: this is the control)."""
+    runs = judged_runs(trials, index)
+    theirs = judged_runs(control, index) if control is not None else {}
+    names = class_names([*runs.values(), *theirs.values()])
+    first = next(iter(runs.values()), None) or next(iter(theirs.values()), None)
+    offered = first[1].offered if first else {}
+    classes: dict[str, ClassContention] = {}
+    for name in names:
+        stats = [stage.classes.get(name) for _, stage in runs.values() if name in stage.offered]
+        classes[name] = judge_class(name, stats, objectives.get(name))
+    own = spread([goodput_per_device(run, names) for run in runs.values()])
+    if control is None:
+        return StageContention(index, offered, first[1].arrival if first else {}, classes, own, len(runs))
+    pairs = [(runs[r], theirs[r]) for r in sorted(set(runs) & set(theirs))]
+    classes = {name: _compare_class(c, name, pairs) for name, c in classes.items()}
+    norms = [[_paired([pair], name, _THROUGHPUT)[0] for name in names] for pair in pairs]
+    gain, fairness = _gain_and_fairness(norms, len(names))
+    gpd = [(goodput_per_device(mine, names), goodput_per_device(ref, names)) for mine, ref in pairs]
+    return StageContention(
+        index, offered, first[1].arrival if first else {}, classes, own, len(runs), paired=len(pairs),
+        consolidation_gain=gain, fairness=fairness,
+        control_goodput_per_device=spread([goodput_per_device(run, names) for run in theirs.values()]),
+        goodput_per_device_ratio=ratio_figure([_ratio(a, b) for a, b in gpd]),
+    )

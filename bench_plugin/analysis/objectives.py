@@ -1,0 +1,122 @@
+"""Objectives: each class's SLOs and error budget, and how a request or a stage is judged against them.
+
+Two judgements use the same limits:
+
+- a request meets the SLO when it succeeded, its end-to-end latency is within ``slo.p95_ms`` and, for
+  llm, its TTFT and TPOT are within ``ttft_p95_ms`` and ``tpot_p95_ms`` where those are set; these
+  requests make the goodput. A successful llm answer without a first-token time cannot show its TTFT and
+  does not count; one with a single output token has no time per output token, so TPOT does not apply.
+- a class meets its SLOs in a stage when its P95 (and llm TTFT/TPOT P95) are within them and its error
+  rate is within its error budget. Each criterion is a ratio ``measured / limit``; the stage passes
+  when every ratio is at most 1, and the largest ratio is the stage's margin (the boundary search
+  interpolates these ratios between stages).
+
+The limits come from the results store's ``meta.scenario.resolved.classes.<name>``, so a summary is
+judged by the SLOs the campaign ran with, not by today's scenario file.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from bench_plugin.analysis.records import ClassStats
+from bench_plugin.samples import Sample
+from bench_plugin.scenario import Slo
+
+
+@dataclass(frozen=True)
+class ClassObjectives:
+    """The limits one class is judged by."""
+
+    slo: Slo
+    error_budget: float
+    """Largest acceptable fraction of failed requests."""
+
+
+def objectives_from_scenario(scenario_meta: dict[str, Any]) -> dict[str, ClassObjectives]:
+    """Per class, the SLOs and error budget stored with the campaign (``meta["scenario"]``)."""
+    classes = (scenario_meta.get("resolved") or {}).get("classes") or {}
+    out: dict[str, ClassObjectives] = {}
+    for name, spec in classes.items():
+        if spec and spec.get("slo"):
+            out[name] = ClassObjectives(Slo.model_validate(spec["slo"]), float(spec.get("error_budget", 0.01)))
+    return out
+
+
+def sample_meets_slo(sample: Sample, objectives: ClassObjectives) -> bool:
+    """Whether one request succeeded within every latency SLO of its class."""
+    slo = objectives.slo
+    if not sample.ok or sample.latency_ms > slo.p95_ms:
+        return False
+    if sample.workload != "llm":
+        return True
+    if slo.ttft_p95_ms is not None:
+        ttft = sample.ttft_ms
+        if ttft is None or ttft > slo.ttft_p95_ms:
+            return False
+    if slo.tpot_p95_ms is not None:
+        tpot = sample.tpot_ms
+        if tpot is not None and tpot > slo.tpot_p95_ms:
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class Criterion:
+    """One judged figure of a class in a stage: a measured value against its limit."""
+
+    workload: str
+    name: str
+    """``p95``, ``ttft p95``, ``tpot p95`` or ``error rate``."""
+    measured: float | None
+    """None: nothing succeeded, so the latency cannot be within its SLO."""
+    limit: float
+
+    @property
+    def label(self) -> str:
+        """``llm p95``, ``embedding error rate``: the name used for a limiting criterion."""
+        return f"{self.workload} {self.name}"
+
+    @property
+    def ratio(self) -> float:
+        """measured / limit; infinite when nothing was measured or the limit is zero and was exceeded."""
+        if self.measured is None:
+            return math.inf
+        if self.limit == 0:
+            return 0.0 if self.measured == 0 else math.inf
+        return self.measured / self.limit
+
+    @property
+    def passed(self) -> bool:
+        """Within the limit (ratio at most 1)."""
+        return self.ratio <= 1.0
+
+    def describe(self) -> str:
+        """Plain words: ``llm p95 2.10x its SLO (4200 ms vs 2000 ms)``."""
+        if self.name == "error rate":
+            measured = "-" if self.measured is None else f"{self.measured:.1%}"
+            return f"{self.workload} error rate {measured} vs its budget {self.limit:.1%}"
+        if self.measured is None:
+            return f"{self.workload} {self.name}: no request succeeded (SLO {self.limit:g} ms)"
+        return f"{self.label} {self.ratio:.2f}x its SLO ({self.measured:.0f} ms vs {self.limit:g} ms)"
+
+
+def class_criteria(workload: str, stats: ClassStats, objectives: ClassObjectives) -> list[Criterion]:
+    """The criteria of one class in one stage; empty when the class had no requests to judge."""
+    if stats.requests == 0:
+        return []
+    slo = objectives.slo
+    succeeded = stats.requests > stats.errors
+    out = [Criterion(workload, "p95", stats.latency_ms.get("p95") if succeeded else None, slo.p95_ms)]
+    if workload == "llm" and slo.ttft_p95_ms is not None:
+        ttft = stats.ttft_ms.get("p95") if stats.ttft_ms else None
+        out.append(Criterion(workload, "ttft p95", ttft, slo.ttft_p95_ms))
+    if workload == "llm" and slo.tpot_p95_ms is not None:
+        tpot = stats.tpot_ms.get("p95") if stats.tpot_ms else None
+        # Answers of one token have no TPOT: the criterion does not apply rather than fail.
+        if tpot is not None or not succeeded:
+            out.append(Criterion(workload, "tpot p95", tpot, slo.tpot_p95_ms))
+    out.append(Criterion(workload, "error rate", stats.error_rate, objectives.error_budget))
+    return out

@@ -1,0 +1,154 @@
+"""Verdict: is sharing worth it, at which loads, and under which conditions (the seed's rule).
+
+Per stage, against the control at the same offered load:
+
+- "worth it": goodput per device is significantly higher than the control's AND every class keeps its
+  P95 SLO (and the llm TTFT/TPOT SLOs) AND its error rate stays within budget, in every repeat;
+- "trade-off": goodput per device is significantly higher, but some class breaks an SLO or its budget;
+- "loss": goodput per device is not higher: lower, or no significant difference (which is a result: it
+  rules out a path not worth its complexity). One repeat has no spread, so it can never show a rise;
+- "not compared": the arm or the control has no measurement to pair at this stage.
+
+Overall, stages are read in load order: the arm is "worth it up to stage k" when every stage up to k is
+worth it, and the sentence says what happens above, with the numbers that decided it and the
+conditions (devices, driver, sharing mode, load range, repeats) under which it holds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from bench_plugin.analysis.boundary import Boundary, format_offered
+from bench_plugin.analysis.contention import StageContention
+from bench_plugin.analysis.significance import HIGHER, describe
+
+WORTH_IT = "worth it"
+TRADE_OFF = "trade-off"
+LOSS = "loss"
+NOT_COMPARED = "not compared"
+
+CONTROLS = " the control's"
+
+_ARTICLE = {WORTH_IT: "worth it", TRADE_OFF: "a trade-off", LOSS: "a loss", NOT_COMPARED: "not compared"}
+
+
+@dataclass(frozen=True)
+class StageVerdict:
+    """The call at one stage and the figures that decided it."""
+
+    call: str
+    reasons: tuple[str, ...]
+
+
+def stage_verdict(stage: StageContention) -> StageVerdict:
+    """The seed's rule at one stage of a non-control arm."""
+    breaches = tuple(b for c in stage.classes.values() for b in c.breaches)
+    ratio = stage.goodput_per_device_ratio
+    if ratio is None or ratio.mean is None:
+        return StageVerdict(NOT_COMPARED, (_not_compared(stage), *breaches))
+    own, ref = stage.goodput_per_device.mean, (stage.control_goodput_per_device or stage.goodput_per_device).mean
+    figures = f"{own:.3g} vs {ref:.3g} req/s within SLO, " if own is not None and ref is not None else ""
+    gain = f"goodput per device {figures}{describe(ratio, what=CONTROLS)}"
+    kept = all(c.meets_slo and c.within_error_budget for c in stage.classes.values())
+    if ratio.call != HIGHER:
+        return StageVerdict(LOSS, (gain, *breaches))
+    if kept:
+        return StageVerdict(WORTH_IT, (gain, "every class kept its SLOs and error budget in every repeat"))
+    return StageVerdict(TRADE_OFF, (gain, *breaches))
+
+
+def _not_compared(stage: StageContention) -> str:
+    """Why a stage has no goodput-per-device ratio."""
+    if stage.paired == 0:
+        return "no repeat of this arm and of the control both measured this stage"
+    if stage.control_goodput_per_device is None or stage.control_goodput_per_device.mean is None:
+        return "the control has no complete measurement at this stage (a class was skipped after a rollback)"
+    return "this arm has no complete measurement at this stage (a class was skipped after a rollback)"
+
+
+@dataclass(frozen=True)
+class Conditions:
+    """Where a verdict was measured: it may not hold on another device, driver or load range."""
+
+    backend: str | None
+    devices: tuple[str, ...]
+    """The devices the arm's servers ran on, with their model (``cuda:0 (NVIDIA H200)``)."""
+    driver: str | None
+    sharing: str
+    control_sharing: str | None
+    load_range: dict[str, tuple[float, float]]
+    """Per class, the lowest and highest offered load measured."""
+    arrival: dict[str, str]
+    repeats: int
+
+    def describe(self) -> str:
+        """One sentence for the verdict."""
+        loads = ", ".join(f"{name} {lo:.3g}-{hi:.3g} {'users' if self.arrival.get(name) == 'closed' else 'req/s'}"
+                          for name, (lo, hi) in self.load_range.items())
+        driver = f", driver {self.driver}" if self.driver else ""
+        against = f" against {self.control_sharing}" if self.control_sharing else ""
+        repeats = f"{self.repeats} repeat{'s' if self.repeats != 1 else ''}"
+        backend = f" ({self.backend} backend)" if self.backend else ""
+        return (f"Measured on {', '.join(self.devices) or 'unnamed devices'}{driver}{backend}, "
+                f"sharing {self.sharing}{against}, loads {loads}, {repeats}; another device "
+                "model, driver or load range may give a different result.")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"backend": self.backend, "devices": list(self.devices), "driver": self.driver,
+                "sharing": self.sharing, "control_sharing": self.control_sharing,
+                "load_range": {k: list(v) for k, v in self.load_range.items()}, "arrival": self.arrival,
+                "repeats": self.repeats}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The overall call for one arm, as a sentence a platform engineer can act on."""
+
+    call: str
+    """``worth it`` (at least at the lowest loads), ``trade-off``, ``loss`` or ``not compared``."""
+    text: str
+    worth_it_up_to_stage: int | None
+    """The highest stage up to which every stage (in load order) is worth it; None if the lowest is not."""
+    conditions: Conditions
+
+
+def _runs(stages: list[tuple[StageContention, StageVerdict]]) -> list[list[tuple[StageContention, StageVerdict]]]:
+    """Consecutive stages with the same call."""
+    out: list[list[tuple[StageContention, StageVerdict]]] = []
+    for item in stages:
+        if out and out[-1][-1][1].call == item[1].call:
+            out[-1].append(item)
+        else:
+            out.append([item])
+    return out
+
+
+def _span(run: list[tuple[StageContention, StageVerdict]], first: bool) -> str:
+    lo, hi = run[0][0], run[-1][0]
+    call = run[0][1].call
+    where = f"at stage {lo.index}" if lo is hi else f"at stages {lo.index}-{hi.index}"
+    if first and call == WORTH_IT:
+        where = f"up to stage {hi.index}"
+    # Where it is worth it, the highest load decides; elsewhere the first stage where the call changed.
+    decisive = hi if call == WORTH_IT else lo
+    reasons = run[-1][1].reasons if call == WORTH_IT else run[0][1].reasons
+    load = format_offered(decisive.offered, decisive.arrival)
+    return f"{_ARTICLE[call]}{'' if first else ' above,'} {where} ({load}): {'; '.join(reasons)}"
+
+
+def overall_verdict(arm: str, control: str, stages: list[tuple[StageContention, StageVerdict]],
+                    boundary: Boundary, conditions: Conditions) -> Verdict:
+    """The arm's verdict from its per-stage verdicts, ``stages`` in load order."""
+    calls = [v.call for _, v in stages]
+    up_to = None
+    for stage, v in stages:
+        if v.call != WORTH_IT:
+            break
+        up_to = stage.index
+    call = next((c for c in (WORTH_IT, TRADE_OFF, LOSS) if c in calls), NOT_COMPARED)
+    parts = [_span(run, i == 0) for i, run in enumerate(_runs(stages))]
+    text = f"{arm} against {control}: " + ("; ".join(parts) if parts else "no stage was measured") + "."
+    text += f" Operating boundary: {boundary.text[:1].lower()}{boundary.text[1:]} {conditions.describe()}"
+    return Verdict(call, text, up_to, conditions)

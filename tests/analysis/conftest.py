@@ -1,0 +1,8 @@
+"""Makes the hand-built records in analysis_builders.py importable by the analysis tests."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -1,0 +1,105 @@
+"""The operating boundary: a planted knee is recovered by interpolating the limit ratios between stages."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from analysis_builders import objectives, stage, stats, trial
+
+from bench_plugin.analysis.boundary import BELOW, NOT_REACHED, REACHED, arm_boundary, load_order, repeat_boundary
+from bench_plugin.analysis.records import TrialSummary
+
+OBJ = objectives(p95=1000.0, budget=0.01)
+
+
+def ramp(repeat: int, p95s: list[float], **kw: float) -> TrialSummary:
+    """Stages 0..n-1 at llm load 1..n req/s (embedding twice that), llm P95 as given, embedding well inside."""
+    stages = [stage(i, {"llm": stats(10.0, p95), "embedding": stats(10.0, 100.0)},
+                    offered={"llm": i + 1.0, "embedding": 2.0 * (i + 1)}) for i, p95 in enumerate(p95s)]
+    return trial("a", repeat, stages)
+
+
+def test_a_planted_knee_between_stages_2_and_3_is_found_at_its_fraction() -> None:
+    # llm P95/SLO is 0.8 at stage 2 and 1.4 at stage 3: linear in between, it reaches 1 a third of the way
+    b = repeat_boundary(ramp(1, [200, 300, 800, 1400, 2000]), [0, 1, 2, 3, 4], OBJ)
+    assert b is not None and b.status == REACHED
+    assert b.position == pytest.approx(2 + 1 / 3)
+    assert b.offered == pytest.approx({"llm": 3 + 1 / 3, "embedding": 2 * (3 + 1 / 3)})
+    assert b.limiting == "llm p95" and b.between == (2, 3)
+
+
+def test_a_convex_knee_is_bracketed_and_estimated_on_the_safe_side() -> None:
+    # P95 = 100 ms x load^2 crosses its 1000 ms SLO at load sqrt(10) = 3.162 (between stages 2 and 3)
+    b = repeat_boundary(ramp(1, [100.0 * load**2 for load in (1, 2, 3, 4, 5)]), [0, 1, 2, 3, 4], OBJ)
+    assert b is not None and 2 <= b.position <= 3  # the stated precision: the bracketing stages
+    true_load = math.sqrt(10)
+    assert b.offered["llm"] == pytest.approx(3 + 0.1 / 0.7)
+    assert b.offered["llm"] <= true_load and true_load - b.offered["llm"] < 0.05
+
+
+def test_mean_and_interval_over_repeats() -> None:
+    trials = [ramp(1, [100, 800, 1600]), ramp(2, [100, 900, 1300]), ramp(3, [100, 700, 1300])]
+    b = arm_boundary(trials, OBJ)
+    # fractions 0.2/0.8, 0.1/0.4, 0.3/0.6 past stage 1
+    assert b.status == REACHED
+    assert b.stage_position.values == pytest.approx([1.25, 1.25, 1.5])
+    assert b.stage_position.mean == pytest.approx(4 / 3)
+    assert b.stage_position.ci95 is not None and b.limiting == "llm p95"
+    assert b.offered["llm"] == pytest.approx(2 + 1 / 3)
+    assert "limited by llm p95" in b.text
+
+
+def test_every_stage_passing_means_not_reached_and_stage_0_failing_means_below() -> None:
+    up = arm_boundary([ramp(1, [100, 200]), ramp(2, [100, 300])], OBJ)
+    assert up.status == NOT_REACHED and up.stage_position.mean == 1.0 and up.limiting is None
+    assert "above the highest load measured" in up.text
+    down = arm_boundary([ramp(1, [1100, 1200])], OBJ)
+    assert down.status == BELOW and down.limiting == "llm p95" and "below the lowest load" in down.text
+
+
+def test_the_error_budget_and_ttft_limit_too() -> None:
+    t = trial("a", 1, [stage(0, {"embedding": stats(10.0, 100.0, requests=100, errors=0)}, {"embedding": 4.0}),
+                       stage(1, {"embedding": stats(10.0, 100.0, requests=100, errors=2)}, {"embedding": 8.0})])
+    b = repeat_boundary(t, [0, 1], OBJ)
+    assert b and b.position == pytest.approx(0.5) and b.limiting == "embedding error rate"
+    assert b.offered == pytest.approx({"embedding": 6.0})
+    # TTFT ratio 0.2 -> 1.8 crosses at 0.5; P95 0.5 -> 1.1 only at 5/6: TTFT limits
+    t = trial("a", 1, [stage(0, {"llm": stats(10.0, 500.0, ttft=100.0)}), stage(1, {"llm": stats(10.0, 1100.0,
+                                                                                                  ttft=900.0)})])
+    b = repeat_boundary(t, [0, 1], objectives(p95=1000.0, ttft=500.0))
+    assert b and b.position == pytest.approx(0.5) and b.limiting == "llm ttft p95"
+
+
+def test_a_rolled_back_or_skipped_stage_fails_and_later_passes_do_not_count() -> None:
+    rolled = trial("a", 1, [stage(0, {"llm": stats(10.0, 500.0)}), stage(1, {"llm": stats(1.0, 1500.0)},
+                                                                            status="aborted"),
+                            stage(2, {}, skipped=("llm",), status="skipped")])
+    b = repeat_boundary(rolled, [0, 1, 2], OBJ)
+    assert b and b.status == REACHED and b.position == pytest.approx(0.5) and b.between == (0, 1)
+    skipped = trial("a", 1, [stage(0, {"llm": stats(10.0, 500.0), "asr": stats(1.0, 100.0)}),
+                             stage(1, {"llm": stats(10.0, 600.0)}, skipped=("asr",), status="skipped")])
+    b = repeat_boundary(skipped, [0, 1], OBJ)
+    assert b and b.position == 0.0 and b.limiting == "asr skipped after a rollback"
+    noisy = ramp(1, [100, 1200, 900])  # fails at stage 1, passes again at 2: the first failure decides
+    b = repeat_boundary(noisy, [0, 1, 2], OBJ)
+    assert b and b.between == (0, 1)
+
+
+def test_an_interrupted_stage_is_not_judged() -> None:
+    t = ramp(1, [100, 200, 5000])
+    t.stages[2].status = "interrupted"
+    b = repeat_boundary(t, [0, 1, 2], OBJ)
+    assert b and b.status == NOT_REACHED and b.note == "measured up to stage 1 only"
+
+
+def test_repeats_that_disagree_are_said_to() -> None:
+    b = arm_boundary([ramp(1, [100, 200]), ramp(2, [100, 1400])], OBJ)
+    assert b.status == REACHED and "Repeats disagree" in b.text
+    assert sorted(b.stage_position.values) == pytest.approx([0.9 / 1.3, 1.0])
+
+
+def test_stages_are_ordered_by_offered_load() -> None:
+    t = trial("a", 1, [stage(0, {"llm": stats()}, {"llm": 4.0}), stage(1, {"llm": stats()}, {"llm": 1.0}),
+                       stage(2, {"llm": stats()}, {"llm": 2.0})])
+    assert load_order([t]) == [1, 2, 0]

@@ -1,0 +1,78 @@
+"""Objectives: which requests count as goodput, and how a class in a stage is judged against its limits."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from analysis_builders import objectives, stats
+
+from bench_plugin.analysis.objectives import (
+    ClassObjectives,
+    class_criteria,
+    objectives_from_scenario,
+    sample_meets_slo,
+)
+from bench_plugin.analysis.summary import class_stats
+from bench_plugin.samples import Sample
+from bench_plugin.scenario import Slo
+
+LLM = ClassObjectives(Slo(p95_ms=1000, ttft_p95_ms=200, tpot_p95_ms=50), 0.1)
+
+
+def llm(latency_ms: float, ttft_ms: float | None = 100.0, tokens: int = 9, ok: bool = True) -> Sample:
+    """An llm request sent at t=0: first token at ttft_ms, end at latency_ms."""
+    first = None if ttft_ms is None else ttft_ms / 1000
+    return Sample("llm", 1, 0, 0, 0, 0, 0.0, 0.0, latency_ms / 1000, ok, first_token_s=first, output_tokens=tokens,
+                  error=None if ok else "http_500")
+
+
+def test_a_request_meets_the_slo_only_within_every_limit() -> None:
+    assert sample_meets_slo(llm(500), LLM)  # TPOT (500 - 100) / 8 = 50 ms: exactly at the limit
+    assert not sample_meets_slo(llm(1001), LLM)  # end-to-end over 1000 ms
+    assert not sample_meets_slo(llm(500, ttft_ms=201), LLM)  # TTFT over 200 ms
+    assert not sample_meets_slo(llm(510), LLM)  # TPOT 51.25 ms
+    assert not sample_meets_slo(llm(500, ok=False), LLM)  # failed
+    assert not sample_meets_slo(llm(500, ttft_ms=None), LLM)  # TTFT cannot be shown
+    assert sample_meets_slo(llm(150, tokens=1), LLM)  # one token: no TPOT to judge
+
+
+def test_ttft_and_tpot_limits_apply_to_llm_only() -> None:
+    embedding = Sample("embedding", 1, 0, 0, 0, 0, 0.0, 0.0, 0.3, True)
+    assert sample_meets_slo(embedding, ClassObjectives(Slo(p95_ms=400, ttft_p95_ms=1), 0.0))
+
+
+def test_class_stats_counts_slo_attainment_and_goodput() -> None:
+    samples = [llm(500)] * 6 + [llm(1500), llm(500, ttft_ms=300), llm(500, ok=False), llm(450)]
+    s = class_stats(samples, "llm", 5.0, LLM)
+    assert (s.requests, s.errors, s.slo_met) == (10, 1, 7)
+    assert s.slo_attainment == pytest.approx(0.7)
+    assert s.goodput_rps == pytest.approx(7 / 5)
+    assert s.throughput_rps == pytest.approx(9 / 5)
+    assert class_stats(samples, "llm", 5.0).goodput_rps is None  # no SLO known: no goodput
+
+
+def test_criteria_are_ratios_to_their_limits() -> None:
+    obj = objectives(p95=500, budget=0.05, ttft=200, tpot=50)["llm"]
+    criteria = {c.name: c for c in class_criteria("llm", stats(9.0, 600.0, errors=1, ttft=100, tpot=60), obj)}
+    assert criteria["p95"].ratio == pytest.approx(1.2) and not criteria["p95"].passed
+    assert criteria["ttft p95"].ratio == pytest.approx(0.5) and criteria["ttft p95"].passed
+    assert criteria["tpot p95"].ratio == pytest.approx(1.2)
+    assert criteria["error rate"].ratio == pytest.approx((1 / 91) / 0.05)
+    assert criteria["p95"].describe() == "llm p95 1.20x its SLO (600 ms vs 500 ms)"
+    assert criteria["p95"].label == "llm p95"
+
+
+def test_nothing_succeeding_fails_the_latency_slo_and_a_zero_budget_any_error() -> None:
+    obj = ClassObjectives(Slo(p95_ms=100), 0.0)
+    (p95, errors) = class_criteria("asr", stats(0.0, None, requests=4, errors=4), obj)
+    assert math.isinf(p95.ratio) and math.isinf(errors.ratio)
+    assert class_criteria("asr", stats(0.0, None, requests=0), obj) == []  # nothing offered: nothing to judge
+
+
+def test_objectives_come_from_the_stored_scenario() -> None:
+    meta = {"resolved": {"classes": {"llm": {"slo": {"p95_ms": 2000, "ttft_p95_ms": 1000, "tpot_p95_ms": None},
+                                             "error_budget": 0.02}, "asr": None}}}
+    got = objectives_from_scenario(meta)
+    assert list(got) == ["llm"]
+    assert got["llm"].slo.ttft_p95_ms == 1000 and got["llm"].error_budget == 0.02
