@@ -23,7 +23,14 @@ day19: setup
 	$(VENV)/bin/locust --headless --only-summary -f locustfiles/mixed.py \
 		--scenario scenarios/day19.yaml --results-dir $(RESULTS) $(DAY19_FLAGS)
 
-test: setup
+BROWSER := tests/report/browser
+
+$(BROWSER)/node_modules/.installed: $(BROWSER)/package.json $(BROWSER)/package-lock.json
+	command -v chromium >/dev/null || (apt-get update -q && apt-get install -y -q chromium)
+	cd $(BROWSER) && npm ci --no-audit --no-fund
+	touch $@
+
+test: setup $(BROWSER)/node_modules/.installed
 	$(PY) -m ruff check .
 	$(PY) -m mypy bench_plugin
 	$(PY) -m pytest -q

@@ -138,13 +138,15 @@ class BenchPlugin:
             self.backend.restore()
             self.conductor.status = "interrupted"
         from bench_plugin.analysis.summary import write_summaries
+        from bench_plugin.report.html import write_report
 
         try:
             self.recorder.close()
             write_summaries(self.results_dir)
+            write_report(self.results_dir)
         except Exception as exc:  # Locust would swallow it: say it and fail the exit code instead
-            logger.exception("writing the summary failed")
-            sys.stderr.write(f"bench_plugin: error: writing the summary failed: {exc}\n")
+            logger.exception("writing the summary or the report failed")
+            sys.stderr.write(f"bench_plugin: error: writing the summary or the report failed: {exc}\n")
             self.environment.process_exit_code = 2
             return
         self.environment.process_exit_code = EXIT_CODES.get(self.conductor.status, 2)
@@ -153,7 +155,8 @@ class BenchPlugin:
             sys.stderr.write(f"bench_plugin: error: campaign failed: {reason}\n")
         else:
             sys.stderr.write(f"bench_plugin: campaign {status}" + (f" ({reason})" if reason else "") + "\n")
-        sys.stderr.write(f"bench_plugin: results in {self.results_dir} (summary.md, summary.json, results.sqlite)\n")
+        sys.stderr.write(f"bench_plugin: results in {self.results_dir} "
+                         "(report.html, report.md, summary.json, summary.md, results.sqlite)\n")
         sys.stderr.flush()
 
 

@@ -21,9 +21,9 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     return results, done.stdout
 
 
-def test_writes_the_three_outputs_and_says_where(campaign: tuple[Path, str]) -> None:
+def test_writes_every_output_and_says_where(campaign: tuple[Path, str]) -> None:
     results, output = campaign
-    for name in ("results.sqlite", "summary.json", "summary.md"):
+    for name in ("results.sqlite", "summary.json", "summary.md", "report.html", "report.md"):
         assert (results / name).is_file(), name
     assert f"results in {results}" in output
     assert "campaign completed" in output

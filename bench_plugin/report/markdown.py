@@ -1,26 +1,27 @@
-"""summary.md: per stage, arm and class, the figures over repeats, for terminals and pull requests."""
+"""Markdown for terminals and pull requests: summary.md (the figures) and report.md (the answer first).
+
+summary.md lists per stage, arm and class the figures over repeats. report.md reads like report.html
+without the plots: the verdict per arm first (when summary.json has a "comparison" section), then the
+per-stage tables, the operating boundary per arm, and the conditions of the run in short.
+"""
 
 from __future__ import annotations
 
+import datetime as dt
+import json
+import shlex
 from typing import Any
 
-
-def _fmt(fig: dict[str, Any] | None, digits: int = 1, suffix: str = "") -> str:
-    """``mean ± ci95`` (or just the mean with one repeat; ``-`` when missing)."""
-    if not fig or fig.get("mean") is None:
-        return "-"
-    text = f"{fig['mean']:.{digits}f}"
-    if fig.get("ci95") is not None:
-        text += f" ± {fig['ci95']:.{digits}f}"
-    return text + suffix
-
-
-def _offered(offered: dict[str, float], arrival: dict[str, str] | None = None) -> str:
-    parts = []
-    for name, load in offered.items():
-        unit = "users" if arrival and arrival.get(name) == "closed" else "req/s"
-        parts.append(f"{name} {load:g} {unit}")
-    return ", ".join(parts)
+from bench_plugin.report.comparison import (
+    NO_COMPARISON,
+    Comparison,
+    boundary_short,
+    boundary_text,
+    read_comparison,
+    significance_text,
+)
+from bench_plugin.report.comparison import offered_text as _offered
+from bench_plugin.report.comparison import spread_text as _fmt
 
 
 def _trials_table(summary: dict[str, Any]) -> list[str]:
@@ -86,3 +87,121 @@ def render_summary(summary: dict[str, Any]) -> str:
         lines += [f"## Stage {stage['index']}: offered {_offered(stage['offered'], arrival)}", ""]
         lines += [*_stage_table(summary, stage["index"]), ""]
     return "\n".join(lines)
+
+
+def _cell(text: Any) -> str:
+    """Table-safe text: a pipe or a newline would break the markdown table."""
+    return str(text if text is not None else "-").replace("|", "\\|").replace("\n", " ")
+
+
+def _stage_labels(summary: dict[str, Any]) -> dict[int, str]:
+    labels: dict[int, str] = {}
+    for t in summary.get("trials") or []:
+        for s in t.get("stages") or []:
+            labels.setdefault(s["index"], f"{s['index']} {s.get('name') or ''}".strip())
+    return labels
+
+
+def _verdict_section(summary: dict[str, Any], comparison: Comparison) -> list[str]:
+    labels = _stage_labels(summary)
+    lines = ["## Verdict", "", "| arm | sharing | verdict | worth it up to stage | operating boundary |",
+             "|---|---|---|---|---|"]
+    for arm, comp in comparison.arms.items():
+        upto = comp.worth_it_up_to_stage
+        call = "control" if comp.is_control else f"**{_cell(comp.call)}**"
+        lines.append(f"| {arm} | {_cell(comp.sharing)} | {call} | "
+                     f"{_cell(labels.get(upto, upto) if upto is not None else None)} | "
+                     f"{_cell(boundary_short(comp.boundary))} |")
+    for comp in comparison.arms.values():
+        if comp.is_control:
+            continue
+        lines += ["", f"### {comp.name}", ""]
+        if comp.text:
+            lines += [comp.text, ""]
+        if not comp.stages:
+            continue
+        lines += ["| stage | offered | goodput/device vs control | fairness | consolidation gain | verdict | reasons |",
+                  "|---|---|---|---|---|---|---|"]
+        for st in comp.stages:
+            lines.append(
+                f"| {_cell(labels.get(st.index, st.index))} | {_offered(st.offered)} "
+                f"| {significance_text(st.goodput_per_device_ratio, 2, 'x')} | {_fmt(st.fairness, 2)} "
+                f"| {_fmt(st.consolidation_gain, 2)} | {_cell(st.verdict)} | {_cell('; '.join(st.reasons) or '-')} |")
+    return [*lines, ""]
+
+
+def _boundary_section(comparison: Comparison | None) -> list[str]:
+    lines = ["## Operating boundary per arm", ""]
+    if comparison is None:
+        return [*lines, NO_COMPARISON, ""]
+    for arm, comp in comparison.arms.items():
+        lines.append(f"- **{arm}**: {boundary_text(comp.boundary)}")
+    return [*lines, ""]
+
+
+def _conditions_section(summary: dict[str, Any], started_s: float | None,
+                        arm_settings: dict[str, dict[str, Any]] | None) -> list[str]:
+    scenario = summary.get("scenario") or {}
+    cond = summary.get("conditions") or {}
+    backend = cond.get("backend") or {}
+    command = cond.get("command")
+    overrides = {k: v for k, v in (summary.get("overrides") or {}).items() if v is not None}
+    started = dt.datetime.fromtimestamp(started_s, tz=dt.UTC).strftime("%Y-%m-%d %H:%M UTC") if started_s else "-"
+    lines = [
+        "## Conditions", "",
+        f"- scenario: `{scenario.get('path')}` sha256 `{scenario.get('sha256')}`; overrides: {overrides or 'none'}",
+        f"- started: {started}; host {cond.get('host')}; {cond.get('platform')}; python {cond.get('python')}",
+        f"- source revision: `{cond.get('source_revision')}`",
+        f"- command: `{shlex.join(command) if isinstance(command, list) else command}`",
+        f"- backend: {backend.get('backend')}; devices: "
+        + (", ".join(f"{d.get('name')} ({d.get('model')})" for d in backend.get("devices") or []) or "-")
+        + "".join(f"; {k}: {backend[k]}" for k in ("driver", "nvml", "cuda") if backend.get(k)),
+    ]
+    for name, rs in (summary.get("request_sets") or {}).items():
+        lines.append(f"- request set {name}: {rs.get('count')} requests, sha256 `{rs.get('sha256')}` "
+                     f"({rs.get('source')})")
+    packages = cond.get("packages") or {}
+    if packages:
+        lines.append("- packages: " + ", ".join(f"{k} {v}" for k, v in sorted(packages.items())))
+    for arm, config in (arm_settings or {}).items():
+        lines.append(f"- arm {arm}: `{json.dumps(config, sort_keys=True)}`")
+    lines.append("- each server's command line: see report.html (Conditions) or results.sqlite (segments.placement)")
+    return [*lines, ""]
+
+
+def render_report(summary: dict[str, Any], *, started_s: float | None = None,
+                  arm_settings: dict[str, dict[str, Any]] | None = None) -> str:
+    """The markdown text of report.md: verdict first, then per-stage tables, boundaries and conditions.
+
+    ``started_s`` (the campaign start, epoch seconds) and ``arm_settings`` (each arm's settings as
+    recorded in trials.arm_config) come from results.sqlite; both are optional.
+    """
+    scenario = summary.get("scenario") or {}
+    status = summary.get("status") or {}
+    comparison = read_comparison(summary)
+    lines = [
+        f"# GPU sharing report: {scenario.get('name')}", "",
+        f"- status: {status.get('status')}" + (f" ({status['reason']})" if status.get("reason") else ""),
+        f"- control arm: {summary.get('control')}",
+        f"- arms: {', '.join(summary.get('arms') or {})}", "",
+    ]
+    if comparison is not None:
+        lines += _verdict_section(summary, comparison)
+    else:
+        lines += ["## Verdict", "", NO_COMPARISON, ""]
+    lines += ["## Per-stage figures", "",
+              "Mean ± 95% CI half-width over repeats; latency from each request's intended send time.", ""]
+    first_arm: dict[str, Any] = next(iter((summary.get("arms") or {}).values()), {"stages": []})
+    for stage in first_arm["stages"]:
+        offered = _offered(stage["offered"], _arrival(summary, stage["index"]))
+        lines += [f"### Stage {stage['index']}: offered {offered}", "", *_stage_table(summary, stage["index"]), ""]
+    lines += _boundary_section(comparison)
+    lines += _conditions_section(summary, started_s, arm_settings)
+    return "\n".join(lines)
+
+
+def _arrival(summary: dict[str, Any], index: int) -> dict[str, str] | None:
+    for t in summary.get("trials") or []:
+        if index < len(t["stages"]):
+            return dict(t["stages"][index]["arrival"])
+    return None

@@ -1,0 +1,238 @@
+"""report.html: the campaign for people, in one file that opens offline.
+
+Usage::
+
+    from bench_plugin.report.html import write_report
+    write_report(Path("results/day19-..."))   # -> results/day19-.../report.html (and report.md)
+
+or ``python -m bench_plugin.report RESULTS_DIR``. The page is self-contained: CSS in a ``<style>``,
+plots as inline SVG drawn by matplotlib, no script, font, image or stylesheet from anywhere else, so
+it can be mailed, archived with the results and opened years later without a network.
+
+Order of the page (the seed's "how to read results"): the verdict per arm first, then per class the
+latency against offered load, normalised throughput and fairness, then one timeline per trial
+(placement, readiness, stages, failures, latency, GPU), the errors, and every condition of the run.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench_plugin.report.comparison import (
+    NO_COMPARISON,
+    ArmComparison,
+    Comparison,
+    boundary_short,
+    boundary_text,
+    offered_text,
+    read_comparison,
+    significance_text,
+    spread_text,
+)
+from bench_plugin.report.css import CSS
+from bench_plugin.report.figures import Plot, arm_styles
+from bench_plugin.report.markdown import render_report
+from bench_plugin.report.plots import classes_of, fairness_plot, latency_plot, streaming_plot, throughput_plot
+from bench_plugin.report.store import (
+    MAX_POINTS,
+    count_requests,
+    open_store,
+    read_failures,
+    read_meta,
+    read_requests,
+    read_telemetry,
+    read_trials,
+)
+from bench_plugin.report.tables import Raw, conditions_section, errors_table, esc, table, when
+from bench_plugin.report.telemetry import drawn_metrics
+from bench_plugin.report.timeline import timeline_plot
+
+VERDICT_CSS = {"worth it": "good", "trade-off": "mixed", "loss": "bad"}
+
+
+def write_report(results_dir: Path, max_points: int = MAX_POINTS) -> Path:
+    """Write report.html and report.md into ``results_dir`` from its results.sqlite and summary.json.
+
+    ``max_points`` caps the successful-request points drawn per trial timeline (failed requests are
+    all drawn). Returns the path of report.html.
+    """
+    summary_path = results_dir / "summary.json"
+    if not summary_path.is_file():
+        raise FileNotFoundError(f"no summary.json in {results_dir} (bench_plugin.analysis.summary writes it)")
+    summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    with open_store(results_dir / "results.sqlite") as db:
+        page = render_html(summary, db, max_points)
+        meta = read_meta(db)
+        arm_settings: dict[str, dict[str, Any]] = {}
+        for trial in read_trials(db):
+            arm_settings.setdefault(trial.arm, trial.arm_config)
+    out = results_dir / "report.html"
+    out.write_text(page, encoding="utf-8")
+    (results_dir / "report.md").write_text(
+        render_report(summary, started_s=meta.get("started_s"), arm_settings=arm_settings), encoding="utf-8")
+    return out
+
+
+def render_html(summary: dict[str, Any], db: sqlite3.Connection, max_points: int = MAX_POINTS) -> str:
+    """The report.html text for a summary and its open results store."""
+    meta = read_meta(db)
+    trials = read_trials(db)
+    comparison = read_comparison(summary)
+    styles = arm_styles(summary.get("arms") or {}, summary.get("control"))
+    load_plots = [latency_plot(summary, cls, styles, comparison) for cls in classes_of(summary)]
+    if "llm" in classes_of(summary):
+        load_plots.append(streaming_plot(summary, styles, comparison))
+    share_plots = [p for p in (throughput_plot(summary, styles),
+                               fairness_plot(comparison, styles, stage_names(summary))) if p is not None]
+    timelines = []
+    slo = summary.get("slo") or {}
+    counts = count_requests(db)
+    for trial in trials:
+        requests = read_requests(db, trial.id, counts, max_points)
+        start = trial.started_s or 0.0
+        telemetry = read_telemetry(db, start, trial.ended_s or float("inf"), drawn_metrics())
+        timelines.append(timeline_plot(trial, requests, telemetry, slo))
+    sections = [
+        ("verdict", "Verdict", _verdict(summary, comparison)),
+        ("load", "Latency vs offered load", _figures(load_plots)),
+        ("sharing", "Throughput and fairness", _figures(share_plots) + _fairness_note(comparison)),
+        ("timelines", "Trial timelines", _figures(timelines)),
+        ("errors", "Errors", errors_table(trials, read_failures(db))),
+        ("conditions", "Conditions (everything needed to run it again)", conditions_section(summary, meta, trials)),
+    ]
+    return _page(summary, meta, sections, comparison)
+
+
+def stage_names(summary: dict[str, Any]) -> list[str]:
+    """``"0 low"``, ``"1 high"``...: each stage's index and name, from the first trial that ran it."""
+    names: dict[int, str] = {}
+    for trial in summary.get("trials") or []:
+        for stage in trial.get("stages") or []:
+            names.setdefault(stage["index"], f"{stage['index']} {stage.get('name') or ''}".strip())
+    return [names[i] for i in sorted(names)]
+
+
+def _figures(plots: Sequence[Plot]) -> str:
+    return "\n".join(
+        f'<figure class="plot" id="{esc(p.id)}" data-plot="{esc(p.id)}">\n<h3>{esc(p.title)}</h3>\n{p.svg}\n'
+        f"<figcaption>{esc(p.caption)}</figcaption>\n</figure>" for p in plots)
+
+
+def _fairness_note(comparison: Comparison | None) -> str:
+    if comparison is None:
+        return f'<p class="note">Fairness per arm: {esc(NO_COMPARISON)}</p>'
+    return ""
+
+
+def _badge(call: str | None) -> Raw:
+    return Raw(f'<span class="badge {VERDICT_CSS.get(call or "", "none")}">{esc(call or "no verdict")}</span>')
+
+
+def _verdict(summary: dict[str, Any], comparison: Comparison | None) -> str:
+    if comparison is None:
+        return f'<p class="note">{esc(NO_COMPARISON)} The figures below still compare the arms side by side.</p>'
+    names = stage_names(summary)
+    rows: list[list[Any]] = []
+    for arm, comp in comparison.arms.items():
+        upto = comp.worth_it_up_to_stage
+        rows.append([arm, comp.sharing,
+                     Raw('<span class="badge none">control</span>') if comp.is_control else _badge(comp.call),
+                     names[upto] if upto is not None and upto < len(names) else ("-" if upto is None else upto),
+                     boundary_short(comp.boundary)])
+    parts = [table(["arm", "sharing", "verdict", "worth it up to stage", "operating boundary"], rows, "verdict")]
+    parts += [_arm_detail(comp, names) for comp in comparison.arms.values()]
+    return "\n".join(parts)
+
+
+def _arm_detail(comp: ArmComparison, names: list[str]) -> str:
+    """The analysis's own sentences for one arm (why this verdict, where the boundary is) and its stages."""
+    role = "control: the reference every other arm is compared with" if comp.is_control else (comp.call or "")
+    parts = [f'<details open class="arm"><summary>{esc(comp.name)} ({esc(role)})</summary>']
+    text = comp.text if comp.text and not comp.is_control else ""
+    if text:
+        parts.append(f"<p>{esc(text)}</p>")
+    boundary = boundary_text(comp.boundary)
+    if boundary.lower().rstrip(".") not in text.lower():  # the analysis's verdict often quotes it already
+        parts.append(f"<p><b>Operating boundary.</b> {esc(boundary)}</p>")
+    if comp.stages and not comp.is_control:
+        parts.append(_arm_stages(comp, names))
+    return "\n".join([*parts, "</details>"])
+
+
+def _arm_stages(comp: ArmComparison, names: list[str]) -> str:
+    rows = []
+    for st in comp.stages:
+        slowdown = "<br>".join(esc(f"{cls} {significance_text(figs.get('slowdown_p95'), 2, 'x')}")
+                               for cls, figs in st.classes.items() if figs.get("slowdown_p95"))
+        rows.append([names[st.index] if st.index < len(names) else st.index, offered_text(st.offered),
+                     significance_text(st.goodput_per_device_ratio, 2, "x"), spread_text(st.fairness, 2),
+                     spread_text(st.consolidation_gain, 2), Raw(slowdown or "-"), _badge(st.verdict),
+                     Raw("<br>".join(esc(r) for r in st.reasons) or "-")])
+    return table(["stage", "offered", "goodput/device vs control", "fairness", "consolidation gain",
+                  "P95 slowdown vs control", "verdict", "reasons"], rows)
+
+
+def _verdict_fact(summary: dict[str, Any], comparison: Comparison | None) -> str:
+    """The verdict of every sharing arm in a few words, for the header."""
+    if comparison is None:
+        return "not available (no comparison in summary.json)"
+    names = stage_names(summary)
+    calls = []
+    for arm, comp in comparison.arms.items():
+        if comp.is_control:
+            continue
+        upto = comp.worth_it_up_to_stage
+        where = "" if upto is None else f" up to stage {names[upto] if upto < len(names) else upto}"
+        calls.append(f"{arm}: {comp.call or 'no verdict'}{where}")
+    return "; ".join(calls) or "no sharing arm"
+
+
+def _page(summary: dict[str, Any], meta: dict[str, Any], sections: list[tuple[str, str, str]],
+          comparison: Comparison | None) -> str:
+    scenario = summary.get("scenario") or {}
+    status = summary.get("status") or {}
+    state = str(status.get("status"))
+    facts = [("scenario", f"{scenario.get('name')} ({scenario.get('path')})"),
+             ("status", state + (f": {status['reason']}" if status.get("reason") else "")),
+             ("date", when(meta.get("started_s"))), ("control arm", summary.get("control") or "none"),
+             ("arms", ", ".join(summary.get("arms") or {})), ("repeats", _repeats(summary)),
+             ("verdict", _verdict_fact(summary, comparison))]
+    header = "".join(f"<div><dt>{esc(k)}</dt><dd>{esc(v)}</dd></div>" for k, v in facts)
+    nav = " · ".join(f'<a href="#{sid}">{esc(title.split(" (")[0])}</a>' for sid, title, _ in sections)
+    body = "\n".join(f'<section id="{sid}">\n<h2>{esc(title)}</h2>\n{content}\n</section>'
+                     for sid, title, content in sections)
+    title = f"GPU sharing report: {scenario.get('name')}"
+    return f"""<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{esc(title)}</title>
+<style>{CSS}</style>
+</head>
+<body>
+<main>
+<header>
+<h1>{esc(title)}</h1>
+<dl class="facts status-{esc(state)}">{header}</dl>
+<nav>{nav}</nav>
+</header>
+{body}
+<footer>Written by bench_plugin.report from results.sqlite and summary.json ({esc(summary.get('schema'))}).
+Figures are means over repeats with 95% confidence intervals (Student t); latency is measured from each request's
+intended send time.</footer>
+</main>
+</body>
+</html>
+"""
+
+
+def _repeats(summary: dict[str, Any]) -> str:
+    counts: dict[str, int] = {}
+    for t in summary.get("trials") or []:
+        counts[t["arm"]] = counts.get(t["arm"], 0) + 1
+    return ", ".join(f"{arm} {n}" for arm, n in counts.items()) or "none ran"

@@ -1,0 +1,313 @@
+"""Plots against offered load: latency per class, LLM streaming times, normalised throughput, fairness.
+
+Every point is a figure over repeats from summary.json ("arms": mean and 95% CI); every line is an
+arm, in the arm's colour and marker (figures.py). Offered load is the class's own rate at each stage,
+so each class has its own x axis. Latency axes are logarithmic: a P95 of 15 ms and an SLO of 2 s must
+both be readable on one plot, and saturation shows as a steep rise either way. Points of different
+arms at the same load are nudged sideways a little so their error bars do not hide each other.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+from bench_plugin.report.comparison import Comparison
+from bench_plugin.report.figures import (
+    SLO_COLOUR,
+    SLO_STYLE,
+    ArmStyle,
+    DataMarks,
+    Layout,
+    Plot,
+    class_colour,
+    figure_svg,
+    grid,
+    new_figure,
+    style,
+)
+
+_DODGE = 0.02
+"""Sideways nudge between arms, as a share of the x range."""
+
+LAYOUT = Layout(left=0.8, right=0.3, top=0.35, bottom=1.0, wgap=1.0)
+"""Panels side by side; the bottom margin holds the x labels and the arm legend."""
+HEIGHT_IN = 3.7
+
+METRIC_LABELS: dict[str, tuple[str, str | None]] = {
+    "latency_p50_ms": ("P50 latency (ms)", None),
+    "latency_p95_ms": ("P95 latency (ms)", "p95_ms"),
+    "ttft_p95_ms": ("TTFT P95 (ms)", "ttft_p95_ms"),
+    "tpot_p95_ms": ("TPOT P95 (ms per token)", "tpot_p95_ms"),
+}
+"""summary.json figure -> (axis label, the SLO key that bounds it)."""
+
+
+def _arrival(summary: dict[str, Any], cls: str) -> str | None:
+    for trial in summary.get("trials") or []:
+        for stage in trial.get("stages") or []:
+            if cls in (stage.get("arrival") or {}):
+                return str(stage["arrival"][cls])
+    return None
+
+
+def load_label(summary: dict[str, Any], cls: str) -> str:
+    """The x-axis label of a class's offered load, with its unit."""
+    if _arrival(summary, cls) == "closed":
+        return f"{cls} offered load (users, closed loop)"
+    return f"{cls} offered load (req/s)"
+
+
+def classes_of(summary: dict[str, Any]) -> list[str]:
+    """The workload classes that have figures, in summary order."""
+    seen: list[str] = []
+    for figures in (summary.get("arms") or {}).values():
+        for stage in figures.get("stages") or []:
+            for name in stage.get("classes") or {}:
+                if name not in seen:
+                    seen.append(name)
+    order = summary.get("classes") or []
+    return sorted(seen, key=lambda n: order.index(n) if n in order else len(order))
+
+
+def _series(summary: dict[str, Any], arm: str, cls: str, key: str) -> tuple[list[float], list[float], list[float]]:
+    """x (offered load), mean and CI half-width (0 without one) of one figure over an arm's stages."""
+    xs, means, cis = [], [], []
+    for stage in (summary.get("arms") or {}).get(arm, {}).get("stages") or []:
+        fig = (stage.get("classes") or {}).get(cls, {}).get(key)
+        load = (stage.get("offered") or {}).get(cls)
+        if not fig or fig.get("mean") is None or load is None:
+            continue
+        xs.append(float(load))
+        means.append(float(fig["mean"]))
+        cis.append(float(fig.get("ci95") or 0.0))
+    return xs, means, cis
+
+
+def _dodge(xs: list[float], rank: int, n_arms: int, span: float) -> list[float]:
+    return [x + (rank - (n_arms - 1) / 2) * _DODGE * span for x in xs]
+
+
+def _x_span(summary: dict[str, Any], cls: str) -> float:
+    loads = [float(s["offered"][cls]) for f in (summary.get("arms") or {}).values()
+             for s in f.get("stages") or [] if cls in (s.get("offered") or {})]
+    if not loads:
+        return 1.0
+    return (max(loads) - min(loads)) or max(abs(max(loads)), 1.0)
+
+
+def _load_ticks(ax: Axes, summary: dict[str, Any], cls: str) -> None:
+    """Ticks at the offered loads themselves: stages are discrete steps, not a continuum."""
+    loads = sorted({float(s["offered"][cls]) for f in (summary.get("arms") or {}).values()
+                    for s in f.get("stages") or [] if cls in (s.get("offered") or {})})
+    if 0 < len(loads) <= 12:
+        ax.set_xticks(loads, [f"{v:g}" for v in loads])
+
+
+def _log_y(ax: Axes, low: float, high: float) -> None:
+    ax.set_yscale("log")
+    ax.set_ylim(low, high)
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+
+
+def _slo_line(ax: Axes, value: float, label: str, colour: str = SLO_COLOUR) -> None:
+    ax.axhline(value, color=colour, **SLO_STYLE)
+    ax.annotate(label, xy=(1.0, value), xycoords=("axes fraction", "data"), xytext=(-4, 3),
+                textcoords="offset points", ha="right", va="bottom", color=colour, fontsize=8.5)
+
+
+def _boundaries(ax: Axes, cls: str, comparison: Comparison | None, styles: dict[str, ArmStyle]) -> list[str]:
+    """Dotted vertical lines at each arm's boundary load for this class; the arms that have one."""
+    marked: list[str] = []
+    if comparison is None:
+        return marked
+    for arm, comp in comparison.arms.items():
+        b = comp.boundary
+        if b is None or b.status != "reached" or cls not in b.offered or arm not in styles:
+            continue
+        ax.axvline(b.offered[cls], color=styles[arm].colour, linestyle=":", linewidth=1.6)
+        ax.annotate(f"boundary {arm}", xy=(b.offered[cls], 1.0), xycoords=("data", "axes fraction"),
+                    xytext=(3, -3), textcoords="offset points", rotation=90, ha="left", va="top",
+                    color=styles[arm].colour, fontsize=8)
+        marked.append(arm)
+    return marked
+
+
+def _metric_panel(ax: Axes, summary: dict[str, Any], cls: str, key: str, styles: dict[str, ArmStyle],
+                  marks: DataMarks, comparison: Comparison | None) -> bool:
+    """Draw one figure vs load, one line per arm, on a log y axis; False when there is nothing to draw."""
+    label, slo_key = METRIC_LABELS[key]
+    span = _x_span(summary, cls)
+    lows, highs = [], []
+    for rank, (arm, st) in enumerate(styles.items()):
+        xs, means, cis = _series(summary, arm, cls, key)
+        if not xs:
+            continue
+        mean = np.asarray(means)
+        ci = np.asarray(cis)
+        positive = mean[mean > 0]
+        if positive.size:
+            lows.append(float(positive.min()))
+        highs.append(float((mean + ci).max()))
+        # Log axes cannot show a lower bound at or below zero: such a bar runs to the bottom edge,
+        # which reads as "the interval reaches down to nothing", as it does.
+        lower = np.where(mean - ci > 0, ci, mean * 0.999)
+        container = ax.errorbar(_dodge(xs, rank, len(styles), span), means, yerr=[lower, ci], color=st.colour,
+                                marker=st.marker, markersize=5, linewidth=1.6, capsize=3, label=arm)
+        marks.tag(container)
+    if not lows:
+        ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center", color="#888888")
+        return False
+    slo = ((summary.get("slo") or {}).get(cls) or {}).get(slo_key) if slo_key else None
+    top = max([*highs, slo or 0.0])
+    _log_y(ax, min(lows) / 1.6, top * 1.8)
+    if slo:
+        _slo_line(ax, float(slo), f"SLO {slo:g} ms", class_colour(cls))
+    _boundaries(ax, cls, comparison, styles)
+    _load_ticks(ax, summary, cls)
+    ax.set_ylabel(label + ", log scale")
+    ax.set_xlabel(load_label(summary, cls))
+    ax.set_title(f"{cls}: {label.split(' (')[0]}", color=class_colour(cls))
+    return True
+
+
+def _legend(fig: Figure, axes: list[Axes]) -> None:
+    handles, labels = [], []
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    if handles:
+        fig.legend(handles, [f"arm: {lab}" for lab in labels], loc="lower center", bbox_to_anchor=(0.5, 0.01),
+                   ncols=min(len(labels), 6))
+
+
+def latency_plot(summary: dict[str, Any], cls: str, styles: dict[str, ArmStyle], comparison: Comparison | None,
+                 keys: tuple[str, str] = ("latency_p50_ms", "latency_p95_ms"), plot_id: str | None = None,
+                 title: str | None = None) -> Plot:
+    """Two figures of one class against offered load, side by side (P50 and P95 by default)."""
+    plot_id = plot_id or f"latency-{cls}"
+    marks = DataMarks(plot_id)
+    with style():
+        fig = new_figure(HEIGHT_IN)
+        axes = grid(fig, 1, 2, LAYOUT)
+        for ax, key in zip(axes, keys, strict=True):
+            _metric_panel(ax, summary, cls, key, styles, marks, comparison)
+        _legend(fig, axes)
+        svg = figure_svg(fig, plot_id)
+    has_boundary = comparison is not None and any(
+        (a.boundary is not None and a.boundary.status == "reached" and cls in a.boundary.offered)
+        for a in comparison.arms.values())
+    caption = (f"How {cls} latency grows with its offered load, per arm (mean over repeats; bars: 95% CI). "
+               "Read the P95 panel against the dashed SLO line: the arm whose line crosses it first degrades first.")
+    if has_boundary:
+        caption += " Dotted vertical lines mark each arm's operating boundary."
+    return Plot(plot_id, title or f"{cls}: latency vs offered load", svg, caption)
+
+
+def streaming_plot(summary: dict[str, Any], styles: dict[str, ArmStyle], comparison: Comparison | None) -> Plot:
+    """LLM time to first token and time per output token (P95) against offered load."""
+    plot = latency_plot(summary, "llm", styles, comparison, keys=("ttft_p95_ms", "tpot_p95_ms"),
+                        plot_id="llm-streaming", title="llm: TTFT P95 and TPOT P95 vs offered load")
+    caption = ("TTFT (time to first token, from the intended send time) shows queueing before the model starts; "
+               "TPOT (time per output token) shows how fast it streams once started. A sharing arm that raises "
+               "TTFT but not TPOT is queueing, not computing slower. Dashed lines: the SLOs.")
+    return Plot(plot.id, plot.title, plot.svg, caption)
+
+
+def throughput_plot(summary: dict[str, Any], styles: dict[str, ArmStyle]) -> Plot | None:
+    """Each class's throughput divided by the control's at the same stage, one panel per class."""
+    classes = classes_of(summary)
+    sharing = {arm: st for arm, st in styles.items() if not st.is_control}
+    if not classes or not sharing:
+        return None
+    marks = DataMarks("throughput")
+    with style():
+        fig = new_figure(HEIGHT_IN)
+        axes = grid(fig, 1, len(classes), LAYOUT)
+        for ax, cls in zip(axes, classes, strict=True):
+            span = _x_span(summary, cls)
+            ax.axhline(1.0, color="#222222", linestyle="--", linewidth=1.0)
+            ax.annotate(f"control ({summary.get('control')}) = 1", xy=(1.0, 1.0), xycoords=("axes fraction", "data"),
+                        xytext=(-4, 3), textcoords="offset points", ha="right", va="bottom", fontsize=8.5)
+            values = [1.0]
+            for rank, (arm, st) in enumerate(sharing.items()):
+                xs, means, cis = _series(summary, arm, cls, "normalised_throughput")
+                if not xs:
+                    continue
+                values += [m + c for m, c in zip(means, cis, strict=True)] + [m - c for m, c in
+                                                                              zip(means, cis, strict=True)]
+                marks.tag(ax.errorbar(_dodge(xs, rank, len(sharing), span), means, yerr=cis, color=st.colour,
+                                      marker=st.marker, markersize=5, linewidth=1.6, capsize=3, label=arm))
+            low, high = min(values), max(values)
+            pad = max(0.1, (high - low) * 0.15)
+            ax.set_ylim(max(0.0, low - pad), high + pad)
+            _load_ticks(ax, summary, cls)
+            ax.set_title(f"{cls}: throughput vs control", color=class_colour(cls))
+            ax.set_xlabel(load_label(summary, cls))
+            ax.set_ylabel("throughput / control (same stage)")
+        _legend(fig, axes)
+        svg = figure_svg(fig, "throughput")
+    caption = ("Successful requests per second of each sharing arm divided by the control's at the same stage "
+               "and repeat (1 = the same as running alone). Below 1, the class loses throughput to sharing.")
+    return Plot("throughput", "Normalised throughput per class vs offered load", svg, caption)
+
+
+_FAIRNESS_PANELS: tuple[tuple[str, str, str, str], ...] = (
+    ("fairness", "fairness", "Jain's index over classes", "1 = equal shares"),
+    ("consolidation_gain", "consolidation gain", "sum of normalised throughputs", "{n} = each as fast as alone"),
+    ("goodput_per_device_ratio", "goodput per device", "arm / control", "control = 1"),
+)
+
+
+def fairness_plot(comparison: Comparison | None, styles: dict[str, ArmStyle], stage_names: list[str]) -> Plot | None:
+    """Fairness, consolidation gain and goodput per device of each sharing arm, per stage."""
+    if comparison is None:
+        return None
+    arms = {name: comp for name, comp in comparison.arms.items() if not comp.is_control and name in styles}
+    panels = [p for p in _FAIRNESS_PANELS
+              if any(getattr(s, p[0]) is not None for comp in arms.values() for s in comp.stages)]
+    if not panels:
+        return None
+    n_classes = max((len(s.classes) or len(s.offered) for c in arms.values() for s in c.stages), default=1)
+    marks = DataMarks("fairness")
+    with style():
+        fig = new_figure(HEIGHT_IN)
+        axes = grid(fig, 1, len(panels), LAYOUT)
+        for ax, (key, title, label, ref_label) in zip(axes, panels, strict=True):
+            ref = float(n_classes) if key == "consolidation_gain" else 1.0
+            ax.axhline(ref, color="#222222", linestyle="--", linewidth=1.0)
+            ax.annotate(ref_label.format(n=n_classes), xy=(1.0, ref), xycoords=("axes fraction", "data"),
+                        xytext=(-4, 3), textcoords="offset points", ha="right", va="bottom", fontsize=8.5)
+            for rank, (arm, comp) in enumerate(arms.items()):
+                pts = [(s.index, f) for s in comp.stages if (f := getattr(s, key)) and f.get("mean") is not None]
+                if not pts:
+                    continue
+                xs = [i + (rank - (len(arms) - 1) / 2) * 0.04 for i, _ in pts]
+                st = styles[arm]
+                marks.tag(ax.errorbar(xs, [f["mean"] for _, f in pts], yerr=[f.get("ci95") or 0.0 for _, f in pts],
+                                      color=st.colour, marker=st.marker, markersize=5, linewidth=1.6, capsize=3,
+                                      label=arm))
+            if key == "fairness":
+                ax.set_ylim(0.0, 1.1)
+            else:  # room above the reference line for its label
+                low, high = ax.get_ylim()
+                ax.set_ylim(low, max(high, ref + 0.12 * (max(high, ref) - low)))
+            ax.set_xticks(range(len(stage_names)), stage_names)
+            ax.set_xlabel("stage (offered load rises to the right)")
+            ax.set_ylabel(label)
+            ax.set_title(title)
+        _legend(fig, axes)
+        svg = figure_svg(fig, "fairness")
+    caption = ("Per stage, for each sharing arm: Jain's index over the classes' normalised throughputs "
+               "(1 = every class keeps the same share), the consolidation gain (the dashed line is every class as fast "
+               "as alone, on one device instead of several) and goodput per device (requests meeting their SLO per "
+               "second per device) against the control: sharing is worth it where that ratio is above 1.")
+    return Plot("fairness", "Fairness and consolidation per arm", svg, caption)

@@ -1,0 +1,161 @@
+"""The report's HTML tables: what failed and why, and every condition needed to run the campaign again.
+
+The conditions table is the seed's "keep the full conditions of every run, whatever it shows": the
+scenario file and its hash, overrides, request sets, host, platform, package versions, source
+revision, the command line, backend devices and driver, each arm's settings and each server's command
+line. Keys the analysis adds later are still shown (generically), so nothing recorded goes missing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import json
+import shlex
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from bench_plugin.report.store import FailureGroup, TrialRecord
+
+
+class Raw(str):
+    """Text that is already HTML (a table cell that must not be escaped again)."""
+
+    __slots__ = ()
+
+
+def esc(value: Any) -> str:
+    """HTML-escaped text of any value (``-`` for None; JSON for lists and dicts)."""
+    if isinstance(value, Raw):
+        return str(value)
+    if value is None:
+        return "-"
+    if isinstance(value, dict | list):
+        return html.escape(json.dumps(value, sort_keys=True))
+    return html.escape(str(value))
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], css: str = "") -> str:
+    """An HTML table; cells are escaped unless given as :class:`Raw`."""
+    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    body = "\n".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in rows)
+    cls = f' class="{css}"' if css else ""
+    return f"<table{cls}><thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody></table>"
+
+
+def code(value: Any) -> Raw:
+    """A value in monospace (commands, hashes, JSON)."""
+    return Raw(f"<code>{esc(value)}</code>")
+
+
+def when(epoch_s: float | None) -> str:
+    """An epoch time as a UTC date and time."""
+    if epoch_s is None:
+        return "-"
+    return dt.datetime.fromtimestamp(epoch_s, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def errors_table(trials: Sequence[TrialRecord], failures: Sequence[FailureGroup]) -> str:
+    """Failed requests per trial, stage, class and kind, and every stage that did not complete, with why."""
+    by_id = {t.id: t for t in trials}
+    rows: list[list[Any]] = []
+    for f in failures:
+        trial = by_id.get(f.trial)
+        stages = trial.stages if trial else []
+        stage = next((s for s in stages if s.index == f.stage and f.workload in s.offered), None)
+        rows.append([f.trial, trial.arm if trial else "?", trial.repeat if trial else "?",
+                     _stage_name(stage, f.stage), stage.status if stage else "-", f.workload, f.kind, f.count,
+                     f.detail or "-"])
+    listed = {(r[0], r[3]) for r in rows}
+    for trial in trials:
+        for st in trial.stages:
+            if st.status != "completed" and (trial.id, _stage_name(st, st.index)) not in listed:
+                rows.append([trial.id, trial.arm, trial.repeat, _stage_name(st, st.index), st.status,
+                             ", ".join(st.offered), "-", 0, st.reason or "-"])
+    if not rows:
+        return "<p class=\"ok\">No request failed, and every stage of every trial completed.</p>"
+    rows.sort(key=lambda r: (r[0], r[3]))
+    return table(["trial", "arm", "repeat", "stage", "stage status", "class", "error kind", "failed",
+                  "reason / example message"], rows, "errors")
+
+
+def _stage_name(stage: Any, index: int) -> str:
+    name = getattr(stage, "name", None)
+    return f"{index} {name}" if name else str(index)
+
+
+def _kv(pairs: Iterable[tuple[str, Any]]) -> str:
+    return table(["", ""], [[Raw(f"<b>{esc(k)}</b>"), v] for k, v in pairs], "kv")
+
+
+def conditions_section(summary: dict[str, Any], meta: dict[str, Any], trials: Sequence[TrialRecord]) -> str:
+    """Everything needed to rerun the campaign, as HTML."""
+    scenario = summary.get("scenario") or {}
+    cond = summary.get("conditions") or meta.get("conditions") or {}
+    status = summary.get("status") or {}
+    command = cond.get("command")
+    shown = {"backend", "command", "host", "platform", "python", "packages", "source_revision"}
+    parts = [
+        "<h3>Campaign</h3>",
+        _kv([
+            ("scenario", scenario.get("name")), ("scenario file", code(scenario.get("path"))),
+            ("scenario sha256", code(scenario.get("sha256"))),
+            ("overrides", {k: v for k, v in (summary.get("overrides") or {}).items() if v is not None} or "none"),
+            ("started", when(meta.get("started_s"))), ("ended", when(status.get("ended_s"))),
+            ("status", f"{status.get('status')}" + (f" ({status['reason']})" if status.get("reason") else "")),
+            ("command line", code(shlex.join(command) if isinstance(command, list) else command)),
+            ("source revision", code(cond.get("source_revision"))),
+            ("host", cond.get("host")), ("platform", cond.get("platform")), ("python", cond.get("python")),
+            *[(k, code(v) if isinstance(v, dict | list) else v) for k, v in sorted(cond.items()) if k not in shown],
+        ]),
+        "<h3>Request sets</h3>",
+        table(["class", "requests", "sha256", "source"],
+              [[name, rs.get("count"), code(rs.get("sha256")), rs.get("source")]
+               for name, rs in (summary.get("request_sets") or {}).items()]),
+        _backend(cond.get("backend") or {}),
+        "<h3>Package versions</h3>",
+        table(["package", "version"], sorted((cond.get("packages") or {}).items())),
+        "<h3>Arms</h3>",
+        _arms(trials, summary.get("control")),
+        "<h3>Servers (each trial's command lines)</h3>",
+        _servers(trials),
+    ]
+    return "\n".join(parts)
+
+
+def _backend(backend: dict[str, Any]) -> str:
+    devices = backend.get("devices") or []
+    columns = sorted({k for d in devices for k in d}, key=lambda k: (k not in ("name", "model"), k))
+    parts = ["<h3>Backend and devices</h3>",
+             _kv([(k, code(v) if isinstance(v, dict | list) else v) for k, v in sorted(backend.items())
+                  if k != "devices"])]
+    if devices:
+        parts.append(table(columns, [[d.get(c) for c in columns] for d in devices]))
+    return "\n".join(parts)
+
+
+def _arms(trials: Sequence[TrialRecord], control: str | None) -> str:
+    seen: dict[str, dict[str, Any]] = {}
+    for t in trials:
+        seen.setdefault(t.arm, t.arm_config)
+    rows = [[arm + (" (control)" if arm == control else ""), code(json.dumps(config, sort_keys=True))]
+            for arm, config in seen.items()]
+    return table(["arm", "settings (trials.arm_config)"], rows)
+
+
+def _servers(trials: Sequence[TrialRecord]) -> str:
+    rows = []
+    for t in trials:
+        for seg in t.segments:
+            for cls, where in seg.placement.items():
+                command = where.get("command")
+                rows.append([t.id, t.arm, t.repeat, seg.index, cls, where.get("device"), where.get("url"),
+                             code(shlex.join(command) if isinstance(command, list) else command),
+                             code(where.get("env")) if where.get("env") else "-"])
+    if not rows:
+        return "<p>No server placement was recorded.</p>"
+    body = table(["trial", "arm", "repeat", "segment", "class", "device", "url", "command line", "environment"],
+                 rows, "servers")
+    # Open when short enough to read (and print) whole; a long campaign folds it away.
+    state = " open" if len(rows) <= 12 else ""
+    return f"<details{state}><summary>{len(rows)} server processes</summary>\n{body}\n</details>"

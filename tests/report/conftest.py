@@ -1,0 +1,226 @@
+"""Results folders for the report tests, written through the real Recorder and the real summary.
+
+``make_campaign`` writes a small campaign the way the conductor does (an exclusive control measured
+one class per segment, a shared arm with all classes in one segment, two repeats, three stages), with
+the awkward parts a real run can have but a short CPU campaign rarely shows: timeouts, a stage rolled
+back with the next one skipped, a stage interrupted, and GPU telemetry. The times are fixed so the
+pictures are the same at every run. summary.json comes from bench_plugin.analysis.summary; its
+"comparison" section is replaced by a hand-made one in the documented shape (the report must not
+depend on the analysis's current numbers), kept as the analysis wrote it, or removed.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from bench_plugin.analysis.summary import write_summaries
+from bench_plugin.recorder import Recorder
+from bench_plugin.samples import Sample
+
+T0 = 1_800_000_000.0
+STAGES = [("low", {"llm": 2.0, "embedding": 4.0, "asr": 1.0}), ("high", {"llm": 4.0, "embedding": 8.0, "asr": 2.0}),
+          ("peak", {"llm": 8.0, "embedding": 16.0, "asr": 4.0})]
+SLO = {"llm": {"p95_ms": 2000.0, "ttft_p95_ms": 1000.0, "tpot_p95_ms": 100.0}, "embedding": {"p95_ms": 1000.0},
+       "asr": {"p95_ms": 3000.0}}
+STAGE_S = 4.0
+LOAD_S = 2.5
+CLASSES = ["llm", "embedding", "asr"]
+
+
+def _meta(rec: Recorder) -> None:
+    arms = [{"name": "exclusive", "control": True, "sharing": "exclusive"},
+            {"name": "shared", "control": False, "sharing": "time-slicing"}]
+    rec.set_meta("scenario", {"name": "synthetic", "path": "scenarios/synthetic.yaml", "sha256": "ab" * 32,
+                              "resolved": {"arms": arms, "classes": {n: {"slo": SLO[n]} for n in CLASSES}}})
+    rec.set_meta("overrides", {"arm": None, "repeats": None, "stage_duration": 4})
+    rec.set_meta("classes", CLASSES)
+    rec.set_meta("request_sets", {n: {"count": 8, "sha256": f"{i}" * 64, "source": f"generated(seed={i})",
+                                      "workload": n} for i, n in enumerate(CLASSES, 1)})
+    rec.set_meta("conditions", {
+        "backend": {"backend": "local", "driver": "550.54.15", "devices": [
+            {"name": "gpu0", "model": "NVIDIA H200", "memory_mib": 143771, "uuid": "GPU-1234"}]},
+        "command": ["locust", "--headless", "--scenario", "scenarios/synthetic.yaml"], "host": "bench-host",
+        "packages": {"locust": "2.47.0", "numpy": "2.4.6"}, "platform": "Linux-test", "python": "3.11.7",
+        "source_revision": "0123456789abcdef0123456789abcdef01234567",
+    })
+    rec.set_meta("started_s", T0)
+
+
+def _samples(name: str, trial: int, segment: int, stage: int, start: float, rate: float, rng: np.random.Generator,
+             fail_share: float, slow: float, stop_after: float = STAGE_S) -> list[Sample]:
+    out = []
+    n = max(1, int(rate * STAGE_S))
+    for seq in range(n):
+        intended = start + seq * STAGE_S / n
+        if intended > start + stop_after:
+            break  # a stage stopped early (rolled back, interrupted) sent nothing after it stopped
+        latency = float(rng.lognormal(np.log(0.02 * slow), 0.3))
+        ok = rng.random() >= fail_share
+        end = intended + (latency if ok else 5.0)
+        llm = name == "llm" and ok
+        out.append(Sample(name, trial, segment, stage, seq, seq % 8, intended, intended + 0.0005, end, ok,
+                          first_token_s=intended + latency / 3 if llm else None, output_tokens=8 if llm else None,
+                          error=None if ok else "timeout", detail=None if ok else "no answer within 5 s",
+                          status=200 if ok else None, inputs=4 if name == "embedding" else None,
+                          audio_s=2.0 if name == "asr" else None))
+    return out
+
+
+def _segment(rec: Recorder, db_times: list[tuple[str, tuple[Any, ...]]], trial: int, segment: int, classes: list[str],
+             t: float, rng: np.random.Generator, shared: bool, abort_at: int | None, interrupt_at: int | None) -> float:
+    placement = {n: {"device": "gpu0", "node": "bench-host", "pid": 1000 + trial * 10 + i,
+                     "url": f"http://127.0.0.1:{9000 + i}",
+                     "command": ["python", "-m", "bench_plugin.servers", n, "--device", "cuda:0"]}
+                 for i, n in enumerate(classes)}
+    rec.segment_applied(trial, segment, classes, placement)
+    db_times.append(("UPDATE segments SET applied_s=? WHERE trial=? AND segment=?", (t, trial, segment)))
+    rec.segment_ready(trial, segment, {n: t + LOAD_S + 0.3 * i for i, n in enumerate(classes)})
+    t += LOAD_S + 0.5
+    for index, (name, load) in enumerate(STAGES):
+        offered = {n: load[n] for n in classes}
+        arrival = {n: "poisson" for n in classes}
+        if abort_at is not None and index > abort_at:
+            rec.stage_skipped(trial, segment, index, name, offered, arrival, f"stage {abort_at} was rolled back")
+            continue
+        rec.stage_started(trial, segment, index, name, offered, arrival, t)
+        slow = (1.0 + index) * (3.0 if shared else 1.0)
+        fail = 0.3 if index == abort_at else (0.02 if shared and index == 1 else 0.0)
+        stop_after = STAGE_S / 2 if index == abort_at else STAGE_S / 3 if index == interrupt_at else STAGE_S
+        for n in classes:
+            rec.add_samples(_samples(n, trial, segment, index, t, load[n], rng, fail, slow, stop_after))
+        if index == abort_at:
+            rec.stage_ended(trial, segment, index, t + STAGE_S / 2, "aborted", "llm P95 past 3x its SLO")
+            t += STAGE_S / 2 + 0.2
+        elif index == interrupt_at:
+            rec.stage_ended(trial, segment, index, t + STAGE_S / 3, "interrupted", "the run was stopped")
+            t += STAGE_S / 3
+            break
+        else:
+            rec.stage_ended(trial, segment, index, t + STAGE_S, "completed")
+            t += STAGE_S + 0.2
+    rec.segment_released(trial, segment)
+    db_times.append(("UPDATE segments SET released_s=? WHERE trial=? AND segment=?", (t + 0.1, trial, segment)))
+    return t + 0.2
+
+
+def build_store(results: Path, telemetry: bool = True, interrupted: bool = False) -> Path:
+    """Write results.sqlite for the synthetic campaign; return its path."""
+    rec = Recorder(results / "results.sqlite")
+    _meta(rec)
+    rng = np.random.default_rng(7)
+    db_times: list[tuple[str, tuple[Any, ...]]] = []
+    t = T0
+    plan = [(1, "exclusive", 1), (2, "shared", 1), (3, "exclusive", 2), (4, "shared", 2)]
+    for position, (trial, arm, repeat) in enumerate(plan):
+        rec.add_trial(trial, position, arm, repeat, {"name": arm, "sharing": "exclusive" if arm == "exclusive"
+                                                     else "time-slicing", "control": arm == "exclusive"})
+        rec.trial_started(trial)
+        start = t
+        shared = arm == "shared"
+        segments = [CLASSES] if shared else [[n] for n in CLASSES]
+        for segment, classes in enumerate(segments):
+            abort = 1 if shared and repeat == 2 and not interrupted else None
+            stop = 2 if interrupted and trial == 4 else None
+            t = _segment(rec, db_times, trial, segment, classes, t, rng, shared, abort, stop)
+        rec.trial_ended(trial, "interrupted" if interrupted and trial == 4 else "completed")
+        db_times.append(("UPDATE trials SET started_s=?, ended_s=? WHERE id=?", (start, t, trial)))
+        t += 0.5
+    rec.set_meta("status", {"status": "interrupted" if interrupted else "completed", "reason": None, "ended_s": t})
+    for sql, params in db_times:
+        rec._db.execute(sql, params)  # the Recorder stamps wall-clock times; the test wants fixed ones
+    rec.close()
+    if telemetry:
+        add_telemetry(results / "results.sqlite")
+    return results / "results.sqlite"
+
+
+def add_telemetry(path: Path) -> None:
+    """A telemetry table as bench_plugin.telemetry writes it: DCGM device series and per-process series by pid."""
+    db = sqlite3.connect(path)
+    # The Recorder creates the table (with a trial column too); the five named columns are the contract.
+    db.execute("CREATE TABLE IF NOT EXISTS telemetry (t REAL, device TEXT, metric TEXT, value REAL, process TEXT)")
+    rows = []
+    for trial, start, end in db.execute("SELECT id, started_s, ended_s FROM trials").fetchall():
+        pids = {}
+        for placement, in db.execute("SELECT placement FROM segments WHERE trial=?", (trial,)):
+            pids.update({str(w["pid"]): name for name, w in json.loads(placement).items()})
+        for t in np.arange(start, end, 0.5):
+            phase = float(t - start)
+            rows += [(t, "cuda:0", "DCGM_FI_DEV_GPU_UTIL", min(100.0, 6.0 * phase), None),
+                     (t, "cuda:0", "DCGM_FI_DEV_FB_USED", 2000.0 + 150.0 * phase, None),
+                     (t, "cuda:0", "DCGM_FI_DEV_FB_TOTAL", 143771.0 / 16, None),
+                     (t, "cuda:0", "DCGM_FI_DEV_SM_CLOCK", 1980.0, None)]  # recorded, not drawn
+            for i, pid in enumerate(pids):
+                rows.append((t, "cuda:0", "bench_process_gpu_memory_used_mib", 500.0 * (i + 1) + 40.0 * phase, pid))
+    db.executemany("INSERT INTO telemetry (t, device, metric, value, process) VALUES (?,?,?,?,?)", rows)
+    db.commit()
+    db.close()
+
+
+def fig(mean: float, ci: float | None = 0.05, n: int = 2, **extra: Any) -> dict[str, Any]:
+    """A figure over repeats in summary.json's shape."""
+    return {"mean": mean, "ci95": ci, "n": n, "values": [mean] * n, **extra}
+
+
+def comparison_section() -> dict[str, Any]:
+    """A hand-made "comparison" section in the shape bench_plugin.analysis is going to write."""
+    def stage(index: int, verdict: str, gain: float, ratio: float, reasons: list[str]) -> dict[str, Any]:
+        classes = {n: {"normalised_throughput": fig(1.0 - 0.1 * index, significant=index > 0,
+                                                    call="lower" if index else "no significant difference"),
+                       "slowdown_p95": fig(1.5 + index, significant=True, call="higher")} for n in CLASSES}
+        return {"index": index, "offered": STAGES[index][1], "classes": classes, "consolidation_gain": fig(gain),
+                "fairness": fig(0.98 - 0.1 * index), "goodput_per_device": fig(10.0 - index),
+                "goodput_per_device_ratio": fig(ratio, significant=True, call="higher" if ratio > 1 else "lower"),
+                "verdict": verdict, "reasons": reasons}
+    return {
+        "control": "exclusive",
+        "arms": {
+            "exclusive": {"sharing": "exclusive", "is_control": True,
+                          "boundary": {"status": "not reached", "text": "every stage met its SLOs",
+                                       "stage_position": fig(2.0), "offered": STAGES[2][1], "limiting": None},
+                          "stages": [], "verdict": {"call": None, "text": "control", "worth_it_up_to_stage": None,
+                                                    "conditions": {}}},
+            "shared": {
+                "sharing": "time-slicing", "is_control": False,
+                "boundary": {"status": "reached", "text": "up to stage 0 (low): llm P95 passes its SLO above it",
+                             "stage_position": fig(0.0), "offered": STAGES[0][1], "limiting": "llm"},
+                "stages": [stage(0, "worth it", 2.9, 2.7, ["goodput per device 2.7x the control"]),
+                           stage(1, "trade-off", 2.4, 1.6, ["llm P95 1.9x the control", "errors 2% > budget 1%"]),
+                           stage(2, "loss", 1.2, 0.6, ["stage rolled back"])],
+                "verdict": {"call": "worth it", "text": "worth it up to stage 0 (low); a trade-off above it",
+                            "worth_it_up_to_stage": 0, "conditions": {"gpu": "NVIDIA H200"}},
+            },
+        },
+    }
+
+
+MakeCampaign = Callable[..., Path]
+
+
+@pytest.fixture
+def make_campaign(tmp_path: Path) -> MakeCampaign:
+    """Write a synthetic results folder (results.sqlite + summary.json).
+
+    ``comparison``: "hand" (comparison_section()), "analysis" (as bench_plugin.analysis wrote it) or None
+    (no comparison section, as in summaries written before the analysis had one).
+    """
+    def make(comparison: str | None = "hand", telemetry: bool = True, interrupted: bool = False,
+             name: str = "results") -> Path:
+        results = tmp_path / name
+        results.mkdir()
+        build_store(results, telemetry=telemetry, interrupted=interrupted)
+        summary = write_summaries(results)
+        if comparison == "hand":
+            summary["comparison"] = comparison_section()
+        elif comparison is None:
+            summary.pop("comparison", None)
+        (results / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
+        return results
+    return make

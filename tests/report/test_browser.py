@@ -1,0 +1,103 @@
+"""report.html of a REAL short campaign, opened in headless Chromium as a person would open it.
+
+The campaign runs once per module through the real `locust --headless` command with the reference
+servers; the page is opened by browser/check_report.mjs (playwright-core driving Debian's chromium,
+never a downloaded browser), which records console errors, page errors and every network request,
+counts the data marks in each plot and takes a full-page screenshot. The screenshot is kept in
+tests/report/artifacts/report.png (git-ignored) and named in the test's record_property, so CI and
+people can look at what the page looked like.
+
+CI installs node, chromium and the npm package; a missing one FAILS the test, naming what to install.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import run_locust
+
+from bench_plugin.report.html import write_report
+
+pytestmark = pytest.mark.slow
+
+HERE = Path(__file__).resolve().parent
+BROWSER = HERE / "browser"
+ARTIFACTS = HERE / "artifacts"
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+EXPECTED = ["latency-llm", "latency-embedding", "latency-asr", "llm-streaming", "throughput",
+            *[f"timeline-trial-{i}" for i in (1, 2, 3, 4)]]
+
+
+def _tools() -> str:
+    """The node binary; fails loudly, naming the install step, when a piece is missing."""
+    node = shutil.which("node")
+    missing = []
+    if node is None:
+        missing.append("node (apt-get install -y nodejs npm)")
+    if not Path(CHROMIUM).exists():
+        missing.append(f"chromium at {CHROMIUM} (apt-get install -y chromium)")
+    if not (BROWSER / "node_modules" / "playwright-core").is_dir():
+        missing.append(f"playwright-core (cd {BROWSER.relative_to(HERE.parent.parent)} && npm ci)")
+    if missing:
+        pytest.fail("the browser test needs: " + "; ".join(missing), pytrace=False)
+    assert node is not None
+    return node
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    results = tmp_path_factory.mktemp("short") / "results"
+    done = run_locust(["-f", "locustfiles/mixed.py", "--scenario", "scenarios/short.yaml", "--results-dir",
+                       str(results)], timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:]
+    return write_report(results)
+
+
+@pytest.fixture(scope="module")
+def seen(report: Path) -> dict[str, Any]:
+    node = _tools()
+    shot = report.parent / "report.png"
+    done = subprocess.run([node, str(BROWSER / "check_report.mjs"), str(report), str(shot)], cwd=BROWSER,
+                          capture_output=True, text=True, timeout=180, check=False)
+    assert done.returncode == 0, f"check_report.mjs failed ({done.returncode}):\n{done.stderr[-3000:]}"
+    result: dict[str, Any] = json.loads(done.stdout)
+    ARTIFACTS.mkdir(exist_ok=True)
+    shutil.copyfile(shot, ARTIFACTS / "report.png")
+    (ARTIFACTS / "report.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
+    return result
+
+
+def test_page_opens_without_errors_or_network(seen: dict[str, Any], record_property: pytest.RecordProperty) -> None:
+    record_property("screenshot", str(ARTIFACTS / "report.png"))
+    assert seen["consoleErrors"] == []
+    assert seen["pageErrors"] == []
+    assert seen["requests"] == [], "the page asked the network for something"
+    assert seen["title"] == "GPU sharing report: short"
+    assert seen["headings"][:2] == ["Verdict", "Latency vs offered load"]
+    assert {"Trial timelines", "Errors"} <= set(seen["headings"])
+
+
+def test_every_expected_plot_is_drawn_with_data(seen: dict[str, Any]) -> None:
+    plots = {p["id"]: p for p in seen["plots"]}
+    missing = [p for p in EXPECTED if p not in plots]
+    assert not missing, f"plots missing: {missing}; the page has {list(plots)}"
+    for plot_id in EXPECTED:
+        plot = plots[plot_id]
+        assert plot["marks"] > 0, f"{plot_id} draws no data"
+        assert plot["width"] > 600 and plot["height"] > 200, (plot_id, plot["width"], plot["height"])
+        assert plot["caption"], f"{plot_id} has no sentence saying what to read in it"
+    # Every request of the short campaign is drawn in its trial's timeline: dozens of points each.
+    for trial in (1, 2, 3, 4):
+        assert plots[f"timeline-trial-{trial}"]["marks"] >= 20
+
+
+def test_screenshot_is_kept_as_an_artifact(seen: dict[str, Any]) -> None:
+    shot = ARTIFACTS / "report.png"
+    assert shot.stat().st_size > 50_000
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,0 +1,300 @@
+"""report.html from a synthetic results folder: contents, self-containment, robustness and speed."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bench_plugin.analysis.summary import write_summaries
+from bench_plugin.recorder import Recorder
+from bench_plugin.report.comparison import NO_COMPARISON
+from bench_plugin.report.html import write_report
+from bench_plugin.report.markdown import render_report
+from bench_plugin.report.store import count_requests, even_indices, open_store, read_requests
+
+MakeCampaign = Callable[..., Path]  # the make_campaign fixture of this folder's conftest.py
+
+LOAD_PLOTS = ["latency-llm", "latency-embedding", "latency-asr", "llm-streaming", "throughput"]
+TIMELINES = [f"timeline-trial-{i}" for i in (1, 2, 3, 4)]
+
+
+class Page(HTMLParser):
+    """Collects what decides whether a page is self-contained, and its plots."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[str] = []
+        self.links: list[str] = []
+        self.ids: list[str] = []
+        self.figures: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        values = dict(attrs)
+        for name in ("src", "href", "xlink:href", "srcset", "data", "action", "poster"):
+            if values.get(name):
+                self.links.append(str(values[name]))
+        if values.get("id"):
+            self.ids.append(str(values["id"]))
+        if tag == "figure" and "plot" in (values.get("class") or ""):
+            self.figures.append(str(values.get("id")))
+
+
+def parse(path: Path) -> tuple[str, Page]:
+    text = path.read_text(encoding="utf-8")
+    page = Page()
+    page.feed(text)
+    return text, page
+
+
+def figure_html(text: str, plot_id: str) -> str:
+    match = re.search(rf'<figure class="plot" id="{plot_id}".*?</figure>', text, re.S)
+    assert match, plot_id
+    return match.group(0)
+
+
+def test_writes_report_html_and_md_and_returns_the_html_path(make_campaign: MakeCampaign) -> None:
+    results = make_campaign()
+    path = write_report(results)
+    assert path == results / "report.html"
+    assert path.read_text(encoding="utf-8").startswith("<!doctype html>")
+    summary = json.loads((results / "summary.json").read_text())
+    title = f"# GPU sharing report: {summary['scenario']['name']}"
+    assert (results / "report.md").read_text(encoding="utf-8").startswith(title)
+
+
+def test_page_is_self_contained(make_campaign: MakeCampaign) -> None:
+    text, page = parse(write_report(make_campaign()))
+    assert not {"script", "link", "img", "iframe", "object", "embed", "video", "audio", "source"} & set(page.tags)
+    assert all(link.startswith("#") for link in page.links), [v for v in page.links if not v.startswith("#")]
+    # CSS may only point inside the document (SVG clip paths): no @import, no url() to a file or host.
+    assert "@import" not in text
+    assert set(re.findall(r"url\(([^)]*)\)", text)) <= {m for m in re.findall(r"url\((#[^)]*)\)", text)}
+    assert "<?xml" not in text and "<!DOCTYPE svg" not in text  # SVG prologs are invalid inside HTML
+
+
+def test_every_plot_is_there_in_order_with_data_marks(make_campaign: MakeCampaign) -> None:
+    text, page = parse(write_report(make_campaign()))
+    assert page.figures == [*LOAD_PLOTS, "fairness", *TIMELINES]
+    for plot_id in page.figures:
+        html = figure_html(text, plot_id)
+        assert html.count("<svg") == 1, plot_id
+        assert re.search(rf'id="data-{plot_id}-\d+"', html), f"{plot_id} draws no data"
+        assert "<figcaption>" in html, plot_id
+    sections = re.findall(r'<section id="([^"]+)"', text)
+    assert sections == ["verdict", "load", "sharing", "timelines", "errors", "conditions"]
+
+
+def test_ids_are_unique_across_all_inline_svgs(make_campaign: MakeCampaign) -> None:
+    _, page = parse(write_report(make_campaign()))
+    duplicates = {i for i in page.ids if page.ids.count(i) > 1}
+    assert not duplicates
+
+
+def test_the_same_results_give_the_same_bytes(make_campaign: MakeCampaign) -> None:
+    results = make_campaign()
+    first = write_report(results).read_bytes()
+    assert write_report(results).read_bytes() == first
+
+
+def test_verdict_per_arm_and_boundaries_when_the_comparison_is_there(make_campaign: MakeCampaign) -> None:
+    text, _ = parse(write_report(make_campaign()))
+    verdict = text.split('<section id="verdict">')[1].split("</section>")[0]
+    assert '<span class="badge good">worth it</span>' in verdict
+    assert "up to stage 0 (low): llm P95 passes its SLO above it" in verdict
+    assert '<span class="badge mixed">trade-off</span>' in verdict and '<span class="badge bad">loss</span>' in verdict
+    assert "errors 2% &gt; budget 1%" in verdict
+    assert "<dt>verdict</dt><dd>shared: worth it up to stage 0 low</dd>" in text
+    assert "boundary shared" in figure_html(text, "latency-llm")
+    assert "Jain" in figure_html(text, "fairness")
+
+
+def test_renders_the_comparison_the_analysis_writes(make_campaign: MakeCampaign) -> None:
+    results = make_campaign(comparison="analysis")
+    summary = json.loads((results / "summary.json").read_text())
+    assert "comparison" in summary, "bench_plugin.analysis no longer writes a comparison section"
+    text, page = parse(write_report(results))
+    verdict = text.split('<section id="verdict">')[1].split("</section>")[0]
+    call = summary["comparison"]["arms"]["shared"]["verdict"]["call"]
+    assert f'">{call}</span>' in verdict
+    boundary = summary["comparison"]["arms"]["shared"]["boundary"]["text"]
+    assert boundary.split("(")[0].lower() in verdict.lower()  # quoted in the verdict, or on its own
+    assert page.figures == [*LOAD_PLOTS, "fairness", *TIMELINES]
+    assert "## Verdict" in (results / "report.md").read_text(encoding="utf-8")
+
+
+def test_says_plainly_when_there_is_no_comparison(make_campaign: MakeCampaign) -> None:
+    text, page = parse(write_report(make_campaign(comparison=None)))
+    assert NO_COMPARISON.replace('"', "&quot;") in text
+    assert "fairness" not in page.figures
+    assert page.figures == [*LOAD_PLOTS, *TIMELINES]
+
+
+def test_timeline_shows_placement_readiness_stages_failures_and_telemetry(make_campaign: MakeCampaign) -> None:
+    text, _ = parse(write_report(make_campaign()))
+    shared = figure_html(text, "timeline-trial-4")
+    for words in ("placement and readiness", "llm on bench-host / gpu0", "ready +2.5 s", "arm applied (segment 0)",
+                  "stages (offered load steps)", "aborted (rolled back)", "+1 skipped", "failed requests",
+                  "llm: 2 failed", "latency of each successful request", "llm P95 SLO 2000 ms",
+                  "GPU utilisation (%)", "VRAM used (MiB)", "cuda:0 (whole device)", "llm (pid 1040)",
+                  "asr (pid 1042)", "capacity", "seconds from the trial start"):
+        assert words in shared, words
+    assert "power (W)" not in shared and "1980" not in shared  # not recorded / recorded but not drawn
+    exclusive = figure_html(text, "timeline-trial-1")
+    assert "arm applied (segment 2)" in exclusive and "no failed requests in this trial" in exclusive
+
+
+@pytest.mark.parametrize("table", ["empty", "absent"])
+def test_no_telemetry_means_no_telemetry_panel_and_a_note(make_campaign: MakeCampaign, table: str) -> None:
+    results = make_campaign(telemetry=False)
+    if table == "absent":  # a store written before the recorder had the table
+        db = sqlite3.connect(results / "results.sqlite")
+        db.execute("DROP TABLE IF EXISTS telemetry")
+        db.commit()
+        db.close()
+    text, _ = parse(write_report(results))
+    timeline = figure_html(text, "timeline-trial-2")
+    assert "GPU utilisation" not in timeline and "VRAM" not in timeline
+    assert "No GPU telemetry was recorded for this trial" in timeline
+
+
+def test_errors_table_lists_failures_by_kind_and_stages_that_did_not_complete(make_campaign: MakeCampaign) -> None:
+    results = make_campaign()
+    text, _ = parse(write_report(results))
+    errors = text.split('<section id="errors">')[1].split("</section>")[0]
+    db = sqlite3.connect(results / "results.sqlite")
+    expected = db.execute("SELECT trial, workload, COUNT(*) FROM samples WHERE ok=0 GROUP BY trial, stage, workload")
+    for trial, workload, count in expected:
+        assert re.search(rf"<td>{trial}</td>.*?<td>{workload}</td><td>timeout</td><td>{count}</td>", errors), \
+            (trial, workload, count)
+    db.close()
+    assert "<td>aborted</td>" in errors and "<td>skipped</td>" in errors and "stage 1 was rolled back" in errors
+    assert "no answer within 5 s" in errors
+
+
+def test_conditions_hold_everything_needed_to_rerun(make_campaign: MakeCampaign) -> None:
+    text, _ = parse(write_report(make_campaign()))
+    conditions = text.split('<section id="conditions">')[1].split("</section>")[0]
+    for words in ("scenarios/synthetic.yaml", "ab" * 32, "stage_duration", "1" * 64, "generated(seed=1)",
+                  "bench-host", "Linux-test", "3.11.7", "0123456789abcdef0123456789abcdef01234567",
+                  "locust --headless --scenario scenarios/synthetic.yaml", "550.54.15", "NVIDIA H200",
+                  "locust</td><td>2.47.0", "time-slicing", "python -m bench_plugin.servers llm --device cuda:0"):
+        assert words in conditions, words
+
+
+def test_an_interrupted_campaign_still_reports_and_says_so(make_campaign: MakeCampaign) -> None:
+    results = make_campaign(interrupted=True)
+    text, _ = parse(write_report(results))
+    assert "<dd>interrupted</dd>" in text
+    assert "Trial 4: arm shared, repeat 2 (interrupted)" in text
+    drawn = figure_html(text, "timeline-trial-4").split("<svg", 1)[1]
+    assert "interrupted" in drawn  # the stage's label and the legend in the picture itself
+
+
+def test_a_campaign_that_failed_before_any_stage_still_reports(tmp_path: Path) -> None:
+    rec = Recorder(tmp_path / "results.sqlite")
+    rec.set_meta("scenario", {"name": "broken", "path": "s.yaml", "sha256": "0" * 64,
+                              "resolved": {"arms": [{"name": "exclusive", "control": True}], "classes": {}}})
+    rec.add_trial(1, 0, "exclusive", 1, {"name": "exclusive"})
+    rec.trial_started(1)
+    rec.trial_ended(1, "failed", "llm never answered within 120 s")
+    rec.set_meta("status", {"status": "failed", "reason": "trial 1: llm never answered", "ended_s": 1.0})
+    rec.close()
+    write_summaries(tmp_path)
+    text, page = parse(write_report(tmp_path))
+    assert "failed: trial 1: llm never answered" in text
+    assert page.figures == ["timeline-trial-1"]
+    assert "llm never answered within 120 s" in figure_html(text, "timeline-trial-1")
+
+
+def test_even_indices_spread_over_the_whole_range() -> None:
+    assert list(even_indices(5, 10)) == [0, 1, 2, 3, 4]
+    picked = even_indices(1_000_000, 5000)
+    assert len(picked) == 5000 and picked[0] == 0 and picked[-1] == 999_999
+    assert np.ptp(np.diff(picked)) <= 1  # evenly spaced
+
+
+def test_requests_are_thinned_to_the_budget_but_every_failure_is_kept(make_campaign: MakeCampaign) -> None:
+    results = make_campaign()
+    with open_store(results / "results.sqlite") as db:
+        counts = count_requests(db)
+        requests = read_requests(db, 4, counts, max_points=20)
+        failed = dict(db.execute("SELECT workload, COUNT(*) FROM samples WHERE trial=4 AND ok=0 GROUP BY workload")
+                      .fetchall())
+        whole = read_requests(db, 4)
+    assert sum(len(r.ok_t) for r in requests.values()) <= 20 + len(requests)
+    for name, req in requests.items():
+        assert len(req.failed_t) == failed.get(name, 0)
+        assert req.ok_total == whole[name].ok_total == len(whole[name].ok_t)
+        assert np.all(np.diff(req.ok_t) >= 0), "thinned points stay in time order"
+        span = whole[name].ok_t[-1] - whole[name].ok_t[0]
+        assert req.ok_t[-1] - req.ok_t[0] >= 0.8 * span, "thinning keeps the whole time range"
+
+
+@pytest.mark.slow
+def test_a_million_samples_render_in_seconds(make_campaign: MakeCampaign,
+                                             record_property: pytest.RecordProperty) -> None:
+    results = make_campaign()
+    db = sqlite3.connect(results / "results.sqlite")
+    rng = np.random.default_rng(3)
+    trials = db.execute("SELECT id, started_s, ended_s FROM trials").fetchall()
+    per = 1_000_000 // len(trials)
+    for trial, start, end in trials:
+        t = np.sort(rng.uniform(start, end, per))
+        end_s = t + rng.lognormal(np.log(0.05), 0.5, per)
+        ok = rng.random(per) > 0.01
+        names = rng.choice(["llm", "embedding", "asr"], per)
+        db.executemany(
+            "INSERT INTO samples (workload, trial, segment, stage, seq, item, intended_s, sent_s, end_s, ok, error) "
+            "VALUES (?, ?, 0, 0, ?, 0, ?, ?, ?, ?, ?)",
+            ((str(names[i]), trial, i, float(t[i]), float(t[i]), float(end_s[i]), int(ok[i]),
+              None if ok[i] else "timeout") for i in range(per)))
+    db.commit()
+    db.close()
+    start = time.perf_counter()
+    path = write_report(results)
+    took = time.perf_counter() - start
+    record_property("render_s_1M_samples", round(took, 2))
+    assert took < 30, f"report of 1M samples took {took:.1f} s"
+    text = path.read_text(encoding="utf-8")
+    for plot_id in TIMELINES:
+        dots = len(re.findall(r"<use ", figure_html(text, plot_id)))
+        assert dots <= 5000 + 200, (plot_id, dots)  # the thinned scatter, plus markers of the other panels
+    assert len(text) < 20_000_000
+
+
+def test_markdown_written_beside_matches_render_report(make_campaign: MakeCampaign) -> None:
+    results = make_campaign()
+    write_report(results)
+    summary = json.loads((results / "summary.json").read_text())
+    arms = {"exclusive": {"control": True, "name": "exclusive", "sharing": "exclusive"},
+            "shared": {"control": False, "name": "shared", "sharing": "time-slicing"}}
+    expected = render_report(summary, started_s=1_800_000_000.0, arm_settings=arms)
+    assert (results / "report.md").read_text(encoding="utf-8") == expected
+
+
+def test_a_folder_without_summary_json_is_refused_with_the_reason(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match=r"no summary\.json"):
+        write_report(tmp_path)
+
+
+def test_command_line_rewrites_the_report(make_campaign: MakeCampaign) -> None:
+    results = make_campaign()
+    done = subprocess.run([sys.executable, "-m", "bench_plugin.report", str(results)], capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(str(results / "report.html"))
+    assert (results / "report.md").is_file()
+    missing = subprocess.run([sys.executable, "-m", "bench_plugin.report", str(results / "nowhere")],
+                             capture_output=True, text=True, timeout=300, check=False)
+    assert missing.returncode == 2 and "no summary.json" in missing.stderr
