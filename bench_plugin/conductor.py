@@ -15,6 +15,11 @@ from typing import Any
 
 import gevent
 
+from bench_plugin.analysis.boundary import stage_margin
+from bench_plugin.analysis.objectives import ClassObjectives
+from bench_plugin.analysis.records import StageSummary
+from bench_plugin.analysis.search import BoundarySearch, fixed_sweep_runs
+from bench_plugin.analysis.summary import class_stats
 from bench_plugin.campaign import Trial
 from bench_plugin.events import BenchEvents
 from bench_plugin.inputs import RequestSet
@@ -22,11 +27,15 @@ from bench_plugin.readiness import NotReady, wait_until_ready
 from bench_plugin.recorder import Recorder
 from bench_plugin.rollback import RollbackGuard, StageTally
 from bench_plugin.samples import Sample
-from bench_plugin.scenario import LLMClass, Scenario
-from bench_plugin.sharing.base import ApplyError, SharingBackend
+from bench_plugin.scenario import LLMClass, Scenario, Search, Stage
+from bench_plugin.sharing.base import ApplyError, Placement, SharingBackend
+from bench_plugin.telemetry.nvml import NvmlSampler
 from bench_plugin.users.state import ClassLoad, StageAssignment
 
 logger = logging.getLogger(__name__)
+
+TELEMETRY_INTERVAL_S = 0.2
+"""GPU telemetry is sampled at 5 Hz during trials."""
 
 LEAD_S = 0.25
 """A stage starts this long after it is announced, so every worker has it before its first arrival."""
@@ -65,6 +74,9 @@ class Conductor:
         self.in_flight = in_flight
         self.guard = RollbackGuard(scenario)
         self.tally: StageTally | None = None
+        self.gpu: NvmlSampler | None = None
+        self.judged: tuple[tuple[int, int, int], list[Sample]] | None = None
+        """The stage an adaptive search is about to judge, and its samples (stragglers included)."""
         self.status = "running"
         self.reason: str | None = None
         self.finished = False
@@ -74,6 +86,8 @@ class Conductor:
         self.recorder.add_samples([sample])
         if self.tally is not None:
             self.tally.add(sample)
+        if self.judged is not None and self.judged[0] == (sample.trial, sample.segment, sample.stage):
+            self.judged[1].append(sample)
 
     def run(self) -> None:
         """Run every trial; sets ``status`` to completed, failed or interrupted."""
@@ -116,6 +130,37 @@ class Conductor:
         placement = self.backend.apply(trial.arm, classes, trial.id, segment)
         self.recorder.segment_applied(trial.id, segment, classes, placement.to_dict())
         self.recorder.event("arm_applied", trial.id, segment=segment, placement=placement.to_dict())
+        self.gpu = self._start_telemetry(trial, segment, placement)
+        try:
+            self._measure(trial, segment, classes, placement)
+        finally:
+            self._stop_telemetry(trial, segment)
+
+    def _start_telemetry(self, trial: Trial, segment: int, placement: Placement) -> NvmlSampler | None:
+        """Sample the segment's GPUs (nothing on a CPU placement); say so when NVML is not there."""
+        devices = sorted({p.device for p in placement.classes.values() if p.device and p.device != "cpu"})
+        if not devices:
+            return None
+        pids = {p.pid: name for name, p in placement.classes.items() if p.pid is not None}
+        sampler = NvmlSampler(devices=devices, interval_s=TELEMETRY_INTERVAL_S, pids=pids)
+        started = sampler.start()
+        if not started:
+            self.recorder.event("telemetry_unavailable", trial.id, segment=segment, reason=started.reason)
+            logger.warning("no GPU telemetry for trial %d: %s", trial.id, started.reason)
+            return None
+        return sampler
+
+    def _stop_telemetry(self, trial: Trial, segment: int) -> None:
+        sampler, self.gpu = self.gpu, None
+        if sampler is None:
+            return
+        sampler.stop()
+        self.recorder.add_telemetry(trial.id, sampler.drain())
+        self.recorder.event("telemetry", trial.id, segment=segment, processes=sampler.process_classes(),
+                            polls=sampler.polls, overruns=sampler.overruns, problems=sampler.problems())
+
+    def _measure(self, trial: Trial, segment: int, classes: list[str], placement: Placement) -> None:
+        """Wait for readiness, run the stages, drain, release."""
         ready = wait_until_ready(
             self.scenario, placement, self.request_sets, self.scenario.readiness_timeout_s, died=self.backend.exited
         )
@@ -124,17 +169,62 @@ class Conductor:
             self.recorder.event("ready", trial.id, segment=segment, workload=name, t=t)
         self.events.arm_applied.fire(trial=trial, segment=segment, placement=placement.to_dict(), ready=ready)
         urls = {name: placement.classes[name].url for name in classes}
-        rolled_back: int | None = None
-        for index in range(len(self.scenario.stages)):
-            if rolled_back is not None:
-                self._skip(trial, segment, classes, index, f"stage {rolled_back} was rolled back")
-                continue
-            if self._stage(trial, segment, classes, index, urls) == "aborted":
-                rolled_back = index
+        if self.scenario.search is not None:
+            self._search(trial, segment, classes, urls, self.scenario.search)
+        else:
+            self._sweep(trial, segment, classes, urls)
         self._drain(trial, segment)
         self.backend.release()
         self.recorder.segment_released(trial.id, segment)
         self.recorder.event("released", trial.id, segment=segment)
+
+    def _sweep(self, trial: Trial, segment: int, classes: list[str], urls: dict[str, str]) -> None:
+        """The scenario's fixed stages in order; after a rollback the higher ones are skipped."""
+        rolled_back: int | None = None
+        for index, stage in enumerate(self.scenario.stages):
+            if rolled_back is not None:
+                self._skip(trial, segment, classes, index, stage, f"stage {rolled_back} was rolled back")
+                continue
+            if self._stage(trial, segment, classes, index, stage, urls) == "aborted":
+                rolled_back = index
+
+    def _search(self, trial: Trial, segment: int, classes: list[str], urls: dict[str, str], spec: Search) -> None:
+        """Stages proposed by the adaptive boundary search, each judged before the next is chosen."""
+        search = BoundarySearch({name: spec.mix[name] for name in classes}, spec.start_scale,  # type: ignore[index]
+                                spec.max_scale, spec.precision, growth=spec.growth, minimum=spec.min_scale)
+        objectives = {name: ClassObjectives(self.scenario.classes.get(name).slo,
+                                            self.scenario.classes.get(name).error_budget) for name in classes}
+        index = 0
+        while (scale := search.propose()) is not None:
+            stage = Stage.model_validate(
+                {"duration_s": spec.stage_duration_s, "load": search.offered(scale), "name": f"x{scale:.4g}"}
+            )
+            self.judged = (trial.id, segment, index), []
+            status = self._stage(trial, segment, classes, index, stage, urls)
+            self._drain(trial, segment)  # the slowest requests of the stage decide it: wait for them
+            passed = self._passed(index, stage, status, objectives)
+            self.recorder.event("search_step", trial.id, segment=segment, stage=index, scale=scale, passed=passed)
+            search.record(scale, passed)
+            index += 1
+        self.judged = None
+        result = search.result()
+        self.recorder.event(
+            "search_result", trial.id, segment=segment, classes=classes, mix=search.offered(1.0),
+            status=result.status, lo=result.lo, hi=result.hi, estimate=result.estimate,
+            precision=result.precision, runs=result.runs,
+            fixed_sweep_runs=fixed_sweep_runs(spec.start_scale, spec.max_scale, spec.precision, at=result.estimate),
+        )
+
+    def _passed(self, index: int, stage: Stage, status: str, objectives: dict[str, ClassObjectives]) -> bool:
+        """Whether every class of the stage met its SLOs and error budget (a rollback fails it)."""
+        assert self.judged is not None
+        samples = self.judged[1]
+        stats = {name: class_stats([s for s in samples if s.workload == name], name, stage.duration_s, objectives[name])
+                 for name in objectives}  # judged on latency and errors, which the served time does not change
+        summary = StageSummary(index=index, name=stage.name, offered=self._offered(list(objectives), stage)[0],
+                               arrival={},
+                               duration_s=stage.duration_s, status=status, reason=None, classes=stats)
+        return status == "completed" and stage_margin(summary, objectives).passed
 
     def _class_load(self, name: str, url: str, load: float) -> ClassLoad:
         spec = self.scenario.classes.get(name)
@@ -144,20 +234,18 @@ class Conductor:
         return ClassLoad(url=url, model=spec.model, arrival=spec.arrival, load=load,
                          timeout_s=spec.request_timeout_s, max_in_flight=spec.max_in_flight, options=options)
 
-    def _offered(self, classes: list[str], index: int) -> tuple[dict[str, float], dict[str, str]]:
-        stage = self.scenario.stages[index]
+    def _offered(self, classes: list[str], stage: Stage) -> tuple[dict[str, float], dict[str, str]]:
         offered = {name: float(stage.load[name]) for name in classes}  # type: ignore[index]
         arrival: dict[str, str] = {name: self.scenario.classes.get(name).arrival for name in classes}
         return offered, arrival
 
-    def _skip(self, trial: Trial, segment: int, classes: list[str], index: int, reason: str) -> None:
-        offered, arrival = self._offered(classes, index)
-        name = self.scenario.stages[index].name
-        self.recorder.stage_skipped(trial.id, segment, index, name, offered, arrival, reason)
+    def _skip(self, trial: Trial, segment: int, classes: list[str], index: int, stage: Stage, reason: str) -> None:
+        offered, arrival = self._offered(classes, stage)
+        self.recorder.stage_skipped(trial.id, segment, index, stage.name, offered, arrival, reason)
 
-    def _stage(self, trial: Trial, segment: int, classes: list[str], index: int, urls: dict[str, str]) -> str:
-        stage = self.scenario.stages[index]
-        offered, arrival = self._offered(classes, index)
+    def _stage(self, trial: Trial, segment: int, classes: list[str], index: int, stage: Stage,
+               urls: dict[str, str]) -> str:
+        offered, arrival = self._offered(classes, stage)
         start = time.time() + LEAD_S
         assignment = StageAssignment(
             trial=trial.id, segment=segment, stage=index, start_s=start, end_s=start + stage.duration_s,
@@ -183,6 +271,8 @@ class Conductor:
         finally:
             ended = min(time.time(), assignment.end_s)
             self.recorder.stage_ended(trial.id, segment, index, ended, status, reason)
+            if self.gpu is not None:
+                self.recorder.add_telemetry(trial.id, self.gpu.drain())
             self.recorder.event("stage_end", trial.id, segment=segment, stage=index, status=status, reason=reason)
             self.events.stage_end.fire(trial=trial, segment=segment, stage=index, status=status, reason=reason)
             self.tally = None

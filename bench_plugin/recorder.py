@@ -2,6 +2,7 @@
 
 Everything a report needs lives here: the campaign's conditions, each trial and its arm, where each
 class ran, when it became ready, every stage and every request's sample, plus a timeline of events.
+GPU telemetry (table ``telemetry``, DCGM metric names) is written at each stage end too.
 Samples are buffered and committed at each stage boundary, so a crash or Ctrl-C loses at most the
 stage in flight; that stage is then marked ``interrupted``.
 """
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_plugin.samples import SAMPLE_FIELDS, Sample
+from bench_plugin.telemetry.rows import TelemetryRow
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -37,6 +39,11 @@ CREATE TABLE IF NOT EXISTS samples (
     status INTEGER, input_tokens INTEGER, output_tokens INTEGER, inputs INTEGER, audio_s REAL, worker TEXT
 );
 CREATE INDEX IF NOT EXISTS samples_by_stage ON samples (trial, segment, stage, workload);
+CREATE TABLE IF NOT EXISTS telemetry (
+    t REAL NOT NULL, device TEXT NOT NULL, metric TEXT NOT NULL, value REAL NOT NULL, process TEXT,
+    trial INTEGER
+);
+CREATE INDEX IF NOT EXISTS telemetry_by_time ON telemetry (t);
 CREATE TABLE IF NOT EXISTS events (
     t REAL NOT NULL, trial INTEGER, kind TEXT NOT NULL, detail TEXT
 );
@@ -135,6 +142,15 @@ class Recorder:
         self._db.execute(
             "INSERT INTO events VALUES (?,?,?,?)", (time.time(), trial, kind, json.dumps(detail, sort_keys=True))
         )
+
+    def add_telemetry(self, trial: int, rows: list[TelemetryRow]) -> None:
+        """Write GPU telemetry rows (called at each stage end with what was sampled since the last)."""
+        if not rows:
+            return
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.executemany("INSERT INTO telemetry VALUES (?,?,?,?,?,?)",
+                                 [(*row.as_tuple(), trial) for row in rows])
 
     def add_samples(self, samples: list[Sample]) -> None:
         """Buffer samples; they reach the file at the next commit (each stage end)."""

@@ -212,6 +212,33 @@ class Stage(StrictModel):
     name: str | None = None
 
 
+class Search(StrictModel):
+    """Adaptive boundary search, instead of fixed stages: scale one load mix until a stage fails, then bisect.
+
+    Each stage runs ``mix`` times a scale; a stage passes when every class meets its SLOs and error
+    budget. Scales grow by ``growth`` from ``start_scale`` until a stage fails (or ``max_scale``
+    passes), then the bracket between the last pass and the first fail is halved until it is within
+    ``precision`` (relative). Every trial searches on its own; the report gives each arm's boundary
+    with its spread over repeats and the number of stage-runs the search took.
+    """
+
+    mix: dict[Literal["llm", "embedding", "asr"], PositiveFloat]
+    """Per class, the Poisson rate (req/s) at scale 1."""
+    start_scale: PositiveFloat = 1.0
+    max_scale: PositiveFloat = 64.0
+    min_scale: PositiveFloat | None = None
+    """Smallest scale tried when the start already fails (default: three growth steps below it)."""
+    growth: float = Field(default=2.0, gt=1.0)
+    precision: float = Field(default=0.1, gt=0.0, lt=1.0)
+    stage_duration_s: PositiveFloat = 20.0
+
+    @model_validator(mode="after")
+    def _range(self) -> Search:
+        if self.max_scale < self.start_scale:
+            raise ValueError(f"max_scale {self.max_scale:g} is below start_scale {self.start_scale:g}")
+        return self
+
+
 class Rollback(StrictModel):
     """Abort a stage (and skip the higher ones of that trial) once it is clearly past saturation."""
 
@@ -240,7 +267,8 @@ class Scenario(StrictModel):
     allow_multiple_changes: bool = False
     classes: Classes
     arms: list[Arm] = Field(min_length=1)
-    stages: list[Stage] = Field(min_length=1)
+    stages: list[Stage] = Field(default_factory=list)
+    search: Search | None = None
     rollback: Rollback = Field(default_factory=Rollback)
 
     @model_validator(mode="after")
@@ -297,6 +325,18 @@ def _check_arms(scenario: Scenario) -> None:
 
 def _check_stage_classes(scenario: Scenario) -> None:
     class_names = set(scenario.classes.names())
+    if bool(scenario.stages) == (scenario.search is not None):
+        raise ValueError("give either 'stages' (a fixed sweep) or 'search' (an adaptive boundary search)")
+    if scenario.search is not None:
+        missing = sorted(class_names - set(scenario.search.mix))
+        if missing:
+            raise ValueError(f"search.mix has no rate for: {', '.join(missing)}")
+        unknown = sorted(set(scenario.search.mix) - class_names)
+        if unknown:
+            raise ValueError(f"search.mix names classes not in the scenario: {', '.join(unknown)}")
+        closed = [n for n in sorted(class_names) if scenario.classes.get(n).arrival == "closed"]
+        if closed:
+            raise ValueError(f"search scales Poisson rates; class(es) {', '.join(closed)} are closed-loop")
     for i, stage in enumerate(scenario.stages):
         unknown = sorted(set(stage.load) - class_names)
         if unknown:
@@ -357,6 +397,8 @@ def apply_overrides(
         if stage_duration <= 0:
             raise ScenarioError(f"{path}: --stage-duration must be positive, got {stage_duration}")
         update["stages"] = [s.model_copy(update={"duration_s": stage_duration}) for s in scenario.stages]
+        if scenario.search is not None:
+            update["search"] = scenario.search.model_copy(update={"stage_duration_s": stage_duration})
     return scenario.model_copy(update=update) if update else scenario
 
 
