@@ -21,14 +21,13 @@ from harness import server_processes
 
 
 @pytest.fixture
-def no_leftover_servers() -> Iterator[None]:
-    """Fail the test if it leaves a bench_plugin server running (and kill it, so others aren't hurt)."""
-    before = set(server_processes())
+def no_leftover_servers(tmp_path: Path) -> Iterator[None]:
+    """Fail the test if a campaign under its tmp_path leaves a server running (and kill it)."""
     yield
     deadline = time.time() + 5
-    while time.time() < deadline and set(server_processes()) - before:
+    while time.time() < deadline and server_processes(tmp_path):
         time.sleep(0.1)
-    left = {pid: cmd for pid, cmd in server_processes().items() if pid not in before}
+    left = server_processes(tmp_path)
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     assert not left, f"servers left running: {left}"

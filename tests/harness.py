@@ -37,17 +37,25 @@ def scenario_variant(tmp_path: Path, base: str, name: str = "scenario.yaml", **c
     return path
 
 
-def server_processes() -> dict[int, str]:
-    """PID -> command line of every running bench_plugin server on this host."""
+def server_processes(campaigns_under: Path) -> dict[int, str]:
+    """PID -> command line of every running server of a campaign whose results are under ``campaigns_under``.
+
+    The local backend marks each server with BENCH_PLUGIN_CAMPAIGN=<results dir>, so servers of other
+    campaigns running on the same host at the same time are not mistaken for leftovers.
+    """
+    root = str(campaigns_under.resolve())
     found = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            environ = (entry / "environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if "bench_plugin.servers" in cmd and "pytest" not in cmd:
+        marker = b"BENCH_PLUGIN_CAMPAIGN="
+        marks = [v[len(marker):].decode(errors="replace") for v in environ if v.startswith(marker)]
+        if "bench_plugin.servers" in cmd and any(m.startswith(root) for m in marks):
             found[int(entry.name)] = cmd
     return found
 

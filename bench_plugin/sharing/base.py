@@ -25,11 +25,18 @@ class ClassPlacement:
 
     url: str
     device: str | None = None
+    """The host's name for the device: ``cpu``, ``cuda:N``, or a MIG instance's UUID."""
     pid: int | None = None
     command: list[str] | None = None
     env: dict[str, str] = field(default_factory=dict)
-    """Environment variables the backend set for this server (sharing knobs), for the record."""
+    """Every environment variable the backend set for this server (device pinning, sharing knobs)."""
     log: str | None = None
+    device_uuid: str | None = None
+    """The GPU or MIG UUID the server was pinned to (its CUDA_VISIBLE_DEVICES)."""
+    gpu: str | None = None
+    """The physical GPU under the device (a MIG instance's parent), so shares of one GPU count once."""
+    mps_daemon_pid: int | None = None
+    """The MPS control daemon this server was a client of (sharing ``mps``)."""
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,19 @@
-"""The local backend: reference servers as processes on this host's GPUs, or on its CPU.
+"""The local backend: the scenario's servers as processes on this host's GPUs, or on its CPU.
 
-- ``exclusive``: each class on a device of its own when there are enough devices; otherwise each
+- ``exclusive``: each class on a device of its own when there are enough whole GPUs; otherwise each
   class alone in turn (the solo control): one segment per class, nothing else running.
-- ``time-slicing``: every class's server at once on the same device; the driver (GPU) or the OS
-  scheduler (CPU) interleaves them.
-- ``mps`` and ``mig`` need NVIDIA GPUs with those features; they are refused, with the reason,
-  before a campaign starts on a host that cannot apply them.
+- ``time-slicing``: every class's server at once on the same GPU (or CPU); the driver (or the OS
+  scheduler) interleaves them.
+- ``mps``: as time-slicing, but every server is a client of an MPS control daemon started for the
+  segment in its own directories (sharing/mps.py) and stopped with it.
+- ``mig``: each class on its own existing MIG instance.
 
-Every server the backend starts it also stops, between segments, at the end, on Ctrl-C, and (by a
-parent-death signal) if the campaign process itself is killed.
+Every server on a GPU is pinned with ``CUDA_VISIBLE_DEVICES=<GPU or MIG UUID>`` and told
+``--device cuda:0``, so device numbering cannot drift between the backend and the server. What each
+mode and knob does, and what is refused, is decided in sharing/plan.py (docs/sharing-modes.md).
+
+Every server (and MPS daemon) the backend starts it also stops: between segments, at the end, on
+Ctrl-C, when a start fails, and (servers, by a parent-death signal) if the campaign is killed.
 """
 
 from __future__ import annotations
@@ -21,9 +26,21 @@ from typing import Any
 from bench_plugin.scenario import Arm, Scenario
 from bench_plugin.sharing.base import ApplyError, ClassPlacement, Placement, SharingBackend
 from bench_plugin.sharing.devices import Device, host_devices
+from bench_plugin.sharing.mps import (
+    DEFAULT_PIPE_DIRECTORY,
+    MPS_ENV_PREFIX,
+    MpsDaemon,
+    MpsError,
+    find_control_binary,
+    foreign_daemon_pipe,
+)
+from bench_plugin.sharing.plan import ServerPlan, assign_devices, check_arm, plan_segments, server_plan
 from bench_plugin.sharing.processes import ServerProcess, free_port, start_server
 
 HOST = "127.0.0.1"
+
+CAMPAIGN_ENV = "BENCH_PLUGIN_CAMPAIGN"
+"""Set in every server's environment to the campaign's results directory, so its processes can be found."""
 
 AUTO_SIZES: dict[str, dict[str, str]] = {
     "cpu": {"llm": "tiny", "embedding": "tiny", "asr": "tiny"},
@@ -31,9 +48,12 @@ AUTO_SIZES: dict[str, dict[str, str]] = {
 }
 """What ``size: auto`` means per device kind: small enough for two CPU cores, busy enough for a GPU."""
 
+INHERITED_BUT_DROPPED: tuple[str, ...] = (MPS_ENV_PREFIX, "CUDA_VISIBLE_DEVICES")
+"""Variables of the campaign's own environment that never reach a server: the arm sets them, or nothing does."""
+
 
 class LocalBackend(SharingBackend):
-    """Starts and stops the scenario's servers as local processes."""
+    """Starts and stops the scenario's servers (and an MPS daemon) as local processes."""
 
     name = "local"
 
@@ -41,91 +61,103 @@ class LocalBackend(SharingBackend):
         super().__init__(scenario)
         self.log_dir = log_dir
         self.devices, self.device_info = host_devices()
+        self.mps_control = find_control_binary()
+        """The MPS control binary; None where there is none (MPS arms are then refused)."""
+        self.mps_timeout_s = 30.0
+        self.default_mps_pipe_directory = DEFAULT_PIPE_DIRECTORY
+        """Where a daemon this tool did not start would listen for every CUDA process (checked, never touched)."""
         self.running: list[ServerProcess] = []
+        self.mps: MpsDaemon | None = None
 
     def describe(self) -> dict[str, Any]:
         return {
             "backend": self.name,
             "devices": [d.__dict__ for d in self.devices],
+            "mps_control": self.mps_control,
             **self.device_info,
         }
 
     def check(self, arm: Arm) -> None:
-        has_gpu = any(d.is_gpu for d in self.devices)
-        if arm.sharing in ("mps", "mig") and not has_gpu:
-            raise ApplyError(f"arm '{arm.name}': sharing '{arm.sharing}' needs an NVIDIA GPU; this host has none")
-        if arm.sharing in ("mps", "mig"):
-            raise ApplyError(f"arm '{arm.name}': sharing '{arm.sharing}' is not supported by the local backend yet")
-        for name, settings in arm.classes.items():
-            if settings.thread_percentage is not None and arm.sharing != "mps":
-                raise ApplyError(f"arm '{arm.name}': classes.{name}.thread_percentage needs sharing 'mps'")
-            if settings.memory_limit_mib is not None or settings.priority != "normal":
-                raise ApplyError(
-                    f"arm '{arm.name}': classes.{name}: memory limits and priorities need an NVIDIA GPU "
-                    "and are not supported by the local backend yet"
-                )
-            if settings.device is not None and settings.device not in [d.name for d in self.devices]:
-                known = ", ".join(d.name for d in self.devices)
-                raise ApplyError(f"arm '{arm.name}': classes.{name}.device {settings.device!r} is not on this "
-                                 f"host (devices: {known})")
+        names = self.scenario.classes.names()
+        kinds = {name: self.scenario.classes.get(name).server.kind for name in names}
+        foreign = foreign_daemon_pipe(self.default_mps_pipe_directory)
+        check_arm(arm, names, kinds, self.devices, mps_control=self.mps_control,
+                  foreign_mps_pipe=str(foreign) if foreign else None)
 
     def segments(self, arm: Arm, class_names: list[str]) -> list[list[str]]:
-        if arm.sharing == "exclusive" and len(self.devices) < len(class_names):
-            return [[name] for name in class_names]
-        return [list(class_names)]
-
-    def _device_for(self, arm: Arm, name: str, index: int) -> Device:
-        settings = arm.classes.get(name)  # type: ignore[call-overload]
-        if settings is not None and settings.device is not None:
-            return next(d for d in self.devices if d.name == settings.device)
-        if arm.sharing == "exclusive":
-            return self.devices[index % len(self.devices)]
-        return self.devices[0]
+        return plan_segments(arm, class_names, self.devices)
 
     def size(self, name: str, device: Device) -> str:
         """The reference-server preset for class ``name`` on ``device``."""
         size = self.scenario.classes.get(name).server.size
         return AUTO_SIZES["gpu" if device.is_gpu else "cpu"][name] if size == "auto" else size
 
-    def command(self, name: str, device: Device, port: int) -> list[str]:
-        """The command line that serves class ``name`` on ``device`` at ``port``."""
+    def command(self, name: str, device: Device, port: int, extra: list[str] | None = None) -> list[str]:
+        """The command line that serves class ``name`` on ``device`` at ``port`` (``extra``: sharing flags)."""
         spec = self.scenario.classes.get(name)
         server = spec.server
+        # The server sees only its own GPU (CUDA_VISIBLE_DEVICES), which is therefore cuda:0 inside it.
+        inside = "cuda:0" if device.is_gpu else "cpu"
         if server.kind == "command":
             assert server.command is not None
-            fill = {"port": str(port), "host": HOST, "device": device.name, "model": spec.model,
+            fill = {"port": str(port), "host": HOST, "device": inside, "model": spec.model,
                     "python": sys.executable, "log_dir": str(self.log_dir)}
             return [part.format(**fill) for part in server.command]
         cmd = [
             sys.executable, "-m", "bench_plugin.servers", name, "--host", HOST, "--port", str(port),
-            "--size", self.size(name, device), "--model-name", spec.model, "--device", device.name,
+            "--size", self.size(name, device), "--model-name", spec.model, "--device", inside,
         ]
         if server.threads is not None:
             cmd += ["--threads", str(server.threads)]
-        return cmd + list(server.args)
+        return cmd + list(extra or []) + list(server.args)
+
+    def plans(self, arm: Arm, class_names: list[str], mps_env: dict[str, str] | None = None) -> dict[str, ServerPlan]:
+        """Device, environment and flags of each class's server in one segment."""
+        devices = assign_devices(arm, class_names, self.devices)
+        return {name: server_plan(arm, name, devices[name], self.scenario.classes.get(name).server.kind, mps_env)
+                for name in class_names}
 
     def apply(self, arm: Arm, class_names: list[str], trial_id: int, segment: int) -> Placement:
         self.release()
         placements: dict[str, ClassPlacement] = {}
         try:
-            for index, name in enumerate(class_names):
-                device = self._device_for(arm, name, index)
-                port = free_port(HOST)
-                cmd = self.command(name, device, port)
-                env = {"PYTHONUNBUFFERED": "1"}
-                log = self.log_dir / f"trial-{trial_id:03d}-seg{segment}-{name}.log"
-                log.parent.mkdir(parents=True, exist_ok=True)
-                with open(log, "a", encoding="utf-8") as fh:
-                    fh.write(f"# {shlex.join(cmd)}\n")
-                proc = start_server(name, cmd, env, log)
-                self.running.append(proc)
-                placements[name] = ClassPlacement(
-                    url=f"http://{HOST}:{port}", device=device.name, pid=proc.pid, command=cmd, env=env, log=str(log)
-                )
-        except OSError as exc:
+            mps_env = self._start_mps(arm, class_names, trial_id, segment) if arm.sharing == "mps" else None
+            for name, plan in self.plans(arm, class_names, mps_env).items():
+                placements[name] = self._start(name, plan, trial_id, segment)
+        except (OSError, MpsError) as exc:
             self.release()
-            raise ApplyError(f"arm '{arm.name}': could not start a server: {exc}") from None
+            raise ApplyError(f"arm '{arm.name}': could not start: {exc}") from None
+        except BaseException:
+            self.release()  # Ctrl-C or a bug mid-start: leave nothing running, then let it through
+            raise
         return Placement(placements)
+
+    def _start_mps(self, arm: Arm, class_names: list[str], trial_id: int, segment: int) -> dict[str, str]:
+        if self.mps_control is None:
+            raise MpsError("nvidia-cuda-mps-control not found")
+        devices = assign_devices(arm, class_names, self.devices).values()
+        uuids = sorted({d.uuid for d in devices if d.uuid is not None})
+        self.mps = MpsDaemon(self.mps_control, uuids, timeout_s=self.mps_timeout_s,
+                             log_archive=self.log_dir / f"trial-{trial_id:03d}-seg{segment}-mps")
+        self.mps.start()
+        return self.mps.env
+
+    def _start(self, name: str, plan: ServerPlan, trial_id: int, segment: int) -> ClassPlacement:
+        port = free_port(HOST)
+        cmd = self.command(name, plan.device, port, plan.args)
+        log = self.log_dir / f"trial-{trial_id:03d}-seg{segment}-{name}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "a", encoding="utf-8") as fh:
+            settings = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(plan.env.items()))
+            fh.write(f"# {settings} {shlex.join(cmd)}\n")
+        marker = {CAMPAIGN_ENV: str(self.log_dir.parent.resolve())}
+        proc = start_server(name, cmd, {**plan.env, **marker}, log, drop=INHERITED_BUT_DROPPED)
+        self.running.append(proc)
+        return ClassPlacement(
+            url=f"http://{HOST}:{port}", device=plan.device.name, pid=proc.pid, command=cmd, env=plan.env,
+            log=str(log), device_uuid=plan.device.uuid, gpu=plan.device.gpu,
+            mps_daemon_pid=self.mps.pid if self.mps is not None else None,
+        )
 
     def exited(self, name: str) -> str | None:
         proc = next((p for p in self.running if p.name == name), None)
@@ -134,5 +166,11 @@ class LocalBackend(SharingBackend):
         return f"exit code {proc.exit_code()}; log {proc.log_path}: {proc.log_tail()}"
 
     def release(self) -> None:
-        while self.running:
-            self.running.pop().stop()
+        """Stop the servers (the MPS clients) first, then the MPS daemon, which waits for its clients."""
+        try:
+            while self.running:
+                self.running.pop().stop()
+        finally:
+            if self.mps is not None:
+                daemon, self.mps = self.mps, None
+                daemon.stop()

@@ -72,16 +72,22 @@ class ServerProcess:
             self.process.wait()
 
 
-def start_server(name: str, command: list[str], env: dict[str, str], log_path: Path) -> ServerProcess:
-    """Start ``command`` with ``env`` added to this process's environment, output to ``log_path``."""
+def start_server(name: str, command: list[str], env: dict[str, str], log_path: Path,
+                 drop: tuple[str, ...] = ()) -> ServerProcess:
+    """Start ``command`` with ``env`` added to this process's environment, output to ``log_path``.
+
+    Inherited variables whose names start with one of ``drop`` are left out, so a setting from the
+    caller's shell (an MPS pipe directory, a CUDA_VISIBLE_DEVICES) cannot leak into an arm.
+    """
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    inherited = {k: v for k, v in os.environ.items() if not (drop and k.startswith(drop))}
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
             command,
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
-            env={**os.environ, **env},
+            env={**inherited, **env},
             preexec_fn=_die_with_parent,
             start_new_session=True,
         )

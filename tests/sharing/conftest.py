@@ -1,0 +1,8 @@
+"""Pytest set-up for the sharing tests: makes sharing_testlib importable."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
