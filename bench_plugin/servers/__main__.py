@@ -17,6 +17,7 @@ from .api_audio import max_decode_tokens
 from .presets import ASR_PRESETS, DEFAULT_MODEL_NAMES, EMBEDDING_PRESETS, LLM_PRESETS
 
 _DTYPE_CHOICES = ("float32", "bfloat16", "float16")
+_STREAM_PRIORITIES = ("high", "normal", "low")
 _MIN_MODEL_LEN = 16  # the warm-up prefills 8 tokens and decodes after them
 
 
@@ -66,6 +67,20 @@ def _add_torch(p: argparse.ArgumentParser, sizes: list[str], max_batch: int, dyn
     )
     p.add_argument("--threads", type=_positive_int, default=None, help="torch CPU threads (torch.set_num_threads)")
     p.add_argument(
+        "--memory-limit-mib",
+        type=_positive_int,
+        default=None,
+        help="cap PyTorch's GPU allocator at N MiB (torch.cuda.set_per_process_memory_fraction; CUDA only; "
+        "memory allocated outside PyTorch is not counted)",
+    )
+    p.add_argument(
+        "--stream-priority",
+        choices=_STREAM_PRIORITIES,
+        default="normal",
+        help="run the model on a CUDA stream of this priority (the ends of torch.cuda.Stream.priority_range()); "
+        "it orders kernels against this process's other streams only, not against other processes (CUDA only)",
+    )
+    p.add_argument(
         "--max-batch-size",
         type=_positive_int,
         default=max_batch,
@@ -108,6 +123,12 @@ def _add_synthetic(syn: argparse.ArgumentParser) -> None:
         "--tokens-per-second", type=_positive_int, default=3, help="transcription words per second of audio (default 3)"
     )
     syn.add_argument("--embedding-dim", type=_positive_int, default=384, help="embedding size (default 384)")
+    syn.add_argument(
+        "--max-concurrency",
+        type=int,
+        default=0,
+        help="requests served at once; later ones queue, so capacity is known (default 0: unlimited)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -158,12 +179,18 @@ def _validate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None
                 f"--tokens-per-second {args.tokens_per_second} needs {needed} decoder positions for "
                 f"30 s of audio; the model has {ASR_PRESETS[size].n_text_ctx}"
             )
-    from .torch_common import resolve_device, resolve_dtype  # torch only for the model servers
+    from .torch_common import check_sharing_flags, resolve_device, resolve_dtype  # torch only for model servers
 
     try:
-        resolve_dtype(args.dtype, resolve_device(args.device))
+        device = resolve_device(args.device)
+        resolve_dtype(args.dtype, device)
     except ValueError as exc:
         parser.error(str(exc))
+    try:
+        check_sharing_flags(device, args.memory_limit_mib, args.stream_priority)
+    except ValueError as exc:
+        # One line, no usage text: the flags parsed fine; this host cannot honour them.
+        parser.exit(2, f"{parser.prog} {args.kind}: error: {exc}\n")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -98,7 +98,7 @@ class AsrRoutes:
 def run(args: argparse.Namespace) -> int:
     """Entry point for ``python -m bench_plugin.servers asr``."""
     device = resolve_device(args.device)
-    configure_torch(args.threads, device)
+    configure_torch(args.threads, device, args.memory_limit_mib, args.stream_priority)
     dtype = resolve_dtype(args.dtype, device)
     cfg = ASR_PRESETS[args.size]
     metrics = ServerMetrics()

@@ -99,7 +99,7 @@ def _config(args: argparse.Namespace) -> LlmConfig:
 def run(args: argparse.Namespace) -> int:
     """Entry point for ``python -m bench_plugin.servers llm``."""
     device = resolve_device(args.device)
-    configure_torch(args.threads, device)
+    configure_torch(args.threads, device, args.memory_limit_mib, args.stream_priority)
     dtype = resolve_dtype(args.dtype, device)
     cfg = _config(args)
     max_model_len = args.max_model_len or cfg.default_max_model_len

@@ -43,6 +43,8 @@ class RequestRecord:
     endpoint: str
     received_s: float
     slow: bool
+    started_s: float = 0.0
+    """When service began: received_s, or later when --max-concurrency made it queue."""
     first_token_s: float | None = None
     end_s: float | None = None
     output_tokens: int = 0
@@ -61,6 +63,7 @@ class RequestRecord:
             "received_s": self.received_s,
             "first_token_s": first,
             "end_s": end,
+            "queue_ms": (self.started_s - self.received_s) * 1000.0,
             "ttft_ms": None if first is None else (first - self.received_s) * 1000.0,
             "e2e_ms": (end - self.received_s) * 1000.0,
             "tpot_ms": tpot,
@@ -95,6 +98,8 @@ class SyntheticServer:
         self.metrics = state.metrics
         self.tokenizer = WordTokenizer(_VOCAB)
         self._seq = itertools.count()
+        limit = getattr(args, "max_concurrency", 0)
+        self._slots = asyncio.Semaphore(limit) if limit > 0 else None
         self._log: IO[str] | None = open(args.timing_log, "a", buffering=1) if args.timing_log else None  # noqa: SIM115
 
     # -- Backend protocol: readiness is just a timer. -------------------------------
@@ -128,7 +133,13 @@ class SyntheticServer:
         """Run ``work`` under a new record; log it with its final status whatever happens."""
         rec = self._begin(endpoint)
         try:
-            response = await work(rec)
+            if self._slots is not None:
+                async with self._slots:
+                    rec.started_s = time.time()
+                    response = await work(rec)
+            else:
+                rec.started_s = rec.received_s
+                response = await work(rec)
             rec.status = response.status
             return response
         except ApiError as exc:
@@ -143,7 +154,7 @@ class SyntheticServer:
     # -- text generation ------------------------------------------------------------
     async def _tokens(self, rec: RequestRecord, n: int) -> AsyncGenerator[str, None]:
         """Yield ``n`` pieces: the first at received + TTFT, then one every ITL."""
-        first_at = rec.received_s + self.args.ttft_ms / 1000.0 + self._extra_s(rec)
+        first_at = rec.started_s + self.args.ttft_ms / 1000.0 + self._extra_s(rec)
         span = self.tokenizer.vocab_size - RESERVED_TOKENS
         for i in range(n):
             await sleep_until(first_at + i * self.args.itl_ms / 1000.0)
@@ -175,7 +186,7 @@ class SyntheticServer:
 
     # -- embeddings and transcriptions ----------------------------------------------
     def _deadline(self, rec: RequestRecord) -> float:
-        return rec.received_s + self.args.latency_ms / 1000.0 + self._extra_s(rec)
+        return rec.started_s + self.args.latency_ms / 1000.0 + self._extra_s(rec)
 
     async def embeddings(self, request: web.Request) -> web.StreamResponse:
         """POST /v1/embeddings: deterministic vectors after ``--latency-ms``."""

@@ -18,6 +18,11 @@ from torch import nn
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 INIT_STD = 0.02
+MIB = 1024 * 1024
+
+# The stream the model runs on when --stream-priority is not normal; made current on the model's
+# thread by build_model (CUDA's current stream is per thread).
+_model_stream: torch.cuda.Stream | None = None
 
 M = TypeVar("M", bound=nn.Module)
 
@@ -60,7 +65,13 @@ def dtype_choices() -> list[str]:
 
 
 def build_model(factory: Callable[[], M], device: torch.device, dtype: torch.dtype, seed: int) -> M:
-    """Construct ``factory()`` on ``device`` in ``dtype`` and seed its weights."""
+    """Construct ``factory()`` on ``device`` in ``dtype`` and seed its weights.
+
+    Every server calls this on the thread that then runs the model (the engine or batcher worker),
+    so that is where the stream chosen by ``--stream-priority`` is made current.
+    """
+    if _model_stream is not None:
+        torch.cuda.set_stream(_model_stream)
     with torch.device(device), _default_dtype(dtype):
         model = factory()
     init_weights(model, seed)
@@ -99,15 +110,78 @@ def init_weights(model: nn.Module, seed: int) -> None:
                 param.normal_(0.0, INIT_STD, generator=generator)
 
 
-def configure_torch(threads: int | None, device: torch.device) -> None:
-    """Process-wide torch settings for a server: CPU threads and attention backends.
+def configure_torch(
+    threads: int | None, device: torch.device, memory_limit_mib: int | None = None, stream_priority: str = "normal"
+) -> None:
+    """Process-wide torch settings for a server: CPU threads, attention backends, sharing flags.
 
     ``threads`` pins torch's intra-op CPU threads (``--threads``; None keeps the default).
     On CUDA the cuDNN attention backend is switched off: it builds a new execution plan
     for every new shape (40-70 ms each on an H200), and the KV length grows by one every
     decode step, so it stalled each step; the memory-efficient kernel has no such cost.
+    ``memory_limit_mib`` and ``stream_priority`` are applied before the model loads
+    (:func:`cap_memory`, :func:`make_model_stream`); call :func:`check_sharing_flags` first.
     """
     if threads is not None:
         torch.set_num_threads(threads)
     if device.type == "cuda":
         torch.backends.cuda.enable_cudnn_sdp(False)
+        if memory_limit_mib is not None:
+            cap_memory(device, memory_limit_mib)
+        make_model_stream(device, stream_priority)
+
+
+def check_sharing_flags(device: torch.device, memory_limit_mib: int | None, stream_priority: str) -> None:
+    """Raise ValueError if ``--memory-limit-mib`` or ``--stream-priority`` cannot take effect on ``device``.
+
+    Both act on CUDA only; on a CPU they would be silently ignored, so they are refused instead.
+    """
+    if device.type != "cuda":
+        if memory_limit_mib is not None:
+            raise ValueError(f"--memory-limit-mib needs a CUDA device; this server would run on {device}")
+        if stream_priority != "normal":
+            raise ValueError(f"--stream-priority {stream_priority} needs a CUDA device; this server would run on "
+                             f"{device}")
+        return
+    if memory_limit_mib is not None:
+        total = torch.cuda.get_device_properties(device).total_memory // MIB
+        if memory_limit_mib > total:
+            raise ValueError(f"--memory-limit-mib {memory_limit_mib} is more than {device} has ({total} MiB)")
+
+
+def cap_memory(device: torch.device, memory_limit_mib: int) -> float:
+    """Cap PyTorch's caching allocator on ``device`` at ``memory_limit_mib``; returns the fraction set.
+
+    This is torch.cuda.set_per_process_memory_fraction: allocations past the cap raise an
+    out-of-memory error inside PyTorch. It caps PyTorch's allocator only: the CUDA context,
+    cuBLAS/cuDNN workspaces made outside it and any other library's memory are not counted
+    (a driver-enforced cap needs MPS: CUDA_MPS_PINNED_DEVICE_MEM_LIMIT).
+    """
+    total = torch.cuda.get_device_properties(device).total_memory
+    fraction = min(1.0, memory_limit_mib * MIB / total)
+    torch.cuda.set_per_process_memory_fraction(fraction, device)
+    print(f"bench-server memory cap: {memory_limit_mib} MiB = {fraction:.4f} of {total // MIB} MiB "
+          "(PyTorch allocator only)", flush=True)
+    return fraction
+
+
+def make_model_stream(device: torch.device, priority: str) -> torch.cuda.Stream | None:
+    """Create the stream the model will run on for ``priority`` high or low; None (default stream) for normal.
+
+    The priorities are the ends of torch.cuda.Stream.priority_range() ((0, -3) on an H200, lower
+    is higher; the default stream is 0, so ``low`` equals the default there). A stream priority
+    orders this process's kernels against its OTHER streams: per NVIDIA's runtime docs a stream
+    belongs to its process's CUDA context, and without MPS the GPU time-slices between the contexts
+    of different processes, so it does not order one server's kernels against another's. Across
+    processes, priority needs MPS (CUDA_MPS_CLIENT_PRIORITY).
+    """
+    global _model_stream
+    if priority == "normal":
+        _model_stream = None
+        return None
+    with torch.cuda.device(device):
+        least, greatest = torch.cuda.Stream.priority_range()  # type: ignore[call-arg]  # static; stub lacks it
+        value = greatest if priority == "high" else least
+        _model_stream = torch.cuda.Stream(device=device, priority=value)
+    print(f"bench-server stream priority: {priority} = {value} (range least {least}, greatest {greatest})", flush=True)
+    return _model_stream

@@ -17,7 +17,7 @@ from servers_testlib import ServerProcess, assert_openai_error, make_wav, post, 
 TOLERANCE_MS = 8.0
 LOG_FIELDS = {
     "seq", "endpoint", "received_s", "first_token_s", "end_s", "ttft_ms", "e2e_ms", "tpot_ms",
-    "output_tokens", "slow", "status",
+    "output_tokens", "slow", "status", "queue_ms",
 }  # fmt: skip
 
 
@@ -143,3 +143,18 @@ def test_concurrency_is_unlimited(synthetic_server: ServerProcess) -> None:
     with ThreadPoolExecutor(16) as pool:
         latencies = list(pool.map(one, range(16)))
     assert max(latencies) < SYNTHETIC_LATENCY_MS + 40, latencies
+
+
+def test_max_concurrency_queues_the_rest(start_server: StartServer, tmp_path: Path) -> None:
+    """With one slot and 40 ms per request, four at once end ~40, 80, 120, 160 ms after arrival."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    log = tmp_path / "queue.jsonl"
+    server = start_server("synthetic", "--latency-ms", "40", "--max-concurrency", "1", "--timing-log", str(log))
+    server.wait_ready()
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(lambda _: post(server, "/v1/embeddings", {"input": "a"}), range(4)))
+    lines = sorted(_wait_for_lines(log, 4), key=lambda line: float(line["e2e_ms"]))  # type: ignore[arg-type]
+    for k, line in enumerate(lines):
+        assert abs(float(line["e2e_ms"]) - 40.0 * (k + 1)) < 15.0, lines  # type: ignore[arg-type]
+        assert abs(float(line["queue_ms"]) - 40.0 * k) < 15.0, lines  # type: ignore[arg-type]
