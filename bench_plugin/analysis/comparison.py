@@ -147,6 +147,11 @@ def _searched_arm(arm: dict[str, Any], mine: list[TrialSummary], reference: list
     text = (f"boundary at {format_offered(offered)} (scale {capacity.scale.mean:.3g} of the mix; "
             f"search status: {status})" if capacity and capacity.scale.mean is not None
             else f"no boundary found (search status: {status})")
+    if capacity is not None:
+        runs = spread([r.runs for r in capacity.per_repeat]).mean or 0
+        sweep = spread([r.fixed_sweep_runs for r in capacity.per_repeat]).mean or 0
+        text += (f". The search took {runs:.0f} stage-runs per trial; an even sweep to the same precision "
+                 f"would have needed {sweep:.0f}.")
     boundary = Boundary(status, text, capacity.scale if capacity else spread([]), offered, None, (), ())
     verdict = None
     ref_capacity = arm_capacity(control_trials, None) if reference is not None else None

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -151,23 +152,41 @@ def _ordered(mapping: dict[str, Any]) -> dict[str, Any]:
     return {name: mapping[name] for name in WORKLOAD_CLASSES if name in mapping}
 
 
+def _aligned(trials: list[TrialSummary]) -> tuple[list[Any], Callable[[TrialSummary], dict[Any, StageSummary]]]:
+    """How stages line up across trials: by stage index in a fixed sweep; by offered load when searched.
+
+    An adaptive search runs different scales in different orders per trial, so there the same
+    offered load is the same stage, listed from the lowest load up.
+    """
+    if not any(t.search for t in trials):
+        keys: list[Any] = list(range(max((len(t.stages) for t in trials), default=0)))
+        return keys, lambda t: dict(enumerate(t.stages))
+
+    def by_load(trial: TrialSummary) -> dict[Any, StageSummary]:
+        return {tuple(sorted(s.offered.items())): s for s in trial.stages}
+
+    loads = {key for t in trials for key in by_load(t)}
+    return sorted(loads, key=lambda key: (sum(v for _, v in key), key)), by_load
+
+
 def _arm_figures(trials: list[TrialSummary], arm: str, control: str | None) -> list[dict[str, Any]]:
     """Per stage and class: figures over the arm's repeats, and throughput normalised to the control."""
     mine = [t for t in trials if t.arm == arm]
     theirs = {t.repeat: t for t in trials if t.arm == control}
-    n_stages = max((len(t.stages) for t in mine), default=0)
+    keys, stages_of = _aligned(mine)
     out = []
-    for index in range(n_stages):
+    for index, key in enumerate(keys):
         stage_classes: dict[str, Any] = {}
-        names = [n for n in WORKLOAD_CLASSES if any(index < len(t.stages) and n in t.stages[index].classes
-                                                     for t in mine)]
+        present = [stages_of(t)[key] for t in mine if key in stages_of(t)]
+        names = [n for n in WORKLOAD_CLASSES if any(n in s.classes for s in present)]
         for name in names:
-            runs = [(t.repeat, t.stages[index].classes[name]) for t in mine
-                    if index < len(t.stages) and name in t.stages[index].classes]
+            runs = [(t.repeat, stages_of(t)[key].classes[name]) for t in mine
+                    if key in stages_of(t) and name in stages_of(t)[key].classes]
             ratios = []
             for repeat, stats in runs:
                 ref = theirs.get(repeat)
-                ref_stats = ref.stages[index].classes.get(name) if ref and index < len(ref.stages) else None
+                ref_stage = stages_of(ref).get(key) if ref else None
+                ref_stats = ref_stage.classes.get(name) if ref_stage else None
                 if ref_stats is not None and ref_stats.throughput_rps > 0:
                     ratios.append(stats.throughput_rps / ref_stats.throughput_rps)
             fig: dict[str, Any] = {
@@ -181,7 +200,7 @@ def _arm_figures(trials: list[TrialSummary], arm: str, control: str | None) -> l
                 fig["ttft_p95_ms"] = spread([s.ttft_ms["p95"] if s.ttft_ms else None for _, s in runs]).to_dict()
                 fig["tpot_p95_ms"] = spread([s.tpot_ms["p95"] if s.tpot_ms else None for _, s in runs]).to_dict()
             stage_classes[name] = fig
-        offered = next((t.stages[index].offered for t in mine if index < len(t.stages)), {})
+        offered = present[0].offered if present else {}
         out.append({"index": index, "offered": offered, "classes": stage_classes})
     return out
 
