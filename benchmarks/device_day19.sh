@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Runs a GPU campaign (default scenarios/day19-h200.yaml) on an NVIDIA GPU host in one go, checks that
+# it left the GPU as it found it (same compute/MIG/persistence settings, no server or MPS process, no
+# compute process on the GPU), and packs the results into $OUT (at most 8 files, for the device tool).
+#
+#   bash benchmarks/device_day19.sh [SCENARIO] [extra locust flags...]
+#
+# Python packages the GPU host lacks (locust and its dependencies, pydantic) are installed from .whl/
+# when that folder exists (benchmarks/fetch_device_wheels.sh fills it).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT_DIR=${OUT:-/tmp/day19-out}
+SCENARIO=${1:-scenarios/day19-h200.yaml}
+shift || true
+mkdir -p "$OUT_DIR"
+
+if compgen -G ".whl/*.whl" >/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+    .whl/*.whl || { echo "device_day19: installing the carried wheels failed" >&2; exit 2; }
+  export PYTHONPATH=/tmp/site
+fi
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+
+settings() {
+  nvidia-smi --query-gpu=index,uuid,name,driver_version,compute_mode,mig.mode.current,persistence_mode \
+    --format=csv,noheader
+}
+before=$(settings)
+results=/tmp/device-campaign
+rm -rf "$results"
+python3 -m locust --headless --only-summary -f locustfiles/mixed.py --scenario "$SCENARIO" \
+  --results-dir "$results" "$@" > "$OUT_DIR/locust.log" 2>&1
+rc=$?
+sleep 2
+after=$(settings)
+
+{
+  echo "exit code: $rc"
+  echo "GPU before: $before"
+  echo "GPU after:  $after"
+  [ "$before" = "$after" ] && echo "settings unchanged: yes" || echo "settings unchanged: NO"
+  servers=$(pgrep -af "bench_plugin[.]servers" || true)
+  mps=$(pgrep -af "nvidia-cuda-mps" || true)
+  apps=$(nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader)
+  echo "server processes left: ${servers:-none}"
+  echo "MPS processes left: ${mps:-none}"
+  echo "compute processes on the GPU: ${apps:-none}"
+} > "$OUT_DIR/check.txt"
+cat "$OUT_DIR/check.txt"
+tail -n 5 "$OUT_DIR/locust.log"
+
+for name in summary.json summary.md report.html report.md; do
+  [ -f "$results/$name" ] && cp "$results/$name" "$OUT_DIR/"
+done
+tar -C "$(dirname "$results")" -czf "$OUT_DIR/results.tar.gz" "$(basename "$results")"
+
+grep -q "settings unchanged: yes" "$OUT_DIR/check.txt" && grep -q "server processes left: none" "$OUT_DIR/check.txt" \
+  && grep -q "MPS processes left: none" "$OUT_DIR/check.txt" || { echo "device_day19: the GPU was not left as found" >&2; exit 3; }
+exit "$rc"
