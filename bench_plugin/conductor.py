@@ -61,6 +61,7 @@ class Conductor:
         announce: Callable[[StageAssignment], None],
         stop_stage: Callable[[tuple[int, int, int]], None],
         in_flight: Callable[[], int],
+        in_flight_of: Callable[[tuple[int, int, int]], list[tuple[str, float]]] = lambda key: [],
     ) -> None:
         self.scenario = scenario
         self.class_names = class_names
@@ -72,6 +73,7 @@ class Conductor:
         self.announce = announce
         self.stop_stage = stop_stage
         self.in_flight = in_flight
+        self.in_flight_of = in_flight_of
         self.guard = RollbackGuard(scenario)
         self.tally: StageTally | None = None
         self.gpu: NvmlSampler | None = None
@@ -283,7 +285,7 @@ class Conductor:
         while (remaining := assignment.end_s - time.time()) > 0:
             gevent.sleep(min(0.5, remaining))
             assert self.tally is not None
-            reason = self.guard.check(self.tally)
+            reason = self.guard.check(self.tally, self.in_flight_of(assignment.key))
             if reason is not None:
                 return reason
         return None

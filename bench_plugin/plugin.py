@@ -78,7 +78,7 @@ class BenchPlugin:
         self.conductor = Conductor(
             scenario=scenario, class_names=class_names, trials=trials, backend=backend, recorder=self.recorder,
             request_sets=self.request_sets, events=self.events, announce=self._announce,
-            stop_stage=self._stop_stage, in_flight=self._in_flight,
+            stop_stage=self._stop_stage, in_flight=self._in_flight, in_flight_of=self.state.in_flight_of,
         )
         self.greenlet: gevent.Greenlet | None = None
         self.finalized = False

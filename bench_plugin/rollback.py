@@ -3,12 +3,15 @@
 The scenario states the conditions beforehand (the seed: define rollback conditions before the
 failure, not after): a class whose error rate passes a multiple of its error budget, or whose P95 so
 far passes a multiple of its P95 SLO, aborts the stage, and the trial's higher stages are skipped.
-A server that stops answering altogether trips the condition through its timeouts (each class's
-request_timeout_s), which count as errors.
+Requests still in flight count as well, once they are older than the P95 limit: they will end past
+it whatever happens, and an overloaded server whose requests stop ending would otherwise never trip
+the condition (nothing ends, so nothing is judged) and be waited out to the end of the stage.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -41,19 +44,29 @@ class RollbackGuard:
         self.scenario = scenario
         self.rules = scenario.rollback
 
-    def check(self, tally: StageTally) -> str | None:
-        """The reason to abort the stage now, or None."""
-        for name, latencies in tally.latencies.items():
-            ended = len(latencies)
-            if ended < self.rules.min_requests:
-                continue
+    def check(self, tally: StageTally, in_flight: Sequence[tuple[str, float]] = ()) -> str | None:
+        """The reason to abort the stage now, or None.
+
+        ``in_flight`` lists (class, intended send time) of the stage's requests not yet ended.
+        """
+        now = time.time()
+        for name in sorted(set(tally.latencies) | {workload for workload, _ in in_flight}):
             spec = self.scenario.classes.get(name)
+            limit_ms = spec.slo.p95_ms * self.rules.max_p95_multiple
+            overdue = sum(1 for workload, t in in_flight if workload == name and (now - t) * 1000 > limit_ms)
+            latencies = tally.latencies.get(name, [])
+            ended = len(latencies)
+            if ended + overdue < self.rules.min_requests:
+                continue
             errors = tally.errors.get(name, 0)
-            if errors / ended > spec.error_budget * self.rules.max_error_rate_multiple:
+            if ended and errors / ended > spec.error_budget * self.rules.max_error_rate_multiple:
                 return (f"{name} error rate {errors / ended:.1%} passed {self.rules.max_error_rate_multiple:g}x "
                         f"its error budget ({spec.error_budget:.1%})")
-            p95 = float(np.percentile(latencies, 95))
-            if p95 > spec.slo.p95_ms * self.rules.max_p95_multiple:
-                return (f"{name} P95 {p95:.0f} ms passed {self.rules.max_p95_multiple:g}x its SLO "
-                        f"({spec.slo.p95_ms:g} ms)")
+            # A stuck request's latency is unknown but past the limit: any value past it decides the same.
+            p95 = float(np.percentile(latencies + [2 * limit_ms] * overdue, 95))
+            if p95 > limit_ms:
+                late = sum(1 for v in latencies if v > limit_ms) + overdue
+                stuck = f", {overdue} of them still in flight" if overdue else ""
+                return (f"{name} P95 passed {self.rules.max_p95_multiple:g}x its SLO ({spec.slo.p95_ms:g} ms): "
+                        f"{late} of {ended + overdue} requests took longer than {limit_ms:g} ms{stuck}")
         return None

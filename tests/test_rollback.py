@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import yaml
@@ -45,7 +46,7 @@ def test_p95_past_its_multiple(tmp_path: Path) -> None:
     for i in range(20):
         tally.add(sample(600 if i >= 18 else 50))  # P95 falls in the 600 ms tail; limit is 500 ms
     reason = guard(tmp_path).check(tally)
-    assert reason is not None and "llm P95" in reason and "5x its SLO (100 ms)" in reason
+    assert reason == "llm P95 passed 5x its SLO (100 ms): 2 of 20 requests took longer than 500 ms"
 
 
 def test_error_rate_past_its_multiple(tmp_path: Path) -> None:
@@ -61,3 +62,16 @@ def test_samples_of_other_stages_are_ignored(tmp_path: Path) -> None:
     for _ in range(30):
         tally.add(sample(10_000, stage=1))
     assert tally.latencies == {}
+
+
+def test_requests_stuck_in_flight_trip_the_p95_before_they_end(tmp_path: Path) -> None:
+    """An overloaded server whose requests stop ending: nothing ended is slow, the stuck ones decide."""
+    tally = StageTally((1, 0, 0))
+    for _ in range(5):
+        tally.add(sample(50))
+    now = time.time()
+    stuck = [("llm", now - 2.0)] * 20 + [("llm", now - 0.1)] * 5  # 2 s old > 5 x 100 ms; 0.1 s old is not
+    reason = guard(tmp_path).check(tally, stuck)
+    assert reason == ("llm P95 passed 5x its SLO (100 ms): 20 of 25 requests took longer than 500 ms, "
+                      "20 of them still in flight")
+    assert guard(tmp_path).check(tally, [("llm", now - 0.1)] * 25) is None

@@ -76,9 +76,14 @@ def find_device(devices: list[Device], wanted: str) -> Device | None:
 
 
 def plan_segments(arm: Arm, class_names: list[str], devices: list[Device]) -> list[list[str]]:
-    """Groups of classes measured together: an exclusive arm short of devices runs each class alone in turn."""
-    if arm.sharing == "exclusive" and len(whole_devices(devices)) < len(class_names):
-        return [[name] for name in class_names]
+    """Groups of classes measured together.
+
+    An exclusive arm short of devices runs the classes in turn, as many at once as there are devices
+    (each on its own): on one device each class alone, on two GPUs with three classes two then one.
+    """
+    per_segment = max(1, len(whole_devices(devices)))
+    if arm.sharing == "exclusive" and per_segment < len(class_names):
+        return [class_names[i:i + per_segment] for i in range(0, len(class_names), per_segment)]
     return [list(class_names)]
 
 

@@ -166,8 +166,8 @@ class WorkloadUser(FastHttpUser):
             workload=self.workload, trial=a.trial, segment=a.segment, stage=a.stage, seq=seq, item=item,
             intended_s=intended, sent_s=intended, end_s=0.0, ok=False, worker=self.state.worker_id,
         )
-        counts = self.state.in_flight
-        counts[self.workload] = counts.get(self.workload, 0) + 1
+        token = id(sample)
+        self.state.pending[token] = (self.workload, a.key, intended)
         try:
             prepared = self.prepare(load, self.requests[item], sample)
             wait_until(intended)
@@ -181,7 +181,7 @@ class WorkloadUser(FastHttpUser):
             sample.ok, sample.error, sample.detail = False, "cancelled", "the run stopped before the reply"
             raise
         finally:
-            counts[self.workload] -= 1
+            del self.state.pending[token]
             if not sample.end_s:
                 sample.end_s = time.time()
             self.state.sink(sample)

@@ -78,7 +78,8 @@ class LoadState:
         self._assignment: StageAssignment | None = None
         self._stopped: set[tuple[int, int, int]] = set()
         self._changed = Event()
-        self.in_flight: dict[str, int] = {}
+        self.pending: dict[int, tuple[str, tuple[int, int, int], float]] = {}
+        """Requests sent and not yet ended: token -> (class, stage key, intended send time)."""
 
     def assign(self, assignment: StageAssignment) -> None:
         """Start a stage (called by the message handler)."""
@@ -117,7 +118,11 @@ class LoadState:
 
     def total_in_flight(self) -> int:
         """Requests sent and not yet ended, over all classes."""
-        return sum(self.in_flight.values())
+        return len(self.pending)
+
+    def in_flight_of(self, key: tuple[int, int, int]) -> list[tuple[str, float]]:
+        """(class, intended send time) of every request of stage ``key`` still in flight."""
+        return [(workload, intended) for workload, k, intended in self.pending.values() if k == key]
 
     def sleep_until(self, when_s: float, key: tuple[int, int, int]) -> bool:
         """Sleep to epoch ``when_s``; False if the stage stopped meanwhile."""

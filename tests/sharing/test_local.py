@@ -74,3 +74,9 @@ def test_command_servers_get_cuda_0_as_device(tmp_path: Path) -> None:
     b = backend(tmp_path, GPUS, servers=servers)
     assert b.command("llm", GPUS[1], 9000) == ["serve", "--device", "cuda:0", "--port", "9000"]
     assert b.command("llm", CPU[0], 9000) == ["serve", "--device", "cpu", "--port", "9000"]
+
+
+def test_exclusive_short_of_gpus_runs_as_many_classes_at_once_as_there_are_gpus(tmp_path: Path) -> None:
+    b = backend(tmp_path, GPUS[:2])
+    arm = b.scenario.arm("exclusive")
+    assert b.segments(arm, CLASSES) == [["llm", "embedding"], ["asr"]]
