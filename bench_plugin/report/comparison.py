@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench_plugin.analysis.boundary import format_offered
+
 Figure = dict[str, Any]
 """A spread over repeats as it appears in summary.json."""
 
@@ -140,13 +142,8 @@ def significance_text(fig: Figure | None, digits: int = 2, suffix: str = "") -> 
     return text
 
 
-def offered_text(offered: dict[str, float], arrival: dict[str, str] | None = None) -> str:
-    """``llm 2 req/s, embedding 4 req/s`` (``users`` for a closed-loop class)."""
-    parts = []
-    for name, load in offered.items():
-        unit = "users" if arrival and arrival.get(name) == "closed" else "req/s"
-        parts.append(f"{name} {load:g} {unit}")
-    return ", ".join(parts)
+offered_text = format_offered
+"""``llm 2 req/s, embedding 4 req/s`` (``users`` for a closed-loop class): the analysis's own wording."""
 
 
 def boundary_text(boundary: Boundary | None) -> str:
