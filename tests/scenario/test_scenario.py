@@ -9,7 +9,7 @@ import yaml
 
 from bench_plugin.scenario import ScenarioError, changed_variables, load_scenario, scenario_sha256
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))
 
 MINIMAL = {

@@ -1,24 +1,16 @@
-"""Scenario: the one YAML experiment a campaign runs, as strict, validated models.
+"""Scenario models: the one YAML experiment a campaign runs, as strict, validated models.
 
 A scenario fixes everything that must stay the same across arms (workload classes, their models,
 request sets, arrival processes, stages, SLOs) and lists the arms that each change exactly one
 variable against their baseline (the control arm unless an arm names another). Unknown keys are
 rejected: a typo in a fixed condition would otherwise silently change the experiment.
-
-Two file forms load: the plain scenario mapping, and the seed's Kubernetes ConfigMap, whose
-``data.change / fixed / metrics / repeats`` keys describe the experiment and whose ``data.scenario``
-key holds the full scenario as a YAML string.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 WORKLOAD_CLASSES: tuple[str, ...] = ("llm", "embedding", "asr")
 """The workload classes, in the order they appear in every table."""
@@ -356,127 +348,3 @@ def changed_variables(base: Arm, arm: Arm, class_names: list[str]) -> list[str]:
     """Names of the variables whose values differ between two arms."""
     a, b = base.variables(class_names), arm.variables(class_names)
     return [key for key in a if a[key] != b[key]]
-
-
-def load_scenario(path: str | Path, **overrides: Any) -> Scenario:
-    """Load, validate and return the scenario in ``path``; raises ScenarioError naming file, key and value.
-
-    ``overrides`` (``arm``, ``repeats``, ``stage_duration``) narrow the experiment for quick runs; they
-    are recorded with the results so a shortened run is never mistaken for the full one.
-    """
-    path = Path(path)
-    data = _read_mapping(path)
-    data = _unwrap_configmap(path, data)
-    try:
-        scenario = Scenario.model_validate(data)
-    except ValidationError as exc:
-        raise ScenarioError(_format_validation_error(path, exc)) from None
-    return apply_overrides(scenario, path, **overrides)
-
-
-def apply_overrides(
-    scenario: Scenario,
-    path: Path,
-    arm: str | None = None,
-    repeats: int | None = None,
-    stage_duration: float | None = None,
-) -> Scenario:
-    """Return ``scenario`` narrowed to one arm, another repeat count, or shorter stages."""
-    update: dict[str, Any] = {}
-    if arm is not None:
-        names = [a.name for a in scenario.arms]
-        if arm not in names:
-            raise ScenarioError(f"{path}: --arm {arm!r} is not an arm of this scenario (arms: {', '.join(names)})")
-        chosen = scenario.arm(arm)
-        update["arms"] = [chosen.model_copy(update={"control": True, "baseline": None})]
-    if repeats is not None:
-        if repeats < 1:
-            raise ScenarioError(f"{path}: --repeats must be at least 1, got {repeats}")
-        update["repeats"] = repeats
-    if stage_duration is not None:
-        if stage_duration <= 0:
-            raise ScenarioError(f"{path}: --stage-duration must be positive, got {stage_duration}")
-        update["stages"] = [s.model_copy(update={"duration_s": stage_duration}) for s in scenario.stages]
-        if scenario.search is not None:
-            update["search"] = scenario.search.model_copy(update={"stage_duration_s": stage_duration})
-    return scenario.model_copy(update=update) if update else scenario
-
-
-def scenario_sha256(scenario: Scenario) -> str:
-    """A stable hash of the validated scenario (after overrides), for every result it produces."""
-    canonical = json.dumps(scenario.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()
-
-
-def _read_mapping(path: Path) -> dict[str, Any]:
-    if not path.exists():
-        raise ScenarioError(f"{path}: scenario file not found")
-    if path.is_dir():
-        raise ScenarioError(f"{path}: is a directory, not a scenario file")
-    text = path.read_text(encoding="utf-8", errors="replace")
-    if not text.strip():
-        raise ScenarioError(f"{path}: scenario file is empty")
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ScenarioError(f"{path}: not valid YAML{where}: {problem}") from None
-    if not isinstance(data, dict):
-        raise ScenarioError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
-    return data
-
-
-def _unwrap_configmap(path: Path, data: dict[str, Any]) -> dict[str, Any]:
-    if data.get("kind") != "ConfigMap":
-        return data
-    cm = data.get("data")
-    if not isinstance(cm, dict):
-        raise ScenarioError(f"{path}: ConfigMap has no 'data' mapping")
-    name = (data.get("metadata") or {}).get("name")
-    inner: dict[str, Any] = {}
-    if "scenario" in cm:
-        try:
-            inner = yaml.safe_load(cm["scenario"]) or {}
-        except yaml.YAMLError as exc:
-            raise ScenarioError(f"{path}: data.scenario is not valid YAML: {exc}") from None
-        if not isinstance(inner, dict):
-            raise ScenarioError(f"{path}: data.scenario must hold a mapping")
-    unknown = sorted(set(cm) - {"scenario", "change", "fixed", "metrics", "repeats"})
-    if unknown:
-        raise ScenarioError(f"{path}: data.{unknown[0]}: unknown ConfigMap key (known: change, fixed, metrics, "
-                            "repeats, scenario)")
-    for key in ("change", "fixed", "metrics", "repeats"):
-        if key not in cm:
-            continue
-        value: Any = cm[key]
-        if key == "repeats":
-            try:
-                value = int(str(value))
-            except ValueError:
-                raise ScenarioError(f"{path}: data.repeats: not a whole number: {value!r}") from None
-        if key in inner and inner[key] != value:
-            raise ScenarioError(
-                f"{path}: data.{key} is {value!r} but data.scenario.{key} is {inner[key]!r}; keep one"
-            )
-        inner[key] = value
-    if "name" not in inner and name:
-        inner["name"] = name
-    return inner
-
-
-def _format_validation_error(path: Path, exc: ValidationError) -> str:
-    lines = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"] if not str(p).startswith("function-after"))
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            lines.append(f"{path}: {loc}: unknown key")
-        elif err["type"] == "missing":
-            lines.append(f"{path}: {loc}: required key is missing")
-        elif "input" in err and not isinstance(err["input"], dict | list):
-            lines.append(f"{path}: {loc or '(top level)'}: {msg} (got {err['input']!r})")
-        else:
-            lines.append(f"{path}: {loc or '(top level)'}: {msg}")
-    return "\n".join(lines)
