@@ -5,6 +5,10 @@
 #
 #   bash benchmarks/device_day19.sh [SCENARIO] [extra locust flags...]
 #
+# CAMPAIGN_LIMIT_S (default 520) bounds the campaign: past it the campaign gets a Ctrl-C (SIGINT),
+# which keeps every completed stage and still writes the reports, so a slow host returns a partial
+# campaign instead of nothing.
+#
 # Python packages the GPU host lacks (locust and its dependencies, pydantic) are installed from .whl/
 # when that folder exists (benchmarks/fetch_device_wheels.sh fills it).
 set -uo pipefail
@@ -28,7 +32,8 @@ settings() {
 before=$(settings)
 results=/tmp/device-campaign
 rm -rf "$results"
-python3 -m locust --headless --only-summary -f locustfiles/mixed.py --scenario "$SCENARIO" \
+timeout --signal=INT --kill-after=60 "${CAMPAIGN_LIMIT_S:-520}" \
+  python3 -m locust --headless --only-summary -f locustfiles/mixed.py --scenario "$SCENARIO" \
   --results-dir "$results" "$@" > "$OUT_DIR/locust.log" 2>&1
 rc=$?
 sleep 2

@@ -6,6 +6,7 @@ Shared by the embedding and synthetic servers; torch-free (numpy only).
 from __future__ import annotations
 
 import base64
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +16,9 @@ from .app import ApiError
 from .validation import Body, opt_int, opt_str
 
 MAX_INPUTS = 2048  # OpenAI's per-request limit
+# Fixed-point digits of float-encoded vectors (a multiple of 3): below a float32 ulp for |x| ~ 0.01-1.
+FLOAT_DECIMALS = 9
+_DIGITS = np.array([[ord(c) for c in f"{i:03d}"] for i in range(1000)], dtype=np.uint8)
 EmbeddingInput = str | list[int]
 
 
@@ -100,3 +104,43 @@ def embeddings_response(req: EmbeddingRequest, vectors: list[np.ndarray], model:
         "model": model,
         "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens},
     }
+
+
+def format_floats(rows: np.ndarray) -> list[bytes]:
+    """Each row of a 2-D float array (|x| < 10) as comma-separated fixed-point decimals, formatted at once.
+
+    ``json.dumps`` of a 1024-float vector costs ~0.5 ms of Python (~9 ms for a 16-input
+    request): at a few hundred requests a second that alone saturates the event loop and
+    leaves the GPU idle. Unit-norm embeddings are well inside |x| < 10; each value is within
+    0.5e-9 of the float32 it encodes.
+    """
+    values = np.asarray(rows, dtype=np.float64)
+    flat = values.ravel()
+    scaled = np.rint(np.abs(flat) * 10**FLOAT_DECIMALS).astype(np.int64)
+    chars = np.zeros((flat.size, 4 + FLOAT_DECIMALS), dtype=np.uint8)  # sign, units, point, decimals, separator
+    chars[:, 0] = np.where(np.signbit(flat), ord("-"), 0)  # 0 = no character
+    chars[:, 1] = ord("0") + scaled // 10**FLOAT_DECIMALS
+    chars[:, 2] = ord(".")
+    for group in range(FLOAT_DECIMALS // 3):  # three decimals at a time, through a lookup table
+        shift = 10 ** (FLOAT_DECIMALS - 3 * (group + 1))
+        chars[:, 3 + 3 * group : 6 + 3 * group] = _DIGITS[(scaled // shift) % 1000]
+    separators = chars[:, -1].reshape(values.shape)
+    separators[:] = ord(",")
+    separators[:, -1] = ord("|")  # row boundary
+    text = chars.ravel()
+    return bytes(text[text != 0]).split(b"|")[:-1]
+
+
+def embeddings_body(req: EmbeddingRequest, vectors: list[np.ndarray], model: str, prompt_tokens: int) -> bytes:
+    """:func:`embeddings_response` serialised to JSON bytes, with float vectors formatted by numpy."""
+    if req.encoding_format == "base64":
+        encoded = [json.dumps(encode_vector(v, "base64")).encode() for v in vectors]
+    else:
+        matrix = np.stack(vectors)
+        if np.all(np.abs(matrix) < 9.999999999):  # NaN fails this too
+            encoded = [b"[" + row + b"]" for row in format_floats(matrix)]
+        else:
+            encoded = [json.dumps(encode_vector(v, "float")).encode() for v in vectors]
+    items = [b'{"object":"embedding","index":%d,"embedding":%s}' % (i, e) for i, e in enumerate(encoded)]
+    tail = {"model": model, "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens}}
+    return b'{"object":"list","data":[' + b",".join(items) + b"]," + json.dumps(tail).encode()[1:]

@@ -15,6 +15,7 @@ import json
 import logging
 import signal
 import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
@@ -75,6 +76,35 @@ def post_to_loop(loop: asyncio.AbstractEventLoop, callback: Callable[..., object
     # RuntimeError means the event loop is closed: nobody is waiting for this result any more.
     with contextlib.suppress(RuntimeError):
         loop.call_soon_threadsafe(callback, *args)
+
+
+class LoopRelay:
+    """Runs callbacks from worker threads on one event loop, waking it once per burst.
+
+    An LLM decode step hands a token to every sequence at once (64 at batch 64): one
+    ``call_soon_threadsafe`` each would be 64 self-pipe writes and loop wake-ups per step,
+    all competing with the engine thread for the GIL. Callbacks queued while a flush is
+    already scheduled ride along with it, in order.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self._lock = threading.Lock()
+        self._pending: list[tuple[Callable[..., object], tuple[object, ...]]] = []
+
+    def call(self, callback: Callable[..., object], *args: object) -> None:
+        """Run ``callback(*args)`` on the loop soon (any thread)."""
+        with self._lock:
+            self._pending.append((callback, args))
+            if len(self._pending) > 1:  # a flush is already scheduled and will take this one too
+                return
+        post_to_loop(self.loop, self._flush)
+
+    def _flush(self) -> None:
+        with self._lock:
+            batch, self._pending = self._pending, []
+        for callback, args in batch:
+            callback(*args)
 
 
 def model_not_found(name: str) -> ApiError:

@@ -1,7 +1,8 @@
 """The ``asr`` server: OpenAI ``/v1/audio/transcriptions`` over a Whisper-style model.
 
 Each request is one batcher item (16 kHz samples plus its fixed token count); the
-worker computes log-mels, encodes the whole batch at once and greedy-decodes it.
+worker computes log-mels, encodes the whole batch at once and greedy-decodes it with an
+:class:`~.asr_decode.AsrRunner` (decoder steps replayed from CUDA graphs on CUDA).
 Audio longer than 30 s is rejected with a 400 (Whisper's window).
 """
 
@@ -16,9 +17,10 @@ import torch
 from aiohttp import web
 
 from . import api_audio
-from .api_audio import tokens_for_duration
+from .api_audio import max_decode_tokens, tokens_for_duration
 from .app import ApiError, ServerState, create_app, serve
-from .asr_model import SpeechRecognizer, greedy_decode
+from .asr_decode import AsrRunner
+from .asr_model import SpeechRecognizer
 from .batching import DynamicBatcher
 from .mel import LogMel
 from .metrics import ServerMetrics
@@ -39,21 +41,28 @@ AsrBatcher = DynamicBatcher[AsrItem, list[int]]
 
 
 def make_setup(
-    cfg: AsrConfig, device: torch.device, dtype: torch.dtype, seed: int, metrics: ServerMetrics
+    cfg: AsrConfig, device: torch.device, dtype: torch.dtype, args: argparse.Namespace, metrics: ServerMetrics
 ) -> Callable[[], Callable[[list[AsrItem]], list[list[int]]]]:
-    """Returns the worker-side setup: build + warm the model, give back the batch function."""
+    """Returns the worker-side setup: build + warm the model, give back the batch function.
+
+    ``args``: the server's flags (seed, max batch size, tokens per second, CUDA graphs).
+    """
 
     def setup() -> Callable[[list[AsrItem]], list[list[int]]]:
-        model = build_model(lambda: SpeechRecognizer(cfg), device, dtype, seed)
+        model = build_model(lambda: SpeechRecognizer(cfg), device, dtype, args.seed)
         log_mel = LogMel(cfg.n_mels, device)
+        graphs = device.type == "cuda" if args.cuda_graphs is None else bool(args.cuda_graphs)
+        runner = AsrRunner(model, args.max_batch_size, max_decode_tokens(args.tokens_per_second), graphs)
+        with torch.inference_mode():
+            runner.capture()
 
         @torch.inference_mode()
         def transcribe(batch: list[AsrItem]) -> list[list[int]]:
             mels = [log_mel(torch.from_numpy(item.samples).to(device)) for item in batch]
             frames = torch.tensor([m.shape[-1] for m in mels], device=device)
-            width = int(frames.max())
+            width = max(m.shape[-1] for m in mels)
             padded = torch.stack([torch.nn.functional.pad(m, (0, width - m.shape[-1])) for m in mels])
-            return greedy_decode(model, padded.to(dtype), frames, [item.n_tokens for item in batch])
+            return runner.transcribe(padded.to(dtype), frames, [item.n_tokens for item in batch])
 
         def counted(batch: list[AsrItem]) -> list[list[int]]:
             result = transcribe(batch)
@@ -64,6 +73,8 @@ def make_setup(
         silence = np.zeros(16000, dtype=np.float32)
         transcribe([AsrItem(silence, 3)])
         transcribe([AsrItem(silence, 2), AsrItem(silence[:8000], 1)])
+        print(f"bench-server asr decode: cuda graphs {'on' if graphs else 'off'}, {runner.graph_count} captured "
+              f"in {runner.capture_s:.1f} s (batches {runner.batches}, audio {runner.audio})", flush=True)
         return counted
 
     return setup
@@ -105,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     state = ServerState("asr", args.model_name, str(device), metrics)
     batcher: AsrBatcher = DynamicBatcher(
         "asr-worker",
-        make_setup(cfg, device, dtype, args.seed, metrics),
+        make_setup(cfg, device, dtype, args, metrics),
         max_batch_size=args.max_batch_size,
         max_wait_s=args.max_wait_ms / 1000.0,
         metrics=metrics,

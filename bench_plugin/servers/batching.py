@@ -1,10 +1,13 @@
 """Dynamic batcher shared by the embedding and ASR servers.
 
 Handlers submit items from the event loop and await a future. A dedicated worker
-thread owns the model: it waits for the first queued item, keeps collecting until
-``max_batch_size`` items are queued or ``max_wait_s`` has passed since that first
-item *arrived* (so items that already waited while the worker was busy go at once),
-runs one batched call, and resolves every future via ``loop.call_soon_threadsafe``.
+thread owns the model: it waits for the first queued item, keeps collecting until the
+batch is full or ``max_wait_s`` has passed since that first item *arrived* (so items
+that already waited while the worker was busy go at once), runs one batched call, and
+resolves every future via ``loop.call_soon_threadsafe``. A batch is full at
+``max_batch_size`` items or, when a ``cost`` function is given, at ``max_cost`` (the
+embedding server counts tokens: a GPU-sized batch is a number of tokens, not of inputs,
+and a fixed input count either starves the GPU on short inputs or overflows on long ones).
 Torch-free: the model code is supplied as a ``setup`` callable run on the worker.
 """
 
@@ -18,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from .app import post_to_loop
+from .app import LoopRelay, post_to_loop
 from .metrics import ServerMetrics
 
 T = TypeVar("T")
@@ -54,16 +57,26 @@ class DynamicBatcher(Generic[T, R]):
         max_batch_size: int,
         max_wait_s: float,
         metrics: ServerMetrics,
+        cost: Callable[[T], int] | None = None,
+        max_cost: int | None = None,
     ) -> None:
-        """``setup`` runs on the worker (build + warm the model) and returns the batch function."""
+        """``setup`` runs on the worker (build + warm the model) and returns the batch function.
+
+        ``cost``/``max_cost``: optional second limit; an item costlier than ``max_cost`` still
+        goes, alone.
+        """
         self.name = name
         self._setup = setup
         self.max_batch_size = max_batch_size
         self.max_wait_s = max_wait_s
         self._metrics = metrics
+        self._cost = cost or (lambda _: 0)
+        self.max_cost = max_cost
         self._cond = threading.Condition()
         self._queue: deque[_Pending[T, R]] = deque()
+        self._queued_cost = 0
         self._stopped = False
+        self._relays: dict[asyncio.AbstractEventLoop, LoopRelay] = {}  # worker thread only
 
     def start(self, on_ready: Callable[[], object], on_error: Callable[[BaseException], object]) -> None:
         """Start the worker: set up the model, report, then serve batches."""
@@ -84,6 +97,7 @@ class DynamicBatcher(Generic[T, R]):
             if self._stopped:
                 raise RuntimeError("server is shutting down")
             self._queue.append(_Pending(item, future, loop, time.perf_counter()))
+            self._queued_cost += self._cost(item)
             self._metrics.queue_depth.set(len(self._queue))
             self._cond.notify()
         return future
@@ -100,6 +114,7 @@ class DynamicBatcher(Generic[T, R]):
         with self._cond:
             leftover = list(self._queue)
             self._queue.clear()
+            self._queued_cost = 0
         for p in leftover:
             post_to_loop(p.loop, _resolve, p.future, None, RuntimeError("server is shutting down"))
 
@@ -111,18 +126,31 @@ class DynamicBatcher(Generic[T, R]):
             if self._stopped:
                 return None
             deadline = self._queue[0].arrival + self.max_wait_s
-            while len(self._queue) < self.max_batch_size and not self._stopped:
+            while not self._full() and not self._stopped:
                 remaining = deadline - time.perf_counter()
                 if remaining <= 0:
                     break
                 self._cond.wait(remaining)
-            n = min(self.max_batch_size, len(self._queue))
-            batch = [self._queue.popleft() for _ in range(n)]
+            batch: list[_Pending[T, R]] = []
+            spent = 0
+            while self._queue and len(batch) < self.max_batch_size:
+                cost = self._cost(self._queue[0].item)
+                if batch and self.max_cost is not None and spent + cost > self.max_cost:
+                    break
+                batch.append(self._queue.popleft())
+                spent += cost
+            self._queued_cost -= spent
             self._metrics.queue_depth.set(len(self._queue))
         now = time.perf_counter()
         for p in batch:
             self._metrics.queue_time.observe(now - p.arrival)
         return batch
+
+    def _full(self) -> bool:
+        """Whether the queue already holds a full batch (call with the lock held)."""
+        if len(self._queue) >= self.max_batch_size:
+            return True
+        return self.max_cost is not None and self._queued_cost >= self.max_cost
 
     def _process(self, process: BatchFn[T, R], batch: list[_Pending[T, R]]) -> None:
         """Run one batch and hand each result (or the shared error) back to its loop."""
@@ -138,5 +166,9 @@ class DynamicBatcher(Generic[T, R]):
             outcome = [(None, exc)] * len(live)
         finally:
             self._metrics.in_flight.set(0)
+        # One loop wake-up per batch rather than per item (a batch can hold hundreds of inputs).
         for p, (result, error) in zip(live, outcome, strict=True):
-            post_to_loop(p.loop, _resolve, p.future, result, error)
+            relay = self._relays.get(p.loop)
+            if relay is None:
+                relay = self._relays[p.loop] = LoopRelay(p.loop)
+            relay.call(_resolve, p.future, result, error)

@@ -1,7 +1,9 @@
 """The ``embedding`` server: OpenAI ``/v1/embeddings`` over a dynamically batched encoder.
 
 Each input of a request is one batcher item (so ``bench_server_queue_depth`` and the
-batch-size histogram count inputs, which equals requests for single-input calls).
+batch-size histogram count inputs, which equals requests for single-input calls); a
+batch closes at ``--max-batch-size`` inputs or ``--max-batch-tokens`` tokens. Float
+vectors are formatted by numpy (:func:`~.api_embeddings.embeddings_body`), not json.
 Inputs longer than the model's maximum length are truncated to it; the response then
 carries ``X-Truncated-Inputs: <count>`` and usage counts the tokens actually embedded.
 """
@@ -19,7 +21,7 @@ from aiohttp import web
 from . import api_embeddings
 from .app import ApiError, ServerState, create_app, read_json_object, serve
 from .batching import DynamicBatcher
-from .embedding_model import TextEncoder, pad_batch
+from .embedding_model import TextEncoder, pack_batch
 from .metrics import ServerMetrics
 from .presets import EMBEDDING_PRESETS, EncoderConfig
 from .tokenizer import WordTokenizer
@@ -29,7 +31,7 @@ TokenBatcher = DynamicBatcher[list[int], np.ndarray]
 
 
 def make_setup(
-    cfg: EncoderConfig, device: torch.device, dtype: torch.dtype, seed: int, max_batch: int
+    cfg: EncoderConfig, device: torch.device, dtype: torch.dtype, seed: int, max_batch: int, max_tokens: int
 ) -> Callable[[], Callable[[list[list[int]]], list[np.ndarray]]]:
     """Returns the worker-side setup: build + warm the encoder, give back the batch function."""
 
@@ -38,16 +40,40 @@ def make_setup(
 
         @torch.inference_mode()
         def embed(batch: list[list[int]]) -> list[np.ndarray]:
-            tokens, lengths = pad_batch(batch, device)
-            vectors = model(tokens, lengths).cpu().numpy()
+            vectors = model.embed(pack_batch(batch, device)).cpu().numpy()
             return list(vectors)
 
-        # Warm: a single short input and a full batch of long ones.
+        print(f"bench-server embedding attention: {choose_attention(model, embed)}", flush=True)
+        # Warm: a single short input, a full batch of long ones, and one of mixed lengths.
+        full = max(1, min(max_batch, max_tokens // cfg.max_len))
         embed([[10, 11, 12]])
-        embed([[10] * cfg.max_len] * max_batch)
+        embed([[10] * cfg.max_len] * full)
+        embed([[10] * (1 + i * (cfg.max_len - 1) // max(1, full - 1)) for i in range(full)])
         return embed
 
     return setup
+
+
+def choose_attention(model: TextEncoder, embed: Callable[[list[list[int]]], list[np.ndarray]]) -> str:
+    """Use packed flash attention if this torch and device have it and it agrees with the padded path.
+
+    Returns a line for the log saying which path serves and, on a fallback, why.
+    """
+    if not model.use_varlen(True):
+        return "padded (no variable-length flash attention on this device or torch)"
+    probe = [list(range(10, 10 + n)) for n in (5, 77, 200)]
+    try:
+        fast = np.stack(embed(probe))
+    except Exception as exc:  # an unsupported layout or dtype in this torch's kernel: use the other path
+        model.use_varlen(False)
+        return f"padded (varlen flash failed: {exc!r})"
+    model.use_varlen(False)
+    reference = np.stack(embed(probe))
+    agreement = float(np.min(np.sum(fast * reference, axis=1)))  # cosine: both unit-norm
+    if agreement < 0.999:
+        return f"padded (varlen flash disagreed with the padded path: cosine {agreement:.4f})"
+    model.use_varlen(True)
+    return f"varlen flash (cosine {agreement:.5f} against the padded path)"
 
 
 class EmbeddingRoutes:
@@ -81,9 +107,9 @@ class EmbeddingRoutes:
                 f.cancel()
             raise ApiError(f"embedding failed: {exc!r}", status=500, err_type="server_error") from None
         n_tokens = sum(len(t) for t in token_lists)
-        payload = api_embeddings.embeddings_response(req, list(vectors), self.state.model_name, n_tokens)
+        payload = api_embeddings.embeddings_body(req, list(vectors), self.state.model_name, n_tokens)
         headers = {"X-Truncated-Inputs": str(truncated)} if truncated else None
-        return web.json_response(payload, headers=headers)
+        return web.Response(body=payload, content_type="application/json", headers=headers)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -96,10 +122,12 @@ def run(args: argparse.Namespace) -> int:
     state = ServerState("embedding", args.model_name, str(device), metrics)
     batcher: TokenBatcher = DynamicBatcher(
         "embedding-worker",
-        make_setup(cfg, device, dtype, args.seed, args.max_batch_size),
+        make_setup(cfg, device, dtype, args.seed, args.max_batch_size, args.max_batch_tokens),
         max_batch_size=args.max_batch_size,
         max_wait_s=args.max_wait_ms / 1000.0,
         metrics=metrics,
+        cost=len,
+        max_cost=args.max_batch_tokens,
     )
     app = create_app(state)
     app.router.add_post("/v1/embeddings", EmbeddingRoutes(state, batcher, cfg).embeddings)

@@ -1,8 +1,9 @@
 """The ``llm`` server: OpenAI completions and chat completions over :class:`LlmEngine`.
 
 Routes tokenize the prompt (one token per word), hand the request to the engine
-thread, and relay generated tokens back to the event loop with
-``loop.call_soon_threadsafe`` so each streamed token is written the moment it exists.
+thread, and relay generated tokens back to the event loop through a :class:`LoopRelay`
+(one loop wake-up per decode step, not per token), so each streamed token is written as
+soon as its step is delivered.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import AsyncGenerator
 from aiohttp import web
 
 from . import api_text
-from .app import ApiError, ServerState, create_app, post_to_loop, read_json_object, serve
+from .app import ApiError, LoopRelay, ServerState, create_app, read_json_object, serve
 from .llm_engine import GenerationRequest, LlmEngine
 from .llm_model import DecoderLM
 from .metrics import ServerMetrics
@@ -32,6 +33,7 @@ class LlmRoutes:
         self.state = state
         self.engine = engine
         self.tokenizer = tokenizer
+        self._relay: LoopRelay | None = None
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
         """POST /v1/completions."""
@@ -64,10 +66,13 @@ class LlmRoutes:
     async def _generate(self, prompt_ids: list[int], max_tokens: int) -> AsyncGenerator[str, None]:
         """Submit to the engine and yield one detokenized piece per generated token."""
         loop = asyncio.get_running_loop()
+        if self._relay is None or self._relay.loop is not loop:
+            self._relay = LoopRelay(loop)
+        relay = self._relay
         queue: asyncio.Queue[object] = asyncio.Queue()
 
         def put(item: object) -> None:  # called on the engine thread
-            post_to_loop(loop, queue.put_nowait, item)
+            relay.call(queue.put_nowait, item)
 
         gen = GenerationRequest(
             prompt_ids, max_tokens, on_token=put, on_finish=lambda exc: put(_FINISHED if exc is None else exc)
@@ -110,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
         max_batch_size=args.max_batch_size,
         max_model_len=max_model_len,
         metrics=metrics,
+        cuda_graphs=args.cuda_graphs,
     )
     routes = LlmRoutes(state, engine, WordTokenizer(cfg.vocab_size))
     app = create_app(state)

@@ -9,6 +9,7 @@ much for the tiny presets' start-up budget.)
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
@@ -19,6 +20,11 @@ from torch import nn
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 INIT_STD = 0.02
 MIB = 1024 * 1024
+# How long a thread may hold the GIL while another waits for it (CPython's default is 5 ms).
+# The model thread reacquires the GIL after every torch call; while the event loop thread
+# streams tokens or encodes responses, each reacquisition could otherwise wait 5 ms, and
+# the GPU would idle behind Python.
+GIL_SWITCH_INTERVAL_S = 0.00025
 
 # The stream the model runs on when --stream-priority is not normal; made current on the model's
 # thread by build_model (CUDA's current stream is per thread).
@@ -113,7 +119,7 @@ def init_weights(model: nn.Module, seed: int) -> None:
 def configure_torch(
     threads: int | None, device: torch.device, memory_limit_mib: int | None = None, stream_priority: str = "normal"
 ) -> None:
-    """Process-wide torch settings for a server: CPU threads, attention backends, sharing flags.
+    """Process-wide settings for a model server: GIL switch interval, CPU threads, attention backends, sharing flags.
 
     ``threads`` pins torch's intra-op CPU threads (``--threads``; None keeps the default).
     On CUDA the cuDNN attention backend is switched off: it builds a new execution plan
@@ -122,6 +128,7 @@ def configure_torch(
     ``memory_limit_mib`` and ``stream_priority`` are applied before the model loads
     (:func:`cap_memory`, :func:`make_model_stream`); call :func:`check_sharing_flags` first.
     """
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     if threads is not None:
         torch.set_num_threads(threads)
     if device.type == "cuda":

@@ -107,7 +107,10 @@ def test_sigterm_exits_zero_promptly(start_server: StartServer, kind: str) -> No
         ["llm", "--max-batch-size", "0"],
         ["llm", "--max-model-len", "4"],
         ["embedding", "--max-wait-ms", "-1"],
+        ["embedding", "--max-batch-tokens", "0"],
         ["asr", "--tokens-per-second", "100"],
+        ["llm", "--device", "cpu", "--cuda-graphs"],
+        ["asr", "--device", "cpu", "--cuda-graphs"],
         ["synthetic", "--slow-fraction", "2"],
         ["synthetic", "--port", "70000"],
         ["nonsense"],
@@ -120,6 +123,19 @@ def test_bad_flags_exit_2(argv: list[str]) -> None:
     )  # fmt: skip
     assert result.returncode == 2, result.stderr
     assert "error:" in result.stderr
+
+
+def test_embedding_batch_limit_defaults_by_device() -> None:
+    from bench_plugin.servers.__main__ import _validate, build_parser
+
+    parser = build_parser()
+    args = parser.parse_args(["embedding", "--device", "cpu"])
+    _validate(parser, args)
+    assert (args.max_batch_size, args.max_batch_tokens) == (32, 16384)
+    args = parser.parse_args(["embedding", "--device", "cpu", "--max-batch-size", "7"])
+    _validate(parser, args)
+    assert args.max_batch_size == 7
+    assert parser.parse_args(["llm", "--no-cuda-graphs"]).cuda_graphs is False
 
 
 def test_synthetic_does_not_import_torch() -> None:

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 import torch
 
+from bench_plugin.servers.asr_decode import AsrRunner, audio_buckets
 from bench_plugin.servers.asr_model import SpeechRecognizer, greedy_decode
 from bench_plugin.servers.audio import AudioError, decode_wav, load_audio, resample
-from bench_plugin.servers.embedding_model import TextEncoder, pad_batch
+from bench_plugin.servers.embedding_model import TextEncoder, encoder_flops, pack_batch, pad_batch
 from bench_plugin.servers.llm_model import DecoderLM
 from bench_plugin.servers.mel import LogMel, mel_filterbank, n_frames
 from bench_plugin.servers.presets import ASR_PRESETS, EMBEDDING_PRESETS, LLM_PRESETS, RESERVED_TOKENS
@@ -150,3 +151,45 @@ def test_tokenizer_is_stable_and_word_level() -> None:
     assert all(pseudo_word(i).isalpha() for i in range(200))
     assert tok.decode_token(9, first=True) == pseudo_word(9)
     assert tok.decode_token(9, first=False) == " " + pseudo_word(9)
+
+
+@torch.inference_mode()
+def test_asr_runner_matches_reference_decode() -> None:
+    """The static-buffer decoder (what CUDA graphs capture) gives the reference's tokens, batched or not."""
+    model = build_model(lambda: SpeechRecognizer(ASR_PRESETS["tiny"]), CPU, torch.float32, seed=0)
+    runner = AsrRunner(model, max_batch=4, max_positions=20, use_graphs=False)
+    runner.capture()
+    log_mel = LogMel(80, CPU)
+    rng = np.random.default_rng(1)
+    mels = [log_mel(torch.from_numpy(rng.standard_normal(n).astype(np.float32) * 0.1)) for n in (16000, 9000, 60000)]
+    frames = torch.tensor([m.shape[-1] for m in mels])
+    width = int(frames.max())
+    padded = torch.stack([torch.nn.functional.pad(m, (0, width - m.shape[-1])) for m in mels])
+    counts = [6, 3, 12]
+    reference = greedy_decode(model, padded, frames, counts)
+    assert runner.transcribe(padded, frames, counts) == reference
+    assert runner.transcribe(mels[1].unsqueeze(0), frames[1:2], [3]) == reference[1:2]
+    assert audio_buckets(1500) == [256, 512, 768, 1024, 1280, 1504]
+    with pytest.raises(ValueError):  # 20 positions round up to 32: 29 tokens + the 4-token prompt do not fit
+        runner.transcribe(padded, frames, [29, 1, 1])
+
+
+@torch.inference_mode()
+def test_embedding_packing_matches_padded_reference() -> None:
+    """Packed per-token work plus padded attention equals a plain padded forward pass."""
+    cfg = EMBEDDING_PRESETS["tiny"]
+    model = build_model(lambda: TextEncoder(cfg), CPU, torch.float32, seed=0)
+    lists = [[10, 11, 12], list(range(20, 57)), [99]]
+    tokens, lengths = pad_batch(lists, CPU)
+    valid = torch.arange(tokens.shape[1]).view(1, -1) < lengths.view(-1, 1)
+    x = model.embed_norm(model.tok_embed(tokens) + model.pos_embed(torch.arange(tokens.shape[1])))
+    for layer in model.layers:
+        b, t, d = x.shape
+        q, k, v = layer.qkv(x).view(b, t, 3, cfg.n_heads, -1).permute(2, 0, 3, 1, 4)
+        attn = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=valid.view(b, 1, 1, t))
+        x = layer.attn_norm(x + layer.out(attn.transpose(1, 2).reshape(b, t, d)))
+        x = layer.ffn_norm(x + layer.down(torch.nn.functional.gelu(layer.up(x))))
+    pooled = (x * valid.unsqueeze(-1)).sum(1) / lengths.view(-1, 1)
+    reference = torch.nn.functional.normalize(pooled, dim=-1)
+    torch.testing.assert_close(model.embed(pack_batch(lists, CPU)), reference, atol=1e-5, rtol=1e-5)
+    assert encoder_flops(cfg, [3]) > 0
