@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import sys
 import time
 from pathlib import Path
@@ -226,6 +227,17 @@ def _register_messages(environment: Any, state: LoadState) -> None:
     runner.register_message(STOP_MESSAGE, lambda msg, **_: state.stop_stage(tuple(msg.data)))
 
 
+def _route_ctrl_c_to_main_greenlet() -> None:
+    """Deliver Ctrl-C to the main greenlet, where Locust's headless run stops the test cleanly.
+
+    Python raises KeyboardInterrupt in whatever code runs when SIGINT arrives. Under load that is often
+    a request greenlet (seen on the H200: in the middle of a JSON decode), which then dies with a
+    traceback instead of stopping the run. Called from the ``init`` listener, which runs in the main
+    greenlet.
+    """
+    gevent.signal_handler(signal.SIGINT, gevent.kill, gevent.getcurrent(), KeyboardInterrupt)
+
+
 def register(environment: Any) -> BenchPlugin | None:
     """Attach the plugin to a Locust Environment; returns the campaign (None on a worker).
 
@@ -255,6 +267,7 @@ def register(environment: Any) -> BenchPlugin | None:
     except ApplyError as exc:
         fail(f"{path}: {exc}")
     plugin = BenchPlugin(environment, scenario, request_sets, results_dir, backend, class_names)
+    _route_ctrl_c_to_main_greenlet()
     _record_campaign(plugin, path, scenario, class_names)
     environment.bench_plugin = plugin
     environment.bench_plugin_events = plugin.events
