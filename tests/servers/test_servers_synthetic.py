@@ -48,6 +48,11 @@ def test_stream_timing_matches_flags(synthetic_server: ServerProcess) -> None:
 
 
 def test_non_stream_and_other_latencies(synthetic_server: ServerProcess) -> None:
+    # One untimed request per endpoint first: the first use of an endpoint in a fresh server pays
+    # one-off costs (imports, allocations) that are not the configured latency under test.
+    post(synthetic_server, "/v1/completions", {"prompt": "warm", "max_tokens": 1})
+    post(synthetic_server, "/v1/embeddings", {"input": "warm"})
+    post(synthetic_server, "/v1/audio/transcriptions", files={"file": ("w.wav", make_wav(0.5))})
     start = time.perf_counter()
     body = post(synthetic_server, "/v1/completions", {"prompt": "one two three four", "max_tokens": 4}).json()
     elapsed = (time.perf_counter() - start) * 1000
@@ -79,13 +84,13 @@ def test_timing_log_one_line_per_request(synthetic_server: ServerProcess, synthe
     assert len({line["seq"] for line in _log_lines(synthetic_log)}) == len(_log_lines(synthetic_log))
     stream, emb, bad = lines
     assert stream["endpoint"] == "/v1/completions" and stream["status"] == 200 and stream["output_tokens"] == 5
-    assert abs(float(stream["ttft_ms"]) - SYNTHETIC_TTFT_MS) < 3.0  # type: ignore[arg-type]
-    assert abs(float(stream["tpot_ms"]) - SYNTHETIC_ITL_MS) < 3.0  # type: ignore[arg-type]
+    assert abs(float(stream["ttft_ms"]) - SYNTHETIC_TTFT_MS) < 5.0  # type: ignore[arg-type]
+    assert abs(float(stream["tpot_ms"]) - SYNTHETIC_ITL_MS) < 5.0  # type: ignore[arg-type]
     assert stream["first_token_s"] > stream["received_s"]  # type: ignore[operator]
     expected_e2e = SYNTHETIC_TTFT_MS + 4 * SYNTHETIC_ITL_MS
     assert abs(float(stream["e2e_ms"]) - expected_e2e) < 5.0  # type: ignore[arg-type]
     assert emb["endpoint"] == "/v1/embeddings" and emb["first_token_s"] is None and emb["ttft_ms"] is None
-    assert abs(float(emb["e2e_ms"]) - SYNTHETIC_LATENCY_MS) < 3.0  # type: ignore[arg-type]
+    assert abs(float(emb["e2e_ms"]) - SYNTHETIC_LATENCY_MS) < 5.0  # type: ignore[arg-type]
     assert bad["status"] == 400 and bad["output_tokens"] == 0 and bad["slow"] is False
 
 
