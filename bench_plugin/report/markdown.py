@@ -75,7 +75,9 @@ def render_summary(summary: dict[str, Any]) -> str:
                  + ", ".join(f"{d['name']} ({d['model']})" for d in backend.get("devices", [])))
     lines += ["", "Figures are mean ± 95% CI half-width over repeats (Student t; none with one repeat). "
               "Latency is measured from each request's intended send time; percentiles come from exact samples. "
-              "Throughput vs control is the per-repeat ratio to the control arm at the same stage.", ""]
+              "Throughput counts successful requests over the time it took to serve the stage's requests "
+              "(at least the stage's duration); throughput vs control is the per-repeat ratio to the control "
+              "arm at the same stage.", ""]
     lines += ["## Trials", "", *_trials_table(summary), ""]
     first_arm: dict[str, Any] = next(iter(summary["arms"].values()), {"stages": []})
     for stage in first_arm["stages"]:
