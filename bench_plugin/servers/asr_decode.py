@@ -23,6 +23,7 @@ against :func:`~.asr_model.greedy_decode`.
 from __future__ import annotations
 
 import time
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -31,6 +32,7 @@ from torch import Tensor
 from .asr_model import DecoderBlock, SpeechRecognizer
 from .llm_decode import batch_buckets, bucket_for
 from .presets import SOT_SEQUENCE
+from .torch_common import capture_cuda_graph
 
 AUDIO_ALIGN = 256  # cross-attention length buckets: multiples of this many encoder positions
 _POSITION_ALIGN = 16
@@ -116,14 +118,8 @@ class AsrRunner:
         for batch in reversed(self.batches):
             for audio in reversed(self.audio):
                 self.position.zero_()
-                side.wait_stream(torch.cuda.current_stream(self.device))
-                with torch.cuda.stream(side):  # eager run first: cuBLAS chooses outside the capture
-                    self._step(batch, audio)
-                torch.cuda.current_stream(self.device).wait_stream(side)
-                graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph, pool=pool, stream=side):
-                    self._step(batch, audio)
-                self._graphs[(batch, audio)] = graph
+                self._graphs[(batch, audio)] = capture_cuda_graph(
+                    partial(self._step, batch, audio), self.device, side, pool)
         torch.cuda.synchronize(self.device)
         self.capture_s = time.perf_counter() - start
 

@@ -23,11 +23,13 @@ buffers, so CPU tests exercise the exact code that is captured.
 from __future__ import annotations
 
 import time
+from functools import partial
 
 import torch
 from torch import Tensor
 
 from .llm_model import DecoderLM, window_buckets
+from .torch_common import capture_cuda_graph
 
 
 def batch_buckets(max_batch: int) -> list[int]:
@@ -87,16 +89,8 @@ class DecodeRunner:
         side = torch.cuda.Stream(self.device)
         for batch in reversed(self.batches):
             for window in reversed(self.windows):
-                # Run once eagerly on the capture stream first: cuBLAS picks its kernels and
-                # workspaces outside the capture, as torch.cuda.graph's documentation asks.
-                side.wait_stream(torch.cuda.current_stream(self.device))
-                with torch.cuda.stream(side):
-                    self._step(batch, window)
-                torch.cuda.current_stream(self.device).wait_stream(side)
-                graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph, pool=pool, stream=side):
-                    self._step(batch, window)
-                self._graphs[(batch, window)] = graph
+                self._graphs[(batch, window)] = capture_cuda_graph(
+                    partial(self._step, batch, window), self.device, side, pool)
         torch.cuda.synchronize(self.device)
         self.tokens.zero_()
         self.capture_s = time.perf_counter() - start

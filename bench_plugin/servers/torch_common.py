@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import torch
 from torch import nn
@@ -192,3 +192,20 @@ def make_model_stream(device: torch.device, priority: str) -> torch.cuda.Stream 
         _model_stream = torch.cuda.Stream(device=device, priority=value)
     print(f"bench-server stream priority: {priority} = {value} (range least {least}, greatest {greatest})", flush=True)
     return _model_stream
+
+
+def capture_cuda_graph(run: Callable[[], object], device: torch.device, side: torch.cuda.Stream,
+                       pool: Any) -> torch.cuda.CUDAGraph:
+    """Capture ``run`` as a CUDA graph on stream ``side``, sharing memory ``pool`` with other graphs.
+
+    It runs once eagerly on the capture stream first, so cuBLAS picks its kernels and workspaces
+    outside the capture, as torch.cuda.graph's documentation asks.
+    """
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side):
+        run()
+    torch.cuda.current_stream(device).wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, pool=pool, stream=side):
+        run()
+    return graph
