@@ -1,16 +1,20 @@
 """Conductor: runs a campaign's trials in order on the master (or local runner).
 
 Per trial: apply the arm (segment by segment), wait until every endpoint answers a real request,
-run the stages (announcing each to the users, watching the rollback conditions), drain what is in
-flight, release the servers. Every step lands in the recorder as it happens, so a failure or
-Ctrl-C at any point leaves everything measured before it, plus the reason, in results.sqlite.
+run the stages (splitting each over the load generators, watching the rollback conditions and the
+load generators themselves), drain what is in flight, check each stage's accounting, release the
+servers. Every step lands in the recorder as it happens, so a failure or Ctrl-C at any point
+leaves everything measured before it, plus the reason, in results.sqlite.
+
+A stage whose load was not exactly the stated one (a worker lost mid-stage, a sample missing: see
+loadgen/ledger.py) is marked ``invalid`` with the reason, and the campaign stops there with status
+``failed``: its figures would compare unequal loads.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from typing import Any
 
 import gevent
@@ -23,6 +27,8 @@ from bench_plugin.analysis.summary import class_stats
 from bench_plugin.campaign import Trial
 from bench_plugin.events import BenchEvents
 from bench_plugin.inputs import RequestSet
+from bench_plugin.loadgen.fleet import Fleet, NoLoadGenerators
+from bench_plugin.loadgen.ledger import StageKey, StageLedger
 from bench_plugin.readiness import NotReady, wait_until_ready
 from bench_plugin.recorder import Recorder
 from bench_plugin.rollback import RollbackGuard, StageTally
@@ -30,6 +36,7 @@ from bench_plugin.samples import Sample
 from bench_plugin.scenario import LLMClass, Scenario, Search, Stage
 from bench_plugin.sharing.base import ApplyError, Placement, SharingBackend
 from bench_plugin.telemetry.nvml import NvmlSampler
+from bench_plugin.users.arrivals import poisson_offsets
 from bench_plugin.users.state import ClassLoad, StageAssignment
 
 logger = logging.getLogger(__name__)
@@ -40,9 +47,16 @@ TELEMETRY_INTERVAL_S = 0.2
 LEAD_S = 0.25
 """A stage starts this long after it is announced, so every worker has it before its first arrival."""
 
+LOAD_GENERATORS_TIMEOUT_S = 60.0
+"""How long a stage waits for a load generator that can send each of its classes (workers setting up)."""
+
 
 class CampaignFailed(Exception):
     """The campaign could not go on (an arm did not apply, an endpoint never became ready)."""
+
+
+class StageInvalid(Exception):
+    """A stage's load was not the stated one (its accounting failed); the message says how."""
 
 
 class Conductor:
@@ -58,10 +72,7 @@ class Conductor:
         recorder: Recorder,
         request_sets: dict[str, RequestSet],
         events: BenchEvents,
-        announce: Callable[[StageAssignment], None],
-        stop_stage: Callable[[tuple[int, int, int]], None],
-        in_flight: Callable[[], int],
-        in_flight_of: Callable[[tuple[int, int, int]], list[tuple[str, float]]] = lambda key: [],
+        fleet: Fleet,
     ) -> None:
         self.scenario = scenario
         self.class_names = class_names
@@ -70,10 +81,9 @@ class Conductor:
         self.recorder = recorder
         self.request_sets = request_sets
         self.events = events
-        self.announce = announce
-        self.stop_stage = stop_stage
-        self.in_flight = in_flight
-        self.in_flight_of = in_flight_of
+        self.fleet = fleet
+        self.unverified: list[tuple[StageKey, bool]] = []
+        """Stages run since the last drain, each with whether its arrivals were stopped early."""
         self.guard = RollbackGuard(scenario)
         self.tally: StageTally | None = None
         self.gpu: NvmlSampler | None = None
@@ -99,6 +109,8 @@ class Conductor:
             self.status = "completed"
         except CampaignFailed as exc:
             self.status, self.reason = "failed", str(exc)
+        except StageInvalid as exc:
+            self.status, self.reason = "failed", f"{exc}; the campaign stopped there (what was measured is kept)"
         except gevent.GreenletExit:
             self.status, self.reason = "interrupted", "the run was stopped (Ctrl-C or a stop signal)"
             raise
@@ -119,6 +131,9 @@ class Conductor:
         except (ApplyError, NotReady) as exc:
             status, reason = "failed", str(exc)
             raise CampaignFailed(f"trial {trial.id} (arm {trial.arm.name}, repeat {trial.repeat}): {exc}") from None
+        except StageInvalid as exc:
+            status, reason = "invalid", str(exc)
+            raise
         except gevent.GreenletExit:
             status, reason = "interrupted", "the run was stopped"
             raise
@@ -248,6 +263,10 @@ class Conductor:
     def _stage(self, trial: Trial, segment: int, classes: list[str], index: int, stage: Stage,
                urls: dict[str, str]) -> str:
         offered, arrival = self._offered(classes, stage)
+        try:
+            self.fleet.wait_for_senders([n for n in classes if offered[n] > 0], LOAD_GENERATORS_TIMEOUT_S)
+        except NoLoadGenerators as exc:
+            raise CampaignFailed(str(exc)) from None
         start = time.time() + LEAD_S
         assignment = StageAssignment(
             trial=trial.id, segment=segment, stage=index, start_s=start, end_s=start + stage.duration_s,
@@ -258,17 +277,16 @@ class Conductor:
         self.recorder.stage_started(trial.id, segment, index, stage.name, offered, arrival, start)
         self.recorder.event("stage_start", trial.id, segment=segment, stage=index, offered=offered)
         self.events.stage_start.fire(trial=trial, segment=segment, stage=index, offered=offered)
-        self.announce(assignment)
+        ledger = self.fleet.announce(assignment, _arrivals(assignment))
         status, reason = "completed", None
         try:
-            reason = self._watch(assignment)
-            if reason is not None:
-                status = "aborted"
-                self.stop_stage(assignment.key)
-                logger.warning("trial %d stage %d rolled back: %s", trial.id, index, reason)
+            status, reason = self._watch(assignment, ledger)
+            if status != "completed":
+                self.fleet.stop_stage(assignment.key)
+                logger.warning("trial %d stage %d %s: %s", trial.id, index, status, reason)
         except gevent.GreenletExit:
             status, reason = "interrupted", "the run was stopped during this stage"
-            self.stop_stage(assignment.key)
+            self.fleet.stop_stage(assignment.key)
             raise
         finally:
             ended = min(time.time(), assignment.end_s)
@@ -278,25 +296,53 @@ class Conductor:
             self.recorder.event("stage_end", trial.id, segment=segment, stage=index, status=status, reason=reason)
             self.events.stage_end.fire(trial=trial, segment=segment, stage=index, status=status, reason=reason)
             self.tally = None
+        self.unverified.append((assignment.key, status == "aborted"))
+        if status == "invalid":
+            self._drain(trial, segment)  # keep what the remaining workers measured, then stop
+            raise StageInvalid(f"trial {trial.id} stage {index} is invalid: {reason}")
         return status
 
-    def _watch(self, assignment: StageAssignment) -> str | None:
-        """Sleep through the stage, checking the rollback conditions twice a second."""
+    def _watch(self, assignment: StageAssignment, ledger: StageLedger) -> tuple[str, str | None]:
+        """Sleep through the stage, checking the rollback conditions and the load generators twice a second."""
         while (remaining := assignment.end_s - time.time()) > 0:
             gevent.sleep(min(0.5, remaining))
+            lost = self.fleet.lost(ledger)
+            if lost:
+                return "invalid", "; ".join(f"worker {w} was lost mid-stage ({why})" for w, why in sorted(lost.items()))
             assert self.tally is not None
-            reason = self.guard.check(self.tally, self.in_flight_of(assignment.key))
+            reason = self.guard.check(self.tally, self.fleet.in_flight_of(assignment.key))
             if reason is not None:
-                return reason
-        return None
+                return "aborted", reason
+        return "completed", None
 
     def _drain(self, trial: Trial, segment: int) -> None:
-        """Wait for requests still in flight before the servers go; count the stragglers if they don't."""
-        deadline = time.time() + self.scenario.drain_timeout_s
-        while self.in_flight() > 0 and time.time() < deadline:
-            gevent.sleep(0.05)
-        left = self.in_flight()
+        """Wait for what is in flight before the servers go, then check each stage's accounting.
+
+        Requests still in flight after the drain timeout are counted on the timeline (their samples
+        may still arrive). A stage whose accounting fails is marked invalid and stops the campaign.
+        """
+        keys, self.unverified = self.unverified, []
+        self.fleet.settle([key for key, _ in keys], time.time() + self.scenario.drain_timeout_s)
+        left = self.fleet.in_flight()
         if left:
             self.recorder.event("drain_timeout", trial.id, segment=segment, in_flight=left)
             logger.warning("trial %d: %d requests still in flight after the drain timeout", trial.id, left)
         self.recorder.commit()
+        invalid = []
+        for key, stopped in keys:
+            problems = self.fleet.verify(key, stopped)
+            self.recorder.event("stage_accounting", trial.id, segment=key[1], stage=key[2],
+                                shares=self.fleet.ledgers[key].describe(), problems=problems)
+            if problems:
+                reason = "; ".join(problems)
+                self.recorder.stage_invalid(*key, reason)
+                invalid.append(f"trial {key[0]} stage {key[2]} is invalid: {reason}")
+        if invalid:
+            raise StageInvalid("; ".join(invalid))
+
+
+def _arrivals(assignment: StageAssignment) -> dict[str, int | None]:
+    """Class -> the stage's open-loop arrival count (the sequence every load generator draws), None if closed."""
+    duration = assignment.end_s - assignment.start_s
+    return {name: len(poisson_offsets(load.load, duration, assignment.seed, name, assignment.stage))
+            if load.arrival == "poisson" else None for name, load in assignment.classes.items()}

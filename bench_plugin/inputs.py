@@ -53,6 +53,25 @@ class RequestSet:
         """A JSON-ready description for the results store."""
         return {"workload": self.workload, "count": len(self.items), "sha256": self.sha256, "source": self.source}
 
+    def to_message(self) -> dict[str, Any]:
+        """The whole set (items and clips) as a message payload, for a worker that has no files."""
+        return {"workload": self.workload, "items": self.items, "sha256": self.sha256, "source": self.source,
+                "audio": self.audio}
+
+    @classmethod
+    def from_message(cls, data: dict[str, Any]) -> RequestSet:
+        """The inverse of to_message; RequestSetError if what arrived does not hash to what was sent."""
+        items, workload = list(data["items"]), str(data["workload"])
+        sha = _hash_items(items)
+        if sha != data["sha256"]:
+            raise RequestSetError(f"{workload} request set arrived altered: sha256 {sha[:12]} vs {data['sha256'][:12]}")
+        audio = {str(name): bytes(clip) for name, clip in (data.get("audio") or {}).items()}
+        for item in items:
+            if "file" in item and hashlib.sha256(audio.get(item["file"], b"")).hexdigest() != item.get("sha256"):
+                raise RequestSetError(f"{workload} request set arrived altered: clip {item['file']} does not match "
+                                      "its sha256")
+        return cls(workload, items, sha, str(data["source"]), audio)
+
 
 def vocabulary(size: int = 4096, seed: int = 19) -> list[str]:
     """A fixed list of distinct pronounceable pseudo-words."""

@@ -8,7 +8,9 @@ conductor is done; ``test_stop`` interrupts a conductor that is still running (C
 releases what it started; then the summary is written. Locust logs and swallows exceptions raised in
 listeners, so failures are turned into an explicit exit code instead of being raised.
 
-On a worker it only keeps the stage assignments and ships its samples to the master.
+With workers (``--master``), the master alone applies arms and writes results; the load comes from
+the workers, split exactly between them (loadgen/). A worker needs only the locustfile: it takes the
+request sets from the master (loadgen/worker.py).
 """
 
 from __future__ import annotations
@@ -18,10 +20,14 @@ import logging
 import signal
 import sys
 import time
+from argparse import Namespace
+from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn
 
 import gevent
+from locust.argument_parser import get_parser
+from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
 from bench_plugin.campaign import plan_trials
@@ -29,6 +35,10 @@ from bench_plugin.conditions import collect_conditions
 from bench_plugin.conductor import Conductor
 from bench_plugin.events import BenchEvents
 from bench_plugin.inputs import RequestSet, build_request_sets, store_request_sets
+from bench_plugin.loadgen import collector
+from bench_plugin.loadgen.fleet import Fleet
+from bench_plugin.loadgen.protocol import Hello, Identity
+from bench_plugin.loadgen.worker import WorkerLink
 from bench_plugin.options import HOST_OPTIONS
 from bench_plugin.recorder import Recorder
 from bench_plugin.samples import Sample
@@ -36,18 +46,15 @@ from bench_plugin.scenario import Scenario, ScenarioError, load_scenario, scenar
 from bench_plugin.sharing.base import ApplyError, SharingBackend
 from bench_plugin.sharing.local import LocalBackend
 from bench_plugin.sharing.manual import ManualBackend
-from bench_plugin.users import USER_CLASSES, WorkloadUser
-from bench_plugin.users.base import STATE_ATTRIBUTE
-from bench_plugin.users.state import LoadState, StageAssignment
+from bench_plugin.users import WorkloadUser
+from bench_plugin.users.state import LoadState
 
 logger = logging.getLogger(__name__)
 
-STAGE_MESSAGE = "bench_plugin_stage"
-STOP_MESSAGE = "bench_plugin_stop_stage"
-SAMPLES_KEY = "bench_plugin_samples"
-IN_FLIGHT_KEY = "bench_plugin_in_flight"
-
 EXIT_CODES = {"completed": 0, "failed": 2, "interrupted": 130}
+
+PLUGIN_ATTRIBUTE = "bench_plugin"
+"""Name of the Environment attribute that holds the campaign (``plugin_of`` reads it)."""
 
 
 def fail(message: str) -> NoReturn:
@@ -61,25 +68,29 @@ def fail(message: str) -> NoReturn:
 class BenchPlugin:
     """One campaign inside one Locust process (master or local)."""
 
-    def __init__(self, environment: Any, scenario: Scenario, request_sets: dict[str, RequestSet],
+    def __init__(self, environment: Environment, scenario: Scenario, request_sets: dict[str, RequestSet],
                  results_dir: Path, backend: SharingBackend, class_names: list[str]) -> None:
         self.environment = environment
         self.scenario = scenario
         self.results_dir = results_dir
         self.events = BenchEvents()
-        self.user_classes: list[type[WorkloadUser]] = [USER_CLASSES[name] for name in class_names]
         self.request_sets = request_sets
         results_dir.mkdir(parents=True, exist_ok=True)
         store_request_sets(self.request_sets, results_dir / "inputs")
         self.recorder = Recorder(results_dir / "results.sqlite")
         self.backend = backend
-        self.state = LoadState(self.request_sets, sink=self._take)
-        self.in_flight_by_worker: dict[str, int] = {}
+        self.fleet = Fleet(environment, request_sets=request_sets, scenario_sha256=scenario_sha256(scenario),
+                           take=self._take, note=self.recorder.event)
+        self.state: LoadState | None = None
+        if isinstance(environment.runner, MasterRunner):
+            self.fleet.listen()
+        else:
+            self.state = load_state(environment, request_sets)
+            self.fleet.attach_local(self.state)
         trials = plan_trials(scenario)
         self.conductor = Conductor(
             scenario=scenario, class_names=class_names, trials=trials, backend=backend, recorder=self.recorder,
-            request_sets=self.request_sets, events=self.events, announce=self._announce,
-            stop_stage=self._stop_stage, in_flight=self._in_flight, in_flight_of=self.state.in_flight_of,
+            request_sets=self.request_sets, events=self.events, fleet=self.fleet,
         )
         self.greenlet: gevent.Greenlet | None = None
         self.finalized = False
@@ -96,38 +107,19 @@ class BenchPlugin:
         if not self.finalized:
             self.conductor.on_sample(sample)
 
-    def _announce(self, assignment: StageAssignment) -> None:
-        runner = self.environment.runner
-        if isinstance(runner, MasterRunner):
-            workers = sorted(runner.clients.keys())
-            for index, client_id in enumerate(workers):
-                data = {**assignment.to_message(), "worker_index": index, "worker_count": len(workers)}
-                runner.send_message(STAGE_MESSAGE, data, client_id=client_id)
-        else:
-            runner.send_message(STAGE_MESSAGE, assignment.to_message())
-
-    def _stop_stage(self, key: tuple[int, int, int]) -> None:
-        self.environment.runner.send_message(STOP_MESSAGE, list(key))
-
-    def _in_flight(self) -> int:
-        return self.state.total_in_flight() + sum(self.in_flight_by_worker.values())
-
-    def on_worker_report(self, client_id: str, data: dict[str, Any], **_: Any) -> None:
-        """Master: take a worker's samples and in-flight count."""
-        for item in data.get(SAMPLES_KEY, []):
-            self._take(Sample.from_dict(item))
-        self.in_flight_by_worker[client_id] = int(data.get(IN_FLIGHT_KEY, 0))
-
     def on_test_start(self, **_: Any) -> None:
         """Start the conductor (once per campaign)."""
         if self.greenlet is None:
             self.recorder.set_meta("started_s", time.time())
+            collector.settle()
             self.greenlet = gevent.spawn(self.conductor.run)
 
     def on_test_stop(self, **_: Any) -> None:
-        """Interrupt a running conductor, then write the summary."""
+        """Interrupt a running conductor, cancel what this process has in flight, then write the summary."""
         if self.greenlet is not None and not self.greenlet.dead:
             self.greenlet.kill(block=True, timeout=120)
+        if self.state is not None:
+            self.state.stop_all()
         self.finalize()
 
     def finalize(self) -> None:
@@ -142,6 +134,7 @@ class BenchPlugin:
         from bench_plugin.report.html import write_report
 
         try:
+            self.recorder.set_meta("load_generators", self.fleet.describe())
             self.recorder.close()
             write_summaries(self.results_dir)
             write_report(self.results_dir)
@@ -161,7 +154,7 @@ class BenchPlugin:
         sys.stderr.flush()
 
 
-def _hosts(environment: Any, scenario: Scenario) -> dict[str, str]:
+def _hosts(environment: Environment, scenario: Scenario) -> dict[str, str]:
     options = environment.parsed_options
     hosts: dict[str, str] = {}
     for name in scenario.classes.names():
@@ -171,8 +164,11 @@ def _hosts(environment: Any, scenario: Scenario) -> dict[str, str]:
     return hosts
 
 
-def _load(environment: Any) -> tuple[Scenario, Path]:
-    options = environment.parsed_options
+def _load(environment: Environment) -> tuple[Scenario, Path]:
+    return _load_from(environment.parsed_options)
+
+
+def _load_from(options: Namespace | None) -> tuple[Scenario, Path]:
     if options is None or not getattr(options, "scenario", None):
         fail("--scenario is required (a scenario YAML, e.g. scenarios/day19.yaml)")
     path = Path(options.scenario)
@@ -183,8 +179,21 @@ def _load(environment: Any) -> tuple[Scenario, Path]:
     return scenario, path
 
 
-def _class_names(environment: Any, scenario: Scenario, path: Path) -> list[str]:
-    present = {cls.workload for cls in environment.user_classes if issubclass(cls, WorkloadUser)}
+def user_classes(environment: Environment) -> dict[str, type[WorkloadUser]]:
+    """Workload class -> the locustfile's user class for it (a subclass of one of bench_plugin's users)."""
+    return {cls.workload: cls for cls in environment.user_classes if issubclass(cls, WorkloadUser) and cls.workload}
+
+
+def load_state(environment: Environment, request_sets: dict[str, RequestSet]) -> LoadState:
+    """This process's LoadState, able to send every class its locustfile has a user class of."""
+    state = LoadState(request_sets, {})
+    for name, cls in user_classes(environment).items():
+        state.makers[name] = partial(cls.sender, environment, state)
+    return state
+
+
+def _class_names(environment: Environment, scenario: Scenario, path: Path) -> list[str]:
+    present = user_classes(environment)
     names = [name for name in scenario.classes.names() if name in present]
     if not names:
         fail(f"{path}: none of the scenario's classes ({', '.join(scenario.classes.names())}) has a user class "
@@ -192,8 +201,8 @@ def _class_names(environment: Any, scenario: Scenario, path: Path) -> list[str]:
     return names
 
 
-def _results_dir(environment: Any, scenario: Scenario) -> Path:
-    given = environment.parsed_options.results_dir
+def _results_dir(environment: Environment, scenario: Scenario) -> Path:
+    given = getattr(environment.parsed_options, "results_dir", None)
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     path = Path(given) if given else Path("results") / f"{scenario.name}-{stamp}"
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
@@ -201,30 +210,25 @@ def _results_dir(environment: Any, scenario: Scenario) -> Path:
     return path
 
 
-def _register_worker(environment: Any) -> None:
-    scenario, path = _load(environment)
-    try:
-        request_sets = build_request_sets(scenario, path.parent)
-    except ScenarioError as exc:
-        fail(str(exc))
-    outbox: list[Sample] = []
-    state = LoadState(request_sets, sink=outbox.append)
-    state.worker_id = environment.runner.client_id
-    setattr(environment, STATE_ATTRIBUTE, state)
-    _register_messages(environment, state)
+def _register_worker(environment: Environment) -> None:
+    """A worker takes its request sets from the master; with its own --scenario it says what that holds.
 
-    def report(client_id: str, data: dict[str, Any], **_: Any) -> None:
-        data[SAMPLES_KEY] = [s.to_dict() for s in outbox]
-        data[IN_FLIGHT_KEY] = state.total_in_flight()
-        outbox.clear()
-
-    environment.events.report_to_master.add_listener(report)
-
-
-def _register_messages(environment: Any, state: LoadState) -> None:
-    runner = environment.runner
-    runner.register_message(STAGE_MESSAGE, lambda msg, **_: state.assign(StageAssignment.from_message(msg.data)))
-    runner.register_message(STOP_MESSAGE, lambda msg, **_: state.stop_stage(tuple(msg.data)))
+    The worker's own options are read from its command line again: a master that starts users on a
+    worker joining mid-run sends its options along, and Locust copies them over the worker's own
+    (``--scenario`` included) before this ``init`` listener runs.
+    """
+    state = load_state(environment, {})
+    hello = Hello(Identity.here(), state.classes)
+    own = get_parser().parse_args()
+    if getattr(own, "scenario", None):
+        scenario, path = _load_from(own)
+        try:
+            own = build_request_sets(scenario, path.parent)
+        except ScenarioError as exc:
+            fail(str(exc))
+        hello = Hello(hello.identity, hello.classes, scenario_sha256(scenario),
+                      {name: rs.sha256 for name, rs in own.items()})
+    WorkerLink(environment, state, hello).start()
 
 
 def _route_ctrl_c_to_main_greenlet() -> None:
@@ -238,7 +242,13 @@ def _route_ctrl_c_to_main_greenlet() -> None:
     gevent.signal_handler(signal.SIGINT, gevent.kill, gevent.getcurrent(), KeyboardInterrupt)
 
 
-def register(environment: Any) -> BenchPlugin | None:
+def plugin_of(environment: Environment | None) -> BenchPlugin | None:
+    """The campaign registered on ``environment`` (None on a worker, or before register())."""
+    plugin = getattr(environment, PLUGIN_ATTRIBUTE, None)
+    return plugin if isinstance(plugin, BenchPlugin) else None
+
+
+def register(environment: Environment) -> BenchPlugin | None:
     """Attach the plugin to a Locust Environment; returns the campaign (None on a worker).
 
     Call it from the locustfile's ``init`` listener; importing bench_plugin does nothing by itself.
@@ -269,14 +279,11 @@ def register(environment: Any) -> BenchPlugin | None:
     plugin = BenchPlugin(environment, scenario, request_sets, results_dir, backend, class_names)
     _route_ctrl_c_to_main_greenlet()
     _record_campaign(plugin, path, scenario, class_names)
-    environment.bench_plugin = plugin
-    environment.bench_plugin_events = plugin.events
-    setattr(environment, STATE_ATTRIBUTE, plugin.state)
-    _register_messages(environment, plugin.state)
+    setattr(environment, PLUGIN_ATTRIBUTE, plugin)
+    environment.bench_plugin_events = plugin.events  # type: ignore[attr-defined]
     environment.events.test_start.add_listener(plugin.on_test_start)
     environment.events.test_stop.add_listener(plugin.on_test_stop)
     environment.events.quitting.add_listener(lambda **_: plugin.on_test_stop())
-    environment.events.worker_report.add_listener(plugin.on_worker_report)
     return plugin
 
 
@@ -288,8 +295,7 @@ def _record_campaign(plugin: BenchPlugin, path: Path, scenario: Scenario, class_
         "name": scenario.name, "path": str(path), "sha256": scenario_sha256(scenario),
         "resolved": scenario.model_dump(mode="json"),
     })
-    rec.set_meta("overrides", {"arm": options.arm, "repeats": options.repeats,
-                               "stage_duration": options.stage_duration})
+    rec.set_meta("overrides", {name: getattr(options, name, None) for name in ("arm", "repeats", "stage_duration")})
     rec.set_meta("classes", class_names)
     rec.set_meta("request_sets", {name: rs.describe() for name, rs in plugin.request_sets.items()})
     rec.set_meta("conditions", collect_conditions(plugin.backend))

@@ -10,6 +10,7 @@ stage in flight; that stage is then marked ``interrupted``.
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import time
 from pathlib import Path
@@ -17,6 +18,8 @@ from typing import Any
 
 from bench_plugin.samples import SAMPLE_FIELDS, Sample
 from bench_plugin.telemetry.rows import TelemetryRow
+
+logger = logging.getLogger(__name__)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -64,7 +67,10 @@ class Recorder:
     def close(self) -> None:
         """Commit what is buffered and close the file, leaving one self-contained results.sqlite."""
         self.commit()
-        self._db.execute("PRAGMA journal_mode=DELETE")  # folds the write-ahead log back into the file
+        try:
+            self._db.execute("PRAGMA journal_mode=DELETE")  # folds the write-ahead log back into the file
+        except sqlite3.OperationalError as exc:  # another process has the file open: results.sqlite-wal stays
+            logger.warning("results.sqlite kept its write-ahead log (%s): keep results.sqlite-wal beside it", exc)
         self._db.close()
 
     def set_meta(self, key: str, value: Any) -> None:
@@ -125,6 +131,11 @@ class Recorder:
             "WHERE trial=? AND segment=? AND stage=?",
             (ended_s, ended_s, status, reason, trial, segment, stage),
         )
+
+    def stage_invalid(self, trial: int, segment: int, stage: int, reason: str) -> None:
+        """Mark a stage whose load was not the stated one (its accounting failed; loadgen/ledger.py)."""
+        self._db.execute("UPDATE stages SET status='invalid', reason=? WHERE trial=? AND segment=? AND stage=?",
+                         (reason, trial, segment, stage))
 
     def stage_skipped(
         self, trial: int, segment: int, stage: int, name: str | None, offered: dict[str, float],

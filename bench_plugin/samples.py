@@ -7,7 +7,7 @@ that falls behind shows up as latency and queueing, never as a quietly lower rat
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 
@@ -61,14 +61,14 @@ class Sample:
         """Client-side queueing: how late the request actually left."""
         return (self.sent_s - self.intended_s) * 1000.0
 
-    def to_dict(self) -> dict[str, Any]:
-        """A plain dict (for messages between Locust nodes)."""
-        return asdict(self)
+    def to_row(self) -> list[Any]:
+        """The field values in SAMPLE_FIELDS order: the compact form workers ship samples in."""
+        return [getattr(self, name) for name in SAMPLE_FIELDS]
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Sample:
-        """The inverse of to_dict."""
-        return cls(**data)
+    def from_row(cls, row: list[Any]) -> Sample:
+        """The inverse of to_row."""
+        return cls(*row)
 
 
 SAMPLE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Sample))

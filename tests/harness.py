@@ -28,6 +28,28 @@ def start_locust(args: list[str], log: Path, cwd: Path = ROOT) -> subprocess.Pop
                                 stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
 
 
+def start_worker(master_port: int, log: Path, *extra: str, cwd: Path = ROOT) -> subprocess.Popen[bytes]:
+    """Start `locust --worker` for a master on loopback ``master_port``; it needs nothing but the locustfile.
+
+    ``cwd`` comes first on the worker's import path: a directory holding another bench_plugin makes
+    the worker run that one.
+    """
+    with open(log, "wb") as fh:
+        return subprocess.Popen([LOCUST, "-f", str(ROOT / "locustfiles" / "mixed.py"), "--worker", "--master-host",
+                                 "127.0.0.1", "--master-port", str(master_port), *extra], cwd=cwd, stdout=fh,
+                                stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def stop_process(proc: subprocess.Popen[bytes], timeout: float = 10) -> int:
+    """Wait for ``proc`` to end (SIGKILL after ``timeout`` s); its exit status."""
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        return -9
+
+
 def scenario_variant(tmp_path: Path, base: str, name: str = "scenario.yaml", **changes: Any) -> Path:
     """A copy of scenarios/<base>.yaml with top-level keys replaced, written under tmp_path."""
     data = yaml.safe_load((ROOT / "scenarios" / f"{base}.yaml").read_text())

@@ -126,6 +126,12 @@ def _add_synthetic(syn: argparse.ArgumentParser) -> None:
         default=0.0,
         help="added to TTFT (llm) or latency (others) of slow requests (default 0)",
     )
+    syn.add_argument(
+        "--slow-by",
+        choices=("sequence", "content"),
+        default="sequence",
+        help="what picks the slow requests: their sequence number, or their content (same request, same delay)",
+    )
     syn.add_argument("--timing-log", default=None, help="JSON-lines file, one line per finished request")
     syn.add_argument(
         "--ready-after-s",

@@ -4,8 +4,10 @@ No model and no torch: every request is timed from handler entry (after its body
 read) with ``time.time()`` and answered by sleeping to absolute deadlines, so delays
 never accumulate scheduling error and a load generator's measurements can be checked
 against ground truth. Concurrency is unlimited (no queueing). A seeded RNG keyed by
-the request sequence number marks a ``--slow-fraction`` of requests slow, adding
-``--slow-extra-ms`` to their TTFT (llm routes) or total latency (others). With
+the request sequence number (or, with ``--slow-by content``, by the request's content,
+so the same request is slow in every run whatever else the server was sent) marks a
+``--slow-fraction`` of requests slow, adding ``--slow-extra-ms`` to their TTFT (llm
+routes) or total latency (others). With
 ``--timing-log`` each finished request appends one JSON line with its server-side
 timings; ``status`` is the HTTP status, or 499 when the client went away mid-stream.
 """
@@ -111,10 +113,14 @@ class SyntheticServer:
         """Nothing to stop: the timing log is line-buffered, so every line is already written."""
 
     # -- bookkeeping ----------------------------------------------------------------
-    def _begin(self, endpoint: str) -> RequestRecord:
+    def _begin(self, endpoint: str, content: bytes) -> RequestRecord:
         now = time.time()
         seq = next(self._seq)
-        slow = random.Random(self.args.seed * 1_000_003 + seq).random() < self.args.slow_fraction
+        if getattr(self.args, "slow_by", "sequence") == "content":
+            key = int.from_bytes(hashlib.blake2b(content, digest_size=8).digest(), "little")
+        else:
+            key = seq
+        slow = random.Random(self.args.seed * 1_000_003 + key).random() < self.args.slow_fraction
         self.metrics.in_flight.inc()
         return RequestRecord(seq, endpoint, now, slow)
 
@@ -128,10 +134,10 @@ class SyntheticServer:
         return self.args.slow_extra_ms / 1000.0 if rec.slow else 0.0
 
     async def _timed(
-        self, endpoint: str, work: Callable[[RequestRecord], Awaitable[web.StreamResponse]]
+        self, endpoint: str, work: Callable[[RequestRecord], Awaitable[web.StreamResponse]], content: bytes
     ) -> web.StreamResponse:
         """Run ``work`` under a new record; log it with its final status whatever happens."""
-        rec = self._begin(endpoint)
+        rec = self._begin(endpoint, content)
         try:
             if self._slots is not None:
                 async with self._slots:
@@ -165,7 +171,7 @@ class SyntheticServer:
             yield self.tokenizer.decode_token(RESERVED_TOKENS + (rec.seq * 31 + i) % span, i == 0)
 
     async def _text(self, request: web.Request, endpoint: str, chat: bool) -> web.StreamResponse:
-        await request.read()  # the clock starts once the body is in
+        content = await request.read()  # the clock starts once the body is in
 
         async def work(rec: RequestRecord) -> web.StreamResponse:
             body = await read_json_object(request)
@@ -174,7 +180,7 @@ class SyntheticServer:
             pieces = self._tokens(rec, req.max_tokens)
             return await api_text.respond(request, req, self.state.model_name, count_words(req.prompt), pieces)
 
-        return await self._timed(endpoint, work)
+        return await self._timed(endpoint, work, content)
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
         """POST /v1/completions."""
@@ -190,7 +196,7 @@ class SyntheticServer:
 
     async def embeddings(self, request: web.Request) -> web.StreamResponse:
         """POST /v1/embeddings: deterministic vectors after ``--latency-ms``."""
-        await request.read()
+        content = await request.read()
 
         async def work(rec: RequestRecord) -> web.StreamResponse:
             body = await read_json_object(request)
@@ -206,7 +212,7 @@ class SyntheticServer:
             await sleep_until(self._deadline(rec))
             return response
 
-        return await self._timed("/v1/embeddings", work)
+        return await self._timed("/v1/embeddings", work, content)
 
     async def transcriptions(self, request: web.Request) -> web.StreamResponse:
         """POST /v1/audio/transcriptions: ``ceil(seconds * tps)`` words after ``--latency-ms``."""
@@ -228,7 +234,8 @@ class SyntheticServer:
             self.metrics.generated_tokens.inc(n)
             return response
 
-        return await self._timed("/v1/audio/transcriptions", work)
+        upload = form.get("file") if isinstance(form, dict) else None
+        return await self._timed("/v1/audio/transcriptions", work, str(getattr(upload, "filename", "")).encode())
 
 
 def run(args: argparse.Namespace) -> int:

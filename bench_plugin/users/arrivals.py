@@ -2,8 +2,8 @@
 
 Open-loop Poisson arrivals are generated from a seed derived from (scenario seed, class, stage), so
 every arm and every repeat replays exactly the same sequence of send times and inputs: arms differ
-only in what the scenario says they differ in. With several Locust workers, arrival ``k`` belongs to
-worker ``k % worker_count``, so the union over workers is the same sequence as on one process.
+only in what the scenario says they differ in. With several Locust workers, each sends the arrivals
+of its share (loadgen/shares.py), so the union over workers is the same sequence as on one process.
 """
 
 from __future__ import annotations

@@ -1,10 +1,13 @@
-"""WorkloadUser: one driver per class and Locust process, sending that class's arrivals of each stage.
+"""WorkloadUser: the user class of one workload class, and the sender of that class's share of each stage.
 
 A Locust user normally models one closed-loop client. Open-loop load needs requests to leave at
-their intended times whether or not earlier ones have returned, so each class has one driver user
-(``fixed_count = 1``) that spawns a greenlet per arrival on FastHttpUser's connection pool. Latency is
-measured from the intended send time; the gap to the actual send is the client's queueing. Closed
-loop (``arrival: closed``) runs N request loops instead, and is labelled so in every result.
+their intended times whether or not earlier ones have returned, so the plugin makes one instance of
+each class's user class per load-generating process (``sender``) and its LoadState runs that
+instance's share of every stage (users/state.py): a greenlet per arrival, on the instance's
+FastHttpUser connection pool. Locust never spawns these users (the campaign's shape asks for none),
+so how Locust spreads users over workers cannot change who sends what. Latency is measured from the
+intended send time; the gap to the actual send is the client's queueing. Closed loop
+(``arrival: closed``) runs N request loops instead, and is labelled so in every result.
 
 Every request is reported to Locust's own statistics with ``request_type`` = the class, so Locust's
 table splits per class; TTFT and TPOT go in as entries of their own.
@@ -20,10 +23,11 @@ from typing import Any, ClassVar
 
 import gevent
 from gevent.lock import BoundedSemaphore
-from gevent.pool import Group
 from locust import constant, task
 from locust.contrib.fasthttp import FastHttpUser, ResponseContextManager
+from locust.env import Environment
 
+from bench_plugin.loadgen.shares import Share
 from bench_plugin.samples import Sample
 from bench_plugin.users.arrivals import item_order, poisson_offsets
 from bench_plugin.users.state import ClassLoad, LoadState, StageAssignment
@@ -34,9 +38,6 @@ PREPARE_AHEAD_S = 0.005
 SPIN_S = 0.002
 """The last stretch before a send time is spent yielding in a loop rather than in a timer: gevent's
 event loop polls with millisecond granularity, which alone made sends up to a millisecond late."""
-
-STATE_ATTRIBUTE = "bench_plugin_load_state"
-"""Name of the Environment attribute that holds this process's LoadState."""
 
 
 class RequestFailed(Exception):
@@ -87,20 +88,11 @@ def read_json(raw: Any, sample: Sample) -> dict[str, Any]:
     return reply
 
 
-def load_state(environment: Any) -> LoadState:
-    """This process's LoadState (set by bench_plugin.register)."""
-    state = getattr(environment, STATE_ATTRIBUTE, None)
-    if state is None:
-        raise RuntimeError("bench_plugin.register(environment) was not called in this locustfile's init")
-    return state
-
-
 class WorkloadUser(FastHttpUser):
-    """Base of the per-class drivers; subclasses implement ``send`` for their endpoint."""
+    """Base of the per-class drivers; subclasses implement ``prepare`` and ``read`` for their endpoint."""
 
     abstract = True
     workload: ClassVar[str] = ""
-    fixed_count = 1
     wait_time = constant(0)
     host = "http://127.0.0.1"
     """Placeholder: each request goes to the absolute URL the current stage assigns to the class."""
@@ -110,70 +102,75 @@ class WorkloadUser(FastHttpUser):
     """Per socket operation; each request's own deadline is its class's request_timeout_s."""
     connection_timeout = 10.0
 
-    def on_start(self) -> None:
-        self.state = load_state(self.environment)
-        self.requests = self.state.request_sets[self.workload].items
-        self.pool = Group()
-        self.last_key: tuple[int, int, int] | None = None
-        self.slots: BoundedSemaphore | None = None
+    state: LoadState
+    """The LoadState of the process this sender belongs to."""
 
-    def on_stop(self) -> None:
-        self.pool.kill(block=True, timeout=5)
+    @classmethod
+    def sender(cls, environment: Environment, state: LoadState) -> WorkloadUser:
+        """This class's sender for a process: an instance Locust does not spawn, used for its requests."""
+        user = cls(environment)
+        user.state = state
+        return user
 
     @task
-    def drive(self) -> None:
-        """Wait for the next stage that gives this class load, then send its arrivals."""
-        assignment = self.state.wait_for_new(self.last_key, timeout=1.0)
-        if assignment is None:
-            return
-        self.last_key = assignment.key
-        load = assignment.classes.get(self.workload)
-        if load is None or load.load <= 0:
-            return
-        self.slots = BoundedSemaphore(load.max_in_flight)
-        if load.arrival == "poisson":
-            self._open_loop(assignment, load)
-        else:
-            self._closed_loop(assignment, load)
+    def idle(self) -> None:
+        """Nothing: Locust never needs to spawn these users (the LoadState runs each stage's shares)."""
+        gevent.sleep(1.0)
 
-    def _open_loop(self, a: StageAssignment, load: ClassLoad) -> None:
+    def run_share(self, assignment: StageAssignment, share: Share) -> None:
+        """Send this class's ``share`` of the stage (open loop), or its share of the request loops (closed)."""
+        load = assignment.classes[self.workload]
+        if load.load <= 0:
+            return
+        slots = BoundedSemaphore(load.max_in_flight)
+        if load.arrival == "poisson":
+            self._open_loop(assignment, load, share, slots)
+        else:
+            self._closed_loop(assignment, load, share, slots)
+
+    def _open_loop(self, a: StageAssignment, load: ClassLoad, share: Share, slots: BoundedSemaphore) -> None:
         offsets = poisson_offsets(load.load, a.end_s - a.start_s, a.seed, self.workload, a.stage)
-        items = item_order(len(self.requests), len(offsets), a.seed, self.workload, a.stage)
-        for k in range(a.worker_index, len(offsets), a.worker_count):
+        items = item_order(len(self._requests()), len(offsets), a.seed, self.workload, a.stage)
+        for k in share.of(len(offsets)):
             intended = a.start_s + float(offsets[k])
             if not self.state.sleep_until(intended - PREPARE_AHEAD_S, a.key):
                 return
-            self.pool.spawn(self._one, a, load, k, int(items[k]), intended)
+            self.state.count_sent(a.key, self.workload)
+            self.state.spawn(self._one, a, load, slots, k, int(items[k]), intended)
 
-    def _closed_loop(self, a: StageAssignment, load: ClassLoad) -> None:
+    def _closed_loop(self, a: StageAssignment, load: ClassLoad, share: Share, slots: BoundedSemaphore) -> None:
         seq = itertools.count()
-        order = item_order(len(self.requests), len(self.requests), a.seed, self.workload, a.stage)
+        order = item_order(len(self._requests()), len(self._requests()), a.seed, self.workload, a.stage)
         if not self.state.sleep_until(a.start_s, a.key):
             return
 
         def loop() -> None:
             while self.state.is_active(a.key) and time.time() < a.end_s:
                 k = next(seq)
-                self._one(a, load, k, int(order[k % len(order)]), time.time())
+                self.state.count_sent(a.key, self.workload)
+                self._one(a, load, slots, k, int(order[k % len(order)]), time.time())
 
-        for _ in range(a.worker_index, int(load.load), a.worker_count):
-            self.pool.spawn(loop)
+        for _ in share.of(int(load.load)):
+            self.state.spawn(loop)
         self.state.wait_stop(a.key, a.end_s)
 
-    def _one(self, a: StageAssignment, load: ClassLoad, seq: int, item: int, intended: float) -> None:
+    def _requests(self) -> list[dict[str, Any]]:
+        return self.state.request_sets[self.workload].items
+
+    def _one(self, a: StageAssignment, load: ClassLoad, slots: BoundedSemaphore, seq: int, item: int,
+             intended: float) -> None:
         """Prepare request ``item``, send it at ``intended``, record its sample whatever happens."""
         sample = Sample(
             workload=self.workload, trial=a.trial, segment=a.segment, stage=a.stage, seq=seq, item=item,
             intended_s=intended, sent_s=intended, end_s=0.0, ok=False, worker=self.state.worker_id,
         )
         token = id(sample)
-        self.state.pending[token] = (self.workload, a.key, intended)
+        self.state.begin(token, self.workload, a.key, intended)
         try:
-            prepared = self.prepare(load, self.requests[item], sample)
+            prepared = self.prepare(load, self._requests()[item], sample)
             wait_until(intended)
-            assert self.slots is not None
             deadline = RequestFailed(f"no reply within {load.timeout_s:g} s", kind="timeout")
-            with self.slots, gevent.Timeout(load.timeout_s, deadline):
+            with slots, gevent.Timeout(load.timeout_s, deadline):
                 self._exchange(prepared, load, sample)
         except RequestFailed as exc:
             sample.ok, sample.error, sample.detail = False, exc.kind or "protocol", str(exc)
@@ -181,10 +178,10 @@ class WorkloadUser(FastHttpUser):
             sample.ok, sample.error, sample.detail = False, "cancelled", "the run stopped before the reply"
             raise
         finally:
-            del self.state.pending[token]
+            self.state.end(token)
             if not sample.end_s:
                 sample.end_s = time.time()
-            self.state.sink(sample)
+            self.state.record(sample)
         if sample.ok:
             self.reported(sample)
 

@@ -1,22 +1,29 @@
-"""What the users of one Locust process should be doing now: the stage assignment, and where samples go.
+"""What the load of one Locust process is doing: the stage assignment, its loops, and where samples go.
 
-The campaign controller (master or local runner) announces each stage with a ``bench_plugin_stage``
-custom message; every process that runs users (the local runner, or each worker) keeps the latest
-assignment here. Drivers block on it, send their class's arrivals, and hand each finished sample to
-the sink: the recorder on a local runner, a buffer shipped with ``report_to_master`` on a worker.
+The campaign controller (master or local runner) announces each stage with its shares: which
+arrivals of which class this process sends (loadgen/shares.py). Every process that generates load
+(the local runner, or each worker) keeps the assignment here and runs one loop per class it holds a
+share of, on that class's sender: one instance of the locustfile's user class for the class, made
+here, used for its requests and HTTP connection pool and never spawned by Locust (open-loop
+arrivals are not users; Locust spreading users over workers must not decide who sends what).
+Finished samples and the end of each loop go to a reporter: the master's fleet on a local runner,
+the courier that ships them to the master on a worker.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import gevent
 from gevent.event import Event
+from gevent.pool import Group
 
 from bench_plugin.inputs import RequestSet
+from bench_plugin.loadgen.ledger import StageKey
+from bench_plugin.loadgen.shares import Share
 from bench_plugin.samples import Sample
 
 
@@ -37,7 +44,7 @@ class ClassLoad:
 
 @dataclass(frozen=True)
 class StageAssignment:
-    """A stage as the users see it; identical on every worker except worker_index."""
+    """A stage as one process's users see it; identical on every process except its shares."""
 
     trial: int
     segment: int
@@ -46,18 +53,24 @@ class StageAssignment:
     end_s: float
     seed: int
     classes: dict[str, ClassLoad]
-    worker_index: int = 0
-    worker_count: int = 1
+    shares: dict[str, Share] = field(default_factory=dict)
+    """Class -> the arrivals this process sends; a class it has no share of is sent elsewhere."""
 
     @property
-    def key(self) -> tuple[int, int, int]:
+    def key(self) -> StageKey:
         """Identifies the stage within a campaign."""
         return (self.trial, self.segment, self.stage)
+
+    def with_shares(self, shares: dict[str, Share]) -> StageAssignment:
+        """The same stage with this process's shares."""
+        return StageAssignment(self.trial, self.segment, self.stage, self.start_s, self.end_s, self.seed,
+                               self.classes, dict(shares))
 
     def to_message(self) -> dict[str, Any]:
         """The custom-message payload."""
         data = dict(self.__dict__)
         data["classes"] = {name: dict(load.__dict__) for name, load in self.classes.items()}
+        data["shares"] = {name: [share.index, share.count] for name, share in self.shares.items()}
         return data
 
     @classmethod
@@ -65,50 +78,120 @@ class StageAssignment:
         """The inverse of to_message."""
         data = dict(data)
         data["classes"] = {name: ClassLoad(**load) for name, load in data["classes"].items()}
+        data["shares"] = {name: Share(*pair) for name, pair in data.get("shares", {}).items()}
         return cls(**data)
 
 
-class LoadState:
-    """The current assignment and in-flight bookkeeping of one process's users."""
+class Reporter(Protocol):
+    """Where a process's results go (the master's fleet, or a worker's courier)."""
 
-    def __init__(self, request_sets: dict[str, RequestSet], sink: Callable[[Sample], None]) -> None:
+    def sample(self, sample: Sample) -> None:
+        """One finished request."""
+
+    def finished(self, key: StageKey, workload: str, sent: int, note: str | None) -> None:
+        """The loop of ``workload`` in stage ``key`` ended having sent ``sent`` requests."""
+
+
+class Sender(Protocol):
+    """What sends one class's share of a stage (users/base.py's WorkloadUser)."""
+
+    @property
+    def workload(self) -> str:
+        """The class it drives."""
+
+    def run_share(self, assignment: StageAssignment, share: Share) -> None:
+        """Send the share's arrivals at their times; return once the last has left or the stage stopped."""
+
+
+class LoadState:
+    """The current assignment, the loops sending it, and in-flight bookkeeping of one process's users."""
+
+    def __init__(self, request_sets: dict[str, RequestSet], senders: Mapping[str, Callable[[], Sender]],
+                 reporter: Reporter | None = None, worker_id: str = "local") -> None:
         self.request_sets = request_sets
-        self.sink = sink
-        self.worker_id = "local"
-        self._assignment: StageAssignment | None = None
-        self._stopped: set[tuple[int, int, int]] = set()
+        """Class -> its request set; on a worker, filled in when the master's setup arrives."""
+        self.makers = dict(senders)
+        """Class -> how to make its sender (the classes this process can send)."""
+        self.reporter = reporter
+        self.worker_id = worker_id
+        self._stopped: set[StageKey] = set()
         self._changed = Event()
-        self.pending: dict[int, tuple[str, tuple[int, int, int], float]] = {}
+        self._senders: dict[str, Sender] = {}
+        self._sent: dict[tuple[StageKey, str], int] = {}
+        self.loops = Group()
+        """One greenlet per (stage, class) share being sent."""
+        self.requests = Group()
+        """One greenlet per request in flight (or closed-loop request loop)."""
+        self.pending: dict[int, tuple[str, StageKey, float]] = {}
         """Requests sent and not yet ended: token -> (class, stage key, intended send time)."""
 
-    def assign(self, assignment: StageAssignment) -> None:
-        """Start a stage (called by the message handler)."""
-        self._assignment = assignment
-        self._changed.set()
-        self._changed = Event()
+    @property
+    def classes(self) -> list[str]:
+        """The classes this process can send (those its locustfile has a user class of)."""
+        return sorted(self.makers)
 
-    def stop_stage(self, key: tuple[int, int, int]) -> None:
+    def assign(self, assignment: StageAssignment) -> None:
+        """Start a stage: one loop per class this process holds a share of (called by the message handler)."""
+        for name, share in assignment.shares.items():
+            if name not in self.makers:
+                self.finish(assignment.key, name, f"this process's locustfile has no {name} user class")
+                continue
+            sender = self._senders.get(name)
+            if sender is None:
+                sender = self._senders[name] = self.makers[name]()
+            self.loops.spawn(self._loop, sender, assignment, share)
+
+    def _loop(self, sender: Sender, assignment: StageAssignment, share: Share) -> None:
+        try:
+            sender.run_share(assignment, share)
+        finally:
+            self.finish(assignment.key, sender.workload)
+
+    def finish(self, key: StageKey, workload: str, note: str | None = None) -> None:
+        """Report that the loop of ``workload`` in stage ``key`` has ended."""
+        if self.reporter is not None:
+            self.reporter.finished(key, workload, self._sent.pop((key, workload), 0), note)
+
+    def spawn(self, run: Callable[..., None], *args: Any) -> None:
+        """Run one request (or closed-loop request loop) in a greenlet of this process."""
+        self.requests.spawn(run, *args)
+
+    def count_sent(self, key: StageKey, workload: str) -> None:
+        """One more request of ``workload`` in stage ``key`` is on its way (before its greenlet runs)."""
+        self._sent[(key, workload)] = self._sent.get((key, workload), 0) + 1
+
+    def begin(self, token: int, workload: str, key: StageKey, intended_s: float) -> None:
+        """A request of stage ``key`` is under way: it is in flight until ``end``."""
+        self.pending[token] = (workload, key, intended_s)
+
+    def end(self, token: int) -> None:
+        """The request is no longer in flight."""
+        del self.pending[token]
+
+    def record(self, sample: Sample) -> None:
+        """Hand a finished request's sample on."""
+        if self.reporter is not None:
+            self.reporter.sample(sample)
+
+    def stop_stage(self, key: StageKey) -> None:
         """End a stage's arrivals early (rollback, interruption): no new request of it is sent."""
         self._stopped.add(key)
+        self._notify()
+
+    def stop_all(self) -> None:
+        """End every loop and cancel every request in flight (the run is stopping)."""
+        self.loops.kill(block=True, timeout=5)
+        self.requests.kill(block=True, timeout=5)
+
+    def _notify(self) -> None:
         self._changed.set()
         self._changed = Event()
 
-    def is_active(self, key: tuple[int, int, int]) -> bool:
-        """Whether arrivals of stage ``key`` may still be sent."""
-        return key not in self._stopped and self._assignment is not None and self._assignment.key == key
+    def is_active(self, key: StageKey) -> bool:
+        """Whether arrivals of stage ``key`` may still be sent (a stage ends by its own times, or a stop)."""
+        return key not in self._stopped
 
-    def wait_for_new(self, last_key: tuple[int, int, int] | None, timeout: float) -> StageAssignment | None:
-        """The current assignment if it is newer than ``last_key``; else wait up to ``timeout`` for one."""
-        current = self._assignment
-        if current is not None and current.key != last_key and self.is_active(current.key):
-            return current
-        self._changed.wait(timeout)
-        current = self._assignment
-        if current is not None and current.key != last_key and self.is_active(current.key):
-            return current
-        return None
-
-    def wait_stop(self, key: tuple[int, int, int], until_s: float) -> None:
+    def wait_stop(self, key: StageKey, until_s: float) -> None:
         """Sleep until epoch ``until_s`` or until stage ``key`` stops, whichever is first."""
         while self.is_active(key):
             remaining = until_s - time.time()
@@ -120,11 +203,11 @@ class LoadState:
         """Requests sent and not yet ended, over all classes."""
         return len(self.pending)
 
-    def in_flight_of(self, key: tuple[int, int, int]) -> list[tuple[str, float]]:
-        """(class, intended send time) of every request of stage ``key`` still in flight."""
-        return [(workload, intended) for workload, k, intended in self.pending.values() if k == key]
+    def in_flight(self) -> list[tuple[str, StageKey, float]]:
+        """(class, stage key, intended send time) of every request in flight."""
+        return list(self.pending.values())
 
-    def sleep_until(self, when_s: float, key: tuple[int, int, int]) -> bool:
+    def sleep_until(self, when_s: float, key: StageKey) -> bool:
         """Sleep to epoch ``when_s``; False if the stage stopped meanwhile."""
         remaining = when_s - time.time()
         if remaining > 0:

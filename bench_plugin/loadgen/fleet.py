@@ -1,0 +1,312 @@
+"""Fleet: the campaign's load generators as the master (or the local runner) sees them.
+
+On a master, each worker says hello; the fleet refuses one whose software, scenario or request sets
+differ (one line, on both sides) and sends the others the request sets. Workers report which classes
+they can send (their locustfile's user classes); each stage is split into shares over the accepted
+workers that can send a class
+(shares.py) and its ledger (ledger.py) counts what comes back. Workers ship samples, requests in
+flight and the end of each share's loop in REPORT messages; the fleet hands samples on to the
+conductor. A worker that stops answering heartbeats or quits is lost: the conductor asks ``lost``
+while a stage runs, and the stage becomes invalid rather than silently partial. On a local runner
+the same fleet has one member, this process, reached by direct calls instead of messages.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import gevent
+from locust.env import Environment
+from locust.rpc.protocol import Message
+from locust.runners import STATE_MISSING, MasterRunner
+
+from bench_plugin.inputs import RequestSet
+from bench_plugin.loadgen import protocol
+from bench_plugin.loadgen.ledger import StageKey, StageLedger
+from bench_plugin.loadgen.protocol import Hello, Identity, hello_differences
+from bench_plugin.loadgen.shares import plan_shares, unsent
+from bench_plugin.samples import Sample
+from bench_plugin.users.state import LoadState, StageAssignment
+
+logger = logging.getLogger(__name__)
+
+LOCAL = "local"
+"""The member id of the local runner's own process."""
+
+Note = Callable[..., None]
+"""Puts an event on the campaign's timeline: ``note(kind, **detail)``."""
+
+
+class NoLoadGenerators(Exception):
+    """No accepted load generator drives some class of a stage; the message says which and why."""
+
+
+@dataclass
+class Member:
+    """One load-generating process."""
+
+    id: str
+    state: str = "connected"
+    """connected (said hello, setup sent), accepted (setup applied), refused, lost."""
+    classes: set[str] = field(default_factory=set)
+    """The workload classes it can send."""
+    in_flight: list[tuple[str, StageKey, float]] = field(default_factory=list)
+    """(class, stage key, intended send time) of its requests in flight, as of its last report."""
+    identity: Identity | None = None
+    reason: str | None = None
+    """Why it was refused or lost."""
+
+
+class Fleet:
+    """The load generators of one campaign, and the ledger of every stage they were given."""
+
+    def __init__(self, environment: Environment, *, request_sets: dict[str, RequestSet], scenario_sha256: str,
+                 take: Callable[[Sample], None], note: Note) -> None:
+        self.environment = environment
+        self.request_sets = request_sets
+        self.scenario_sha256 = scenario_sha256
+        self.take = take
+        self.note = note
+        self.identity = Identity.here()
+        self.members: dict[str, Member] = {}
+        self.ledgers: dict[StageKey, StageLedger] = {}
+        self.local: LoadState | None = None
+
+    @property
+    def distributed(self) -> bool:
+        """Whether the load comes from workers (a master) rather than this process."""
+        return isinstance(self.environment.runner, MasterRunner)
+
+    # --- wiring ---------------------------------------------------------------------------------
+
+    def attach_local(self, state: LoadState) -> None:
+        """Local runner: this process is the one load generator."""
+        self.local = state
+        state.reporter = _LocalReporter(self)
+        self.members[LOCAL] = Member(LOCAL, state="accepted", classes=set(state.classes), identity=self.identity)
+
+    def listen(self) -> None:
+        """Master: take the workers' messages."""
+        runner = self.environment.runner
+        assert runner is not None
+        runner.register_message(protocol.HELLO, self._on_hello)
+        runner.register_message(protocol.READY, self._on_ready)
+        runner.register_message(protocol.REFUSED, self._on_refused)
+        runner.register_message(protocol.REPORT, self._on_report)
+
+    def _send(self, member: str, kind: str, data: Any) -> None:
+        runner = self.environment.runner
+        assert runner is not None
+        runner.send_message(kind, data, client_id=member)
+
+    def _on_hello(self, msg: Message, **_: Any) -> None:
+        hello = Hello.from_message(msg.data)
+        hashes = {name: rs.sha256 for name, rs in self.request_sets.items()}
+        member = self.members[msg.node_id] = Member(msg.node_id, classes=set(hello.classes), identity=hello.identity)
+        differences = hello_differences(self.identity, self.scenario_sha256, hashes, hello)
+        if differences:
+            self._refuse(member, "; ".join(differences))
+            self._send(member.id, protocol.REFUSED, {"reason": member.reason})
+            return
+        self._send(member.id, protocol.SETUP, {
+            "scenario_sha256": self.scenario_sha256,
+            "request_sets": {name: rs.to_message() for name, rs in self.request_sets.items()},
+        })
+        self.note("worker_connected", worker=member.id, identity=hello.identity.__dict__)
+
+    def _refuse(self, member: Member, reason: str) -> None:
+        member.state, member.reason = "refused", reason
+        sys.stderr.write(f"bench_plugin: worker {member.id} refused: {reason}\n")
+        self.note("worker_refused", worker=member.id, reason=reason)
+
+    def _on_refused(self, msg: Message, **_: Any) -> None:
+        member = self.members.setdefault(msg.node_id, Member(msg.node_id))
+        self._refuse(member, str(msg.data.get("reason")))
+
+    def _on_ready(self, msg: Message, **_: Any) -> None:
+        member = self.members.get(msg.node_id)
+        if member is not None and member.state == "connected":
+            member.state = "accepted"
+            self.note("worker_accepted", worker=member.id)
+
+    def _on_report(self, msg: Message, **_: Any) -> None:
+        member = self.members.get(msg.node_id)
+        if member is None or member.state not in ("accepted", "lost"):
+            return
+        for row in msg.data["samples"]:
+            self._sample(Sample.from_row(row))
+        member.in_flight = [(workload, (t, g, s), intended) for workload, t, g, s, intended in msg.data["in_flight"]]
+        for (trial, segment, stage), workload, sent, note in msg.data["finished"]:
+            self._finished(member.id, (trial, segment, stage), workload, sent, note)
+
+    def _sample(self, sample: Sample) -> None:
+        ledger = self.ledgers.get((sample.trial, sample.segment, sample.stage))
+        if ledger is not None:
+            ledger.take(sample)
+        self.take(sample)
+
+    def _finished(self, member: str, key: StageKey, workload: str, sent: int, note: str | None) -> None:
+        ledger = self.ledgers.get(key)
+        if ledger is not None:
+            ledger.finish(member, workload, sent, note)
+
+    # --- membership -----------------------------------------------------------------------------
+
+    def accepted(self) -> dict[str, Member]:
+        """The members that may be given load now."""
+        self.poll()
+        return {mid: m for mid, m in self.members.items() if m.state == "accepted"}
+
+    def poll(self) -> list[str]:
+        """Mark members Locust no longer lists (quit) or lists as missing (no heartbeats); returns the new ones."""
+        if not self.distributed:
+            return []
+        runner = self.environment.runner
+        assert isinstance(runner, MasterRunner)
+        lost = []
+        for member in self.members.values():
+            if member.state not in ("accepted", "connected"):
+                continue
+            client = runner.clients.get(member.id)
+            if client is None:
+                member.reason = "it quit or disconnected"
+            elif client.state == STATE_MISSING:
+                member.reason = "no heartbeat for 3 s"
+            else:
+                continue
+            member.state = "lost"
+            lost.append(member.id)
+            sys.stderr.write(f"bench_plugin: worker {member.id} lost: {member.reason}\n")
+            self.note("worker_lost", worker=member.id, reason=member.reason)
+        return lost
+
+    def lost(self, ledger: StageLedger) -> dict[str, str]:
+        """Members of ``ledger``'s stage that are lost, with why."""
+        self.poll()
+        return {mid: self.members[mid].reason or "lost" for mid in ledger.workers
+                if mid in self.members and self.members[mid].state == "lost"}
+
+    def wait_for_senders(self, classes: Iterable[str], timeout_s: float) -> None:
+        """Return once every class has an accepted member that can send it and none is still setting up.
+
+        NoLoadGenerators after ``timeout_s``.
+        """
+        names = list(classes)
+        deadline = time.time() + timeout_s
+        while True:
+            missing = unsent(plan_shares({m: x.classes for m, x in self.accepted().items()}, names), names)
+            if not missing and all(m.state != "connected" for m in self.members.values()):
+                return
+            if time.time() >= deadline:
+                raise NoLoadGenerators(self._missing_reason(missing, timeout_s))
+            gevent.sleep(0.1)
+
+    def _missing_reason(self, missing: list[str], waited_s: float) -> str:
+        states = [m.state for m in self.members.values()]
+        refused = [f"{m.id}: {m.reason}" for m in self.members.values() if m.state == "refused"]
+        text = (f"no load generator can send {', '.join(missing)} after {waited_s:g} s "
+                f"({len(states)} worker(s): {states.count('accepted')} accepted, {states.count('connected')} "
+                f"setting up, {states.count('refused')} refused, {states.count('lost')} lost)")
+        return text + (f"; refused: {'; '.join(refused)}" if refused else "")
+
+    # --- stages ---------------------------------------------------------------------------------
+
+    def announce(self, assignment: StageAssignment, arrivals: dict[str, int | None]) -> StageLedger:
+        """Split the stage over the accepted members, send each its shares; the stage's ledger.
+
+        ``arrivals``: class -> open-loop arrival count of the stage (None for closed loop).
+        """
+        active = [name for name, load in assignment.classes.items() if load.load > 0]
+        members = self.accepted()
+        shares = plan_shares({mid: m.classes for mid, m in members.items()}, active)
+        missing = unsent(shares, active)
+        if missing:
+            raise NoLoadGenerators(self._missing_reason(missing, 0))
+        ledger = self.ledgers[assignment.key] = StageLedger(assignment.key, shares, arrivals)
+        for mid, held in shares.items():
+            mine = assignment.with_shares(held)
+            if mid == LOCAL:
+                assert self.local is not None
+                self.local.assign(mine)
+            else:
+                self._send(mid, protocol.STAGE, mine.to_message())
+        return ledger
+
+    def stop_stage(self, key: StageKey) -> None:
+        """End a stage's arrivals early on every member."""
+        if self.local is not None:
+            self.local.stop_stage(key)
+        for mid in self.accepted():
+            if mid != LOCAL:
+                self._send(mid, protocol.STOP, list(key))
+
+    def _in_flight(self) -> Iterable[tuple[str, tuple[str, StageKey, float]]]:
+        if self.local is not None:
+            for entry in self.local.in_flight():
+                yield LOCAL, entry
+        for mid, member in self.members.items():
+            if mid != LOCAL and member.state == "accepted":
+                for entry in member.in_flight:
+                    yield mid, entry
+
+    def in_flight(self) -> int:
+        """Requests in flight over every member (as last reported)."""
+        return sum(1 for _ in self._in_flight())
+
+    def in_flight_of(self, key: StageKey) -> list[tuple[str, float]]:
+        """(class, intended send time) of every request of stage ``key`` in flight."""
+        return [(workload, intended) for _, (workload, k, intended) in self._in_flight() if k == key]
+
+    def in_flight_by_share(self, key: StageKey) -> dict[tuple[str, str], int]:
+        """(member, class) -> requests of stage ``key`` in flight."""
+        out: dict[tuple[str, str], int] = {}
+        for mid, (workload, k, _) in self._in_flight():
+            if k == key:
+                out[(mid, workload)] = out.get((mid, workload), 0) + 1
+        return out
+
+    def settle(self, keys: Iterable[StageKey], deadline_s: float) -> None:
+        """Wait until the stages' loops have all reported their end and nothing of them is in flight.
+
+        Members lost meanwhile are not waited for. Returns at epoch ``deadline_s`` at the latest.
+        """
+        ledgers = [self.ledgers[k] for k in keys if k in self.ledgers]
+        while time.time() < deadline_s:
+            if all(self._settled(ledger) for ledger in ledgers):
+                return
+            gevent.sleep(0.05)
+
+    def _settled(self, ledger: StageLedger) -> bool:
+        lost = self.lost(ledger)
+        if ledger.unfinished(excluding=lost):
+            return False
+        return not any(mid not in lost for (mid, _) in self.in_flight_by_share(ledger.key))
+
+    def verify(self, key: StageKey, stopped: bool) -> list[str]:
+        """The stage's accounting problems (ledger.verify); empty when its load was exactly the stated one."""
+        ledger = self.ledgers[key]
+        return ledger.verify(stopped=stopped, in_flight=self.in_flight_by_share(key), lost=self.lost(ledger))
+
+    def describe(self) -> dict[str, Any]:
+        """Every member with its state, the classes it can send and its identity: the campaign's load generators."""
+        return {mid: {"state": m.state, "classes": sorted(m.classes), "reason": m.reason,
+                      "identity": m.identity.__dict__ if m.identity else None}
+                for mid, m in self.members.items()}
+
+
+class _LocalReporter:
+    """A local runner's LoadState reporting straight into the fleet."""
+
+    def __init__(self, fleet: Fleet) -> None:
+        self.fleet = fleet
+
+    def sample(self, sample: Sample) -> None:
+        self.fleet._sample(sample)
+
+    def finished(self, key: StageKey, workload: str, sent: int, note: str | None) -> None:
+        self.fleet._finished(LOCAL, key, workload, sent, note)

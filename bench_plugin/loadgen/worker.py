@@ -1,0 +1,122 @@
+"""Worker: a Locust worker's side of a campaign; it takes the request sets from the master, ships results back.
+
+``locust -f locustfiles/mixed.py --worker --master-host H`` is all a worker needs: at start it says
+hello, and the master answers with the request sets, or refuses it (one line on both sides; the
+worker exits with status 2). A worker given its own ``--scenario`` says what that scenario and its
+request sets hash to, and the master refuses it if they differ from its own. The worker's LoadState
+reports through a Courier, which ships samples, requests in flight and finished shares to the
+master every REPORT_INTERVAL_S while there is news, and once more when the worker stops.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+import gevent
+from locust.env import Environment
+from locust.rpc.protocol import Message
+from locust.runners import WorkerRunner
+
+from bench_plugin.inputs import RequestSet, RequestSetError
+from bench_plugin.loadgen import collector, protocol
+from bench_plugin.loadgen.ledger import StageKey
+from bench_plugin.loadgen.protocol import Hello, Identity
+from bench_plugin.samples import Sample
+from bench_plugin.users.state import LoadState, StageAssignment
+
+logger = logging.getLogger(__name__)
+
+
+class Courier:
+    """Buffers a worker's results and ships them to the master in REPORT messages."""
+
+    def __init__(self, runner: WorkerRunner, state: LoadState) -> None:
+        self.runner = runner
+        self.state = state
+        self.samples: list[list[Any]] = []
+        self.done: list[list[Any]] = []
+        self._last_in_flight: list[list[Any]] = []
+
+    def sample(self, sample: Sample) -> None:
+        self.samples.append(sample.to_row())
+
+    def finished(self, key: StageKey, workload: str, sent: int, note: str | None) -> None:
+        self.done.append([list(key), workload, sent, note])
+
+    def run(self) -> None:
+        """Ship what there is every REPORT_INTERVAL_S (the worker's lifetime)."""
+        while True:
+            gevent.sleep(protocol.REPORT_INTERVAL_S)
+            self.flush()
+
+    def flush(self) -> None:
+        """Send one REPORT if anything changed since the last; samples and in-flight are one snapshot."""
+        in_flight = [[workload, *key, intended] for workload, key, intended in self.state.in_flight()]
+        if not (self.samples or self.done or in_flight != self._last_in_flight):
+            return
+        data = {"samples": self.samples, "in_flight": in_flight, "finished": self.done}
+        self.samples, self.done, self._last_in_flight = [], [], in_flight
+        self.runner.send_message(protocol.REPORT, data)
+
+
+class WorkerLink:
+    """Wires one worker process into the campaign its master runs."""
+
+    def __init__(self, environment: Environment, state: LoadState, own: Hello | None = None) -> None:
+        runner = environment.runner
+        assert isinstance(runner, WorkerRunner)
+        self.environment = environment
+        self.runner = runner
+        self.state = state
+        self.hello = own or Hello(Identity.here(), state.classes)
+        self.courier = Courier(runner, state)
+        state.reporter = self.courier
+        state.worker_id = runner.client_id
+
+    def start(self) -> None:
+        """Register the message handlers, say hello, start shipping."""
+        runner = self.runner
+        runner.register_message(protocol.SETUP, self._on_setup)
+        runner.register_message(protocol.REFUSED, self._on_refused)
+        runner.register_message(protocol.STAGE, self._on_stage)
+        runner.register_message(protocol.STOP, self._on_stop)
+        self.environment.events.test_stop.add_listener(self._on_stop_all)
+        self.environment.events.quitting.add_listener(self._on_stop_all)
+        runner.greenlet.spawn(self.courier.run)
+        runner.send_message(protocol.HELLO, self.hello.to_message())
+
+    def _on_setup(self, msg: Message, **_: Any) -> None:
+        try:
+            sets = {name: RequestSet.from_message(data) for name, data in msg.data["request_sets"].items()}
+        except RequestSetError as exc:
+            self.runner.send_message(protocol.REFUSED, {"reason": str(exc)})
+            self._quit(f"cannot take part: {exc}")
+            return
+        self.state.request_sets.clear()
+        self.state.request_sets.update(sets)
+        collector.settle()
+        self.runner.send_message(protocol.READY, {})
+        logger.info("bench_plugin: campaign set up by the master (%s)",
+                    ", ".join(f"{name}: {rs.sha256[:12]}" for name, rs in sets.items()))
+
+    def _on_refused(self, msg: Message, **_: Any) -> None:
+        self._quit(f"refused by the master: {msg.data.get('reason')}")
+
+    def _quit(self, line: str) -> None:
+        sys.stderr.write(f"bench_plugin: error: {line}\n")
+        sys.stderr.flush()
+        self.environment.process_exit_code = 2
+        gevent.spawn(self.runner.quit)  # not from this handler's greenlet, which quit() kills
+
+    def _on_stage(self, msg: Message, **_: Any) -> None:
+        self.state.assign(StageAssignment.from_message(msg.data))
+
+    def _on_stop(self, msg: Message, **_: Any) -> None:
+        key = tuple(msg.data)
+        self.state.stop_stage((int(key[0]), int(key[1]), int(key[2])))
+
+    def _on_stop_all(self, **_: Any) -> None:
+        self.state.stop_all()
+        self.courier.flush()

@@ -1,0 +1,8 @@
+"""Makes the distributed tests' helpers (loadgen_testlib.py) importable."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
