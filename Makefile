@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 RESULTS ?= results/day19-$(shell date -u +%Y%m%d-%H%M%S)
 DAY19_FLAGS ?=
 
-.PHONY: setup day19 test lint typecheck clean
+.PHONY: setup day19 test lint typecheck compose-plugin clean
 
 setup: $(VENV)/.installed
 
@@ -30,7 +30,17 @@ $(BROWSER)/node_modules/.installed: $(BROWSER)/package.json $(BROWSER)/package-l
 	cd $(BROWSER) && npm ci --no-audit --no-fund
 	touch $@
 
-test: setup $(BROWSER)/node_modules/.installed
+# docker compose, for tests/deploy (it validates docker-compose.yml; no engine needed): built from the Go
+# module proxy by tools/compose/build.sh, its binary cached by version in ~/.cache/bench-plugin/bin.
+COMPOSE_PLUGIN := .docker/cli-plugins/docker-compose
+
+compose-plugin: $(COMPOSE_PLUGIN)
+
+$(COMPOSE_PLUGIN): tools/compose/build.sh tools/compose/go.mod tools/compose/go.sum
+	tools/compose/build.sh $(CURDIR)/.docker >/dev/null
+	touch $@
+
+test: setup $(BROWSER)/node_modules/.installed $(COMPOSE_PLUGIN)
 	$(PY) -m ruff check .
 	$(PY) -m mypy bench_plugin
 	$(PY) -m pytest -q
@@ -42,4 +52,4 @@ typecheck: setup
 	$(PY) -m mypy bench_plugin
 
 clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache .mypy_cache
+	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache .mypy_cache .docker
