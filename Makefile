@@ -16,7 +16,7 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[servers,dev]'
+	$(PY) -m pip install -q -e '.[servers,prometheus,dev]'
 	touch $@
 
 day19: setup
@@ -40,7 +40,17 @@ $(COMPOSE_PLUGIN): tools/compose/build.sh tools/compose/go.mod tools/compose/go.
 	tools/compose/build.sh $(CURDIR)/.docker >/dev/null
 	touch $@
 
-test: setup $(BROWSER)/node_modules/.installed $(COMPOSE_PLUGIN)
+# The telemetry tests run a real Prometheus (Debian's package). Installing it enables, and on a host
+# with an init system starts, a system service on :9090; the tests start their own on a free port, so
+# the system one is stopped and disabled right after the install and holds nothing.
+PROMETHEUS := /usr/bin/prometheus
+NO_SYSTEM_PROMETHEUS := if [ -d /run/systemd/system ]; then systemctl disable --now prometheus; \
+	elif [ -x /etc/init.d/prometheus ]; then /etc/init.d/prometheus stop && update-rc.d prometheus disable; fi
+
+$(PROMETHEUS):
+	command -v prometheus >/dev/null || (apt-get update -q && apt-get install -y -q prometheus && $(NO_SYSTEM_PROMETHEUS))
+
+test: setup $(BROWSER)/node_modules/.installed $(COMPOSE_PLUGIN) $(PROMETHEUS)
 	$(PY) -m ruff check .
 	$(PY) -m mypy bench_plugin
 	$(PY) -m pytest -q

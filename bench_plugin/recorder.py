@@ -2,7 +2,9 @@
 
 Everything a report needs lives here: the campaign's conditions, each trial and its arm, where each
 class ran, when it became ready, every stage and every request's sample, plus a timeline of events.
-GPU telemetry (table ``telemetry``, DCGM metric names) is written at each stage end too.
+GPU telemetry (table ``telemetry``, DCGM metric names) is written at each stage end too, and so are the
+per-class series a queried source (Prometheus) returned for the stage (``stage_series``, with its
+one-line notes in ``stage_series_notes``).
 Samples are buffered and committed at each stage boundary, so a crash or Ctrl-C loses at most the
 stage in flight; that stage is then marked ``interrupted``.
 """
@@ -13,6 +15,7 @@ import json
 import logging
 import sqlite3
 import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +52,16 @@ CREATE TABLE IF NOT EXISTS telemetry (
 CREATE INDEX IF NOT EXISTS telemetry_by_time ON telemetry (t);
 CREATE TABLE IF NOT EXISTS events (
     t REAL NOT NULL, trial INTEGER, kind TEXT NOT NULL, detail TEXT
+);
+CREATE TABLE IF NOT EXISTS stage_series (
+    trial INTEGER NOT NULL, segment INTEGER NOT NULL, stage INTEGER NOT NULL, source TEXT NOT NULL,
+    workload TEXT NOT NULL, t REAL NOT NULL, device TEXT NOT NULL, metric TEXT NOT NULL, value REAL NOT NULL,
+    process TEXT
+);
+CREATE INDEX IF NOT EXISTS stage_series_by_stage ON stage_series (trial, segment, stage);
+CREATE TABLE IF NOT EXISTS stage_series_notes (
+    trial INTEGER NOT NULL, segment INTEGER NOT NULL, stage INTEGER NOT NULL, source TEXT NOT NULL,
+    note TEXT NOT NULL
 );
 """
 
@@ -162,6 +175,24 @@ class Recorder:
             self._db.execute("BEGIN")
             self._db.executemany("INSERT INTO telemetry VALUES (?,?,?,?,?,?)",
                                  [(*row.as_tuple(), trial) for row in rows])
+
+    def add_stage_series(self, trial: int, segment: int, stage: int, source: str,
+                         rows: Mapping[str, Iterable[TelemetryRow]], notes: Iterable[str]) -> None:
+        """Write one stage's per-class GPU series from a queried source (``prometheus``) and its notes.
+
+        ``rows`` is class -> rows (StageSeries.rows), ``notes`` one line each (StageSeries.notes); both
+        go in one transaction, to ``stage_series`` and ``stage_series_notes``.
+        """
+        points = [(trial, segment, stage, source, workload, *row.as_tuple())
+                  for workload, class_rows in rows.items() for row in class_rows]
+        lines = [(trial, segment, stage, source, note) for note in notes]
+        if not points and not lines:
+            return
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.executemany("INSERT INTO stage_series (trial, segment, stage, source, workload, t, device, "
+                                 "metric, value, process) VALUES (?,?,?,?,?,?,?,?,?,?)", points)
+            self._db.executemany("INSERT INTO stage_series_notes VALUES (?,?,?,?,?)", lines)
 
     def add_samples(self, samples: list[Sample]) -> None:
         """Buffer samples; they reach the file at the next commit (each stage end)."""

@@ -11,7 +11,8 @@ it can be mailed, archived with the results and opened years later without a net
 
 Order of the page (the seed's "how to read results"): the verdict per arm first, then per class the
 latency against offered load, normalised throughput and fairness, then one timeline per trial
-(placement, readiness, stages, failures, latency, GPU), the errors, and every condition of the run.
+(placement, readiness, stages, failures, latency, GPU), the per-stage GPU series from Prometheus
+beside NVML's (only where the campaign queried one), the errors, and every condition of the run.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from bench_plugin.report.css import CSS
 from bench_plugin.report.figures import Plot, arm_styles
 from bench_plugin.report.markdown import render_report
 from bench_plugin.report.plots import classes_of, fairness_plot, latency_plot, streaming_plot, throughput_plot
+from bench_plugin.report.stage_series import html_section, read_trial_series
 from bench_plugin.report.store import (
     MAX_POINTS,
     count_requests,
@@ -68,12 +70,15 @@ def write_report(results_dir: Path, max_points: int = MAX_POINTS) -> Path:
         page = render_html(summary, db, max_points)
         meta = read_meta(db)
         arm_settings: dict[str, dict[str, Any]] = {}
-        for trial in read_trials(db):
+        trials = read_trials(db)
+        for trial in trials:
             arm_settings.setdefault(trial.arm, trial.arm_config)
+        stage_series = read_trial_series(db, trials)
     out = results_dir / "report.html"
     out.write_text(page, encoding="utf-8")
     (results_dir / "report.md").write_text(
-        render_report(summary, started_s=meta.get("started_s"), arm_settings=arm_settings), encoding="utf-8")
+        render_report(summary, started_s=meta.get("started_s"), arm_settings=arm_settings,
+                      stage_series=stage_series), encoding="utf-8")
     return out
 
 
@@ -96,11 +101,13 @@ def render_html(summary: dict[str, Any], db: sqlite3.Connection, max_points: int
         start = trial.started_s or 0.0
         telemetry = read_telemetry(db, start, trial.ended_s or float("inf"), drawn_metrics())
         timelines.append(timeline_plot(trial, requests, telemetry, slo))
+    stage_series = read_trial_series(db, trials)
     sections = [
         ("verdict", "Verdict", _verdict(summary, comparison)),
         ("load", "Latency vs offered load", _figures(load_plots)),
         ("sharing", "Throughput and fairness", _figures(share_plots) + _fairness_note(comparison)),
         ("timelines", "Trial timelines", _figures(timelines)),
+        *([("gpu-series", "GPU series per stage", html_section(stage_series))] if stage_series else []),
         ("errors", "Errors", errors_table(trials, read_failures(db))),
         ("conditions", "Conditions (everything needed to run it again)", conditions_section(summary, meta, trials)),
     ]

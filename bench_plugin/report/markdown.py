@@ -2,7 +2,8 @@
 
 summary.md lists per stage, arm and class the figures over repeats. report.md reads like report.html
 without the plots: the verdict per arm first (when summary.json has a "comparison" section), then the
-per-stage tables, the operating boundary per arm, and the conditions of the run in short.
+per-stage tables, the operating boundary per arm, the per-stage GPU series from Prometheus beside
+NVML's (when the campaign queried one), and the conditions of the run in short.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import shlex
+from collections.abc import Sequence
 from typing import Any
 
 from bench_plugin.report.comparison import (
@@ -22,6 +24,7 @@ from bench_plugin.report.comparison import (
 )
 from bench_plugin.report.comparison import offered_text as _offered
 from bench_plugin.report.comparison import spread_text as _fmt
+from bench_plugin.report.stage_series import TrialSeries, markdown_section
 
 
 def _trials_table(summary: dict[str, Any]) -> list[str]:
@@ -172,11 +175,13 @@ def _conditions_section(summary: dict[str, Any], started_s: float | None,
 
 
 def render_report(summary: dict[str, Any], *, started_s: float | None = None,
-                  arm_settings: dict[str, dict[str, Any]] | None = None) -> str:
+                  arm_settings: dict[str, dict[str, Any]] | None = None,
+                  stage_series: Sequence[TrialSeries] = ()) -> str:
     """The markdown text of report.md: verdict first, then per-stage tables, boundaries and conditions.
 
-    ``started_s`` (the campaign start, epoch seconds) and ``arm_settings`` (each arm's settings as
-    recorded in trials.arm_config) come from results.sqlite; both are optional.
+    ``started_s`` (the campaign start, epoch seconds), ``arm_settings`` (each arm's settings as
+    recorded in trials.arm_config) and ``stage_series`` (report.stage_series.read_trial_series) come
+    from results.sqlite; all are optional.
     """
     scenario = summary.get("scenario") or {}
     status = summary.get("status") or {}
@@ -198,6 +203,7 @@ def render_report(summary: dict[str, Any], *, started_s: float | None = None,
         offered = _offered(stage["offered"], _arrival(summary, stage["index"]))
         lines += [f"### Stage {stage['index']}: offered {offered}", "", *_stage_table(summary, stage["index"]), ""]
     lines += _boundary_section(comparison)
+    lines += markdown_section(stage_series)
     lines += _conditions_section(summary, started_s, arm_settings)
     return "\n".join(lines)
 

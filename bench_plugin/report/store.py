@@ -3,7 +3,8 @@
 summary.json holds the figures; the timeline needs the raw times: when the arm was applied and where
 each class was placed, when each class became ready, when each stage ran and how it ended, every
 request's intended send time and latency, and the GPU telemetry of the trial window when a
-``telemetry`` table exists (columns ``t, device, metric, value, process``).
+``telemetry`` table exists (columns ``t, device, metric, value, process``), and the per-stage series
+a queried source returned (``stage_series`` and ``stage_series_notes``, where they exist).
 
 It must stay fast on a campaign of a million samples, where building a Python tuple per row is
 what costs (about 3 s per million). So: one query counts every trial's requests per class, then ONE
@@ -27,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from bench_plugin.scenario import WORKLOAD_CLASSES
+from bench_plugin.telemetry.rows import TelemetryRow
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -262,3 +264,54 @@ def read_failures(db: sqlite3.Connection) -> list[FailureGroup]:
         "WHERE ok = 0 GROUP BY trial, stage, workload, COALESCE(error, 'unknown') ORDER BY trial, stage, workload"
     ).fetchall()
     return [FailureGroup(r[0], r[1], r[2], r[3], r[4], r[5]) for r in rows]
+
+
+@dataclass
+class StageSeriesRecord:
+    """What a queried source (Prometheus) returned for one stage of a trial: per-class rows, and its notes."""
+
+    segment: int
+    stage: int
+    source: str
+    rows: dict[str, list[TelemetryRow]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def read_stage_series(db: sqlite3.Connection, trial: int) -> list[StageSeriesRecord]:
+    """Per (segment, stage, source) of ``trial``, in order, the stored rows and notes; [] without the tables."""
+    found: dict[tuple[int, int, str], StageSeriesRecord] = {}
+
+    def record(segment: int, stage: int, source: str) -> StageSeriesRecord:
+        return found.setdefault((segment, stage, source), StageSeriesRecord(segment, stage, source))
+
+    if has_table(db, "stage_series"):
+        for row in db.execute("SELECT segment, stage, source, workload, t, device, metric, value, process "
+                              "FROM stage_series WHERE trial=? ORDER BY rowid", (trial,)):
+            rows = record(row["segment"], row["stage"], row["source"]).rows.setdefault(row["workload"], [])
+            rows.append(TelemetryRow(row["t"], row["device"], row["metric"], row["value"], row["process"]))
+    if has_table(db, "stage_series_notes"):
+        for row in db.execute("SELECT segment, stage, source, note FROM stage_series_notes WHERE trial=? "
+                              "ORDER BY rowid", (trial,)):
+            record(row["segment"], row["stage"], row["source"]).notes.append(row["note"])
+    return [found[key] for key in sorted(found)]
+
+
+@dataclass(frozen=True)
+class SampledFigures:
+    """Mean and peak of one device-wide metric's telemetry rows (NVML's, on this host) over a window."""
+
+    mean: float
+    peak: float
+    points: int
+
+
+def telemetry_figures(db: sqlite3.Connection, start_s: float, end_s: float,
+                      metrics: Sequence[str]) -> dict[tuple[str, str], SampledFigures]:
+    """(device, metric) -> figures of the device-wide ``telemetry`` rows in ``[start_s, end_s]``; {} without it."""
+    if not has_table(db, "telemetry") or not metrics:
+        return {}
+    marks = ",".join("?" * len(metrics))
+    rows = db.execute(
+        f"SELECT device, metric, AVG(value), MAX(value), COUNT(value) FROM telemetry WHERE t BETWEEN ? AND ? "
+        f"AND process IS NULL AND metric IN ({marks}) GROUP BY device, metric", (start_s, end_s, *metrics))
+    return {(device, metric): SampledFigures(mean, peak, n) for device, metric, mean, peak, n in rows if n}

@@ -12,6 +12,9 @@ that the default CSV does not list; its HELP follows the CSV's wording for FB_FR
 Per-process series are this project's own (``bench_process_*``): dcgm-exporter has no per-pid series.
 Its Kubernetes mode re-labels DCGM_FI_DEV_FB_USED and DCGM_FI_DEV_GPU_UTIL with pod labels instead
 (internal/pkg/transformation/process_metrics.go), which needs a kubelet and names no pid.
+
+DCGM's profiling fields (PROFILING_FIELDS) are only read, from a dcgm-exporter through Prometheus
+(prometheus.py): they are named here so that every module spells them the same way.
 """
 
 from __future__ import annotations
@@ -70,3 +73,21 @@ FIELDS: dict[str, Field] = {
 """Every series we write, in dcgm-exporter's CSV order, then ours."""
 
 PROCESS_METRICS = frozenset({PROCESS_MEMORY, PROCESS_SM_UTIL, PROCESS_MEM_UTIL})
+
+PROF_GR_ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+PROF_SM_ACTIVE = "DCGM_FI_PROF_SM_ACTIVE"
+PROF_DRAM_ACTIVE = "DCGM_FI_PROF_DRAM_ACTIVE"
+
+PROFILING_FIELDS: dict[str, Field] = {
+    f.name: f
+    for f in (
+        Field(PROF_GR_ENGINE_ACTIVE, "gauge", "Ratio of time the graphics engine is active."),
+        Field(PROF_SM_ACTIVE, "gauge", "The ratio of cycles an SM has at least 1 warp assigned."),
+        Field(PROF_DRAM_ACTIVE, "gauge",
+              "Ratio of cycles the device memory interface is active sending or receiving data."),
+    )
+}
+"""DCGM's profiling (DCP) fields that the plugin reads from a dcgm-exporter (through Prometheus) and never writes:
+NVML has no such counters. Values are ratios in [0, 1], not percent. HELP texts as in dcgm-exporter's
+etc/default-counters.csv (4.5.3-4.8.2), where DCGM_FI_PROF_SM_ACTIVE is commented out: a dcgm-exporter
+with its default counters does not export it, and a campaign gets a note saying so instead of a series."""

@@ -1,4 +1,5 @@
-"""Fixtures for the telemetry tests: the H200 recording and a loopback HTTP server (see telemetry_testlib)."""
+"""Fixtures for the telemetry tests: the H200 recording, a loopback HTTP server (see telemetry_testlib), and a
+real Prometheus scraping stand-in dcgm-exporters (see prometheus_testlib)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from prometheus_testlib import PageServer, PrometheusProcess, ScrapeJob, missing_prometheus
 from telemetry_testlib import Recorded, load_recorded
 
 
@@ -49,3 +51,35 @@ def http_page() -> Iterator[Callable[[Callable[[], tuple[int, str]]], str]]:
     for server in servers:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture(scope="module")
+def page_server() -> Iterator[PageServer]:
+    """Stand-in dcgm-exporters: changeable text at one path each, on a loopback port."""
+    server = PageServer()
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def start_prometheus(
+    tmp_path_factory: pytest.TempPathFactory, page_server: PageServer
+) -> Iterator[Callable[[list[ScrapeJob]], PrometheusProcess]]:
+    """Start a REAL Prometheus scraping ``page_server`` with the given jobs; stopped after the module.
+
+    Fails (does not skip) where /usr/bin/prometheus is missing: CI installs it.
+    """
+    problem = missing_prometheus()
+    if problem:
+        pytest.fail(problem, pytrace=False)
+    started: list[PrometheusProcess] = []
+
+    def start(jobs: list[ScrapeJob]) -> PrometheusProcess:
+        proc = PrometheusProcess(tmp_path_factory.mktemp("prometheus"), jobs, page_server.address)
+        started.append(proc)
+        proc.start()
+        return proc
+
+    yield start
+    for proc in started:
+        proc.stop()
