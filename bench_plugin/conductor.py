@@ -35,14 +35,11 @@ from bench_plugin.rollback import RollbackGuard, StageTally
 from bench_plugin.samples import Sample
 from bench_plugin.scenario import LLMClass, Scenario, Search, Stage
 from bench_plugin.sharing.base import ApplyError, Placement, SharingBackend
-from bench_plugin.telemetry.nvml import NvmlSampler
+from bench_plugin.telemetry.campaign import CampaignTelemetry
 from bench_plugin.users.arrivals import poisson_offsets
 from bench_plugin.users.state import ClassLoad, StageAssignment
 
 logger = logging.getLogger(__name__)
-
-TELEMETRY_INTERVAL_S = 0.2
-"""GPU telemetry is sampled at 5 Hz during trials."""
 
 LEAD_S = 0.25
 """A stage starts this long after it is announced, so every worker has it before its first arrival."""
@@ -73,6 +70,7 @@ class Conductor:
         request_sets: dict[str, RequestSet],
         events: BenchEvents,
         fleet: Fleet,
+        telemetry: CampaignTelemetry,
     ) -> None:
         self.scenario = scenario
         self.class_names = class_names
@@ -86,7 +84,7 @@ class Conductor:
         """Stages run since the last drain, each with whether its arrivals were stopped early."""
         self.guard = RollbackGuard(scenario)
         self.tally: StageTally | None = None
-        self.gpu: NvmlSampler | None = None
+        self.telemetry = telemetry
         self.judged: tuple[tuple[int, int, int], list[Sample]] | None = None
         """The stage an adaptive search is about to judge, and its samples (stragglers included)."""
         self.status = "running"
@@ -147,34 +145,11 @@ class Conductor:
         placement = self.backend.apply(trial.arm, classes, trial.id, segment)
         self.recorder.segment_applied(trial.id, segment, classes, placement.to_dict())
         self.recorder.event("arm_applied", trial.id, segment=segment, placement=placement.to_dict())
-        self.gpu = self._start_telemetry(trial, segment, placement)
+        self.telemetry.start_segment(trial.id, segment, placement)
         try:
             self._measure(trial, segment, classes, placement)
         finally:
-            self._stop_telemetry(trial, segment)
-
-    def _start_telemetry(self, trial: Trial, segment: int, placement: Placement) -> NvmlSampler | None:
-        """Sample the segment's GPUs (nothing on a CPU placement); say so when NVML is not there."""
-        devices = sorted({p.device for p in placement.classes.values() if p.device and p.device != "cpu"})
-        if not devices:
-            return None
-        pids = {p.pid: name for name, p in placement.classes.items() if p.pid is not None}
-        sampler = NvmlSampler(devices=devices, interval_s=TELEMETRY_INTERVAL_S, pids=pids)
-        started = sampler.start()
-        if not started:
-            self.recorder.event("telemetry_unavailable", trial.id, segment=segment, reason=started.reason)
-            logger.warning("no GPU telemetry for trial %d: %s", trial.id, started.reason)
-            return None
-        return sampler
-
-    def _stop_telemetry(self, trial: Trial, segment: int) -> None:
-        sampler, self.gpu = self.gpu, None
-        if sampler is None:
-            return
-        sampler.stop()
-        self.recorder.add_telemetry(trial.id, sampler.drain())
-        self.recorder.event("telemetry", trial.id, segment=segment, processes=sampler.process_classes(),
-                            polls=sampler.polls, overruns=sampler.overruns, problems=sampler.problems())
+            self.telemetry.stop_segment(trial.id, segment, placement)
 
     def _measure(self, trial: Trial, segment: int, classes: list[str], placement: Placement) -> None:
         """Wait for readiness, run the stages, drain, release."""
@@ -291,8 +266,7 @@ class Conductor:
         finally:
             ended = min(time.time(), assignment.end_s)
             self.recorder.stage_ended(trial.id, segment, index, ended, status, reason)
-            if self.gpu is not None:
-                self.recorder.add_telemetry(trial.id, self.gpu.drain())
+            self.telemetry.stage_ended(trial.id, segment, index, start, ended)
             self.recorder.event("stage_end", trial.id, segment=segment, stage=index, status=status, reason=reason)
             self.events.stage_end.fire(trial=trial, segment=segment, stage=index, status=status, reason=reason)
             self.tally = None

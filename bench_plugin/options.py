@@ -21,6 +21,13 @@ def add_arguments(parser: Any) -> None:
                        help="Override the scenario's repeats")
     group.add_argument("--stage-duration", type=float, env_var="LOCUST_STAGE_DURATION", default=None,
                        help="Override every stage's duration (seconds), for quick runs")
+    group.add_argument("--dcgm-url", type=str, env_var="LOCUST_DCGM_URL", default=None,
+                       help="A dcgm-exporter's /metrics URL to scrape during trials (instead of NVML on this host)")
+    group.add_argument("--prometheus-url", type=str, env_var="LOCUST_PROMETHEUS_URL", default=None,
+                       help="A Prometheus that scrapes dcgm-exporter: each stage's GPU series are queried from it")
+    group.add_argument("--prometheus-lag", type=float, env_var="LOCUST_PROMETHEUS_LAG", default=10.0,
+                       help="Seconds after a stage before its series are queried (Prometheus must have scraped "
+                            "them; default 10)")
     for name, attr in HOST_OPTIONS.items():
         group.add_argument(f"--{name}-host", dest=attr, type=str, env_var=f"LOCUST_{attr.upper()}", default=None,
                            help=f"Base URL of an OpenAI-compatible server for the {name} class (manual backend)")

@@ -46,6 +46,7 @@ from bench_plugin.scenario import Scenario, ScenarioError, load_scenario, scenar
 from bench_plugin.sharing.base import ApplyError, SharingBackend
 from bench_plugin.sharing.local import LocalBackend
 from bench_plugin.sharing.manual import ManualBackend
+from bench_plugin.telemetry.campaign import CampaignTelemetry, TelemetryOptions
 from bench_plugin.users import WorkloadUser
 from bench_plugin.users.state import LoadState
 
@@ -91,6 +92,7 @@ class BenchPlugin:
         self.conductor = Conductor(
             scenario=scenario, class_names=class_names, trials=trials, backend=backend, recorder=self.recorder,
             request_sets=self.request_sets, events=self.events, fleet=self.fleet,
+            telemetry=CampaignTelemetry(telemetry_options(environment), self.recorder),
         )
         self.greenlet: gevent.Greenlet | None = None
         self.finalized = False
@@ -177,6 +179,29 @@ def _load_from(options: Namespace | None) -> tuple[Scenario, Path]:
     except ScenarioError as exc:
         fail(str(exc))
     return scenario, path
+
+
+def telemetry_options(environment: Environment) -> TelemetryOptions:
+    """Where the campaign's GPU series come from, per the command line."""
+    options = environment.parsed_options
+    return TelemetryOptions(dcgm_url=getattr(options, "dcgm_url", None),
+                            prometheus_url=getattr(options, "prometheus_url", None),
+                            prometheus_lag_s=float(getattr(options, "prometheus_lag", 10.0)))
+
+
+def _check_prometheus(options: TelemetryOptions) -> None:
+    """Refuse --prometheus-url without its client; warn (and go on) when the server does not answer now."""
+    if not options.prometheus_url:
+        return
+    try:
+        from bench_plugin.telemetry.prometheus import PrometheusSeries
+
+        with PrometheusSeries(options.prometheus_url) as series:
+            reachable = series.check()
+    except ImportError as exc:
+        fail(f"--prometheus-url: {exc}")
+    if not reachable:
+        sys.stderr.write(f"bench_plugin: warning: {reachable.reason}; each stage will carry a note instead\n")
 
 
 def user_classes(environment: Environment) -> dict[str, type[WorkloadUser]]:
@@ -276,6 +301,7 @@ def register(environment: Environment) -> BenchPlugin | None:
             backend.check(arm)
     except ApplyError as exc:
         fail(f"{path}: {exc}")
+    _check_prometheus(telemetry_options(environment))
     plugin = BenchPlugin(environment, scenario, request_sets, results_dir, backend, class_names)
     _route_ctrl_c_to_main_greenlet()
     _record_campaign(plugin, path, scenario, class_names)

@@ -1,0 +1,137 @@
+"""Campaign telemetry: which GPU series a campaign records, from where, and when.
+
+- During each segment one polling source runs: NVML on this host (a GPU placement of the local
+  backend), or a dcgm-exporter's /metrics when ``--dcgm-url`` names one (any backend). Its rows go
+  to the ``telemetry`` table at each stage end.
+- With ``--prometheus-url``, each stage's window is queried after the segment (range queries for
+  the DCGM series, per class: prometheus.py), once Prometheus has had ``prometheus_lag_s`` to scrape
+  the stage's last seconds; rows and notes go to ``stage_series``. Classes are found in the
+  exporter's labels by what the placement says: the GPU (UUID, MIG instance) on this host.
+
+Nothing here fails a campaign: a source that is not there is an event and a warning, a missing
+series a note in the report.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+from bench_plugin.recorder import Recorder
+from bench_plugin.sharing.base import Placement
+from bench_plugin.telemetry.dcgm import DcgmScraper
+from bench_plugin.telemetry.nvml import NvmlSampler
+from bench_plugin.telemetry.rows import DeviceInfo
+from bench_plugin.telemetry.source import PollingSource
+from bench_plugin.telemetry.stage_series import ClassTarget
+
+logger = logging.getLogger(__name__)
+
+NVML_INTERVAL_S = 0.2
+"""NVML is sampled at 5 Hz during segments."""
+
+DCGM_INTERVAL_S = 1.0
+"""A dcgm-exporter refreshes its values every second at best (``-c 1000``): scraping faster repeats them."""
+
+PROMETHEUS_STEP_S = 1.0
+"""The resolution of the per-stage range queries."""
+
+
+@dataclass(frozen=True)
+class TelemetryOptions:
+    """Where a campaign's GPU series come from (the plugin's --dcgm-url and --prometheus-* options)."""
+
+    dcgm_url: str | None = None
+    prometheus_url: str | None = None
+    prometheus_lag_s: float = 10.0
+    """How long after a stage ends its series are queried: Prometheus must have scraped them."""
+
+
+@dataclass
+class _Stage:
+    trial: int
+    segment: int
+    stage: int
+    start_s: float
+    end_s: float
+
+
+@dataclass
+class CampaignTelemetry:
+    """The GPU telemetry of one campaign: a source during each segment, Prometheus after it."""
+
+    options: TelemetryOptions
+    recorder: Recorder
+    source: PollingSource | None = None
+    devices: dict[str, DeviceInfo] = field(default_factory=dict)
+    """Device name -> what identifies it in dcgm-exporter's labels (from NVML on this host)."""
+    _stages: list[_Stage] = field(default_factory=list)
+
+    def start_segment(self, trial: int, segment: int, placement: Placement) -> None:
+        """Start this segment's polling source (nothing on a CPU placement without --dcgm-url)."""
+        devices = sorted({p.device for p in placement.classes.values() if p.device and p.device != "cpu"})
+        source: PollingSource
+        if self.options.dcgm_url:
+            source = DcgmScraper(self.options.dcgm_url, interval_s=DCGM_INTERVAL_S)
+        elif devices:
+            pids = {p.pid: name for name, p in placement.classes.items() if p.pid is not None}
+            source = NvmlSampler(devices=devices, interval_s=NVML_INTERVAL_S, pids=pids)
+            self.devices.update({info.key: info for info in source.devices_info()})
+        else:
+            return
+        started = source.start()
+        if not started:
+            self.recorder.event("telemetry_unavailable", trial, segment=segment, reason=started.reason)
+            logger.warning("no GPU telemetry for trial %d: %s", trial, started.reason)
+            return
+        self.source = source
+
+    def stage_ended(self, trial: int, segment: int, stage: int, start_s: float, end_s: float) -> None:
+        """Store what the source sampled so far; remember the stage's window for Prometheus."""
+        if self.source is not None:
+            self.recorder.add_telemetry(trial, self.source.drain())
+        if end_s > start_s:
+            self._stages.append(_Stage(trial, segment, stage, start_s, end_s))
+
+    def stop_segment(self, trial: int, segment: int, placement: Placement) -> None:
+        """Stop the source and store the rest; query Prometheus for the segment's stages."""
+        source, self.source = self.source, None
+        if source is not None:
+            source.stop()
+            self.recorder.add_telemetry(trial, source.drain())
+            processes = source.process_classes() if isinstance(source, NvmlSampler) else {}
+            self.recorder.event("telemetry", trial, segment=segment, processes=processes, polls=source.polls,
+                                overruns=source.overruns, problems=source.problems())
+        stages, self._stages = self._stages, []
+        if self.options.prometheus_url and stages:
+            self._query(stages, self.targets(placement))
+
+    def targets(self, placement: Placement) -> list[ClassTarget]:
+        """Where each class's series are in the exporter's labels, as far as the placement tells."""
+        out = []
+        for name, where in placement.classes.items():
+            info = self.devices.get(where.device or "")
+            if info is not None:
+                out.append(ClassTarget.for_device(name, info))
+            elif where.device_uuid and not where.device_uuid.startswith("MIG-"):
+                out.append(ClassTarget(name, device=where.device, gpu_uuid=where.device_uuid))
+            elif where.device and where.device.startswith("cuda:"):
+                out.append(ClassTarget(name, device=where.device))
+        return out
+
+    def _query(self, stages: list[_Stage], targets: list[ClassTarget]) -> None:
+        from bench_plugin.telemetry.prometheus import PrometheusSeries
+
+        assert self.options.prometheus_url is not None
+        wait = stages[-1].end_s + self.options.prometheus_lag_s - time.time()
+        if wait > 0:
+            time.sleep(wait)
+        with PrometheusSeries(self.options.prometheus_url) as series:
+            for st in stages:
+                result = series.query_stage(st.start_s, st.end_s, PROMETHEUS_STEP_S, targets)
+                if not targets:
+                    result.notes[:] = ["the placement names no GPU for any class (CPU, or the manual backend): "
+                                       "no series could be attributed"]
+                self.recorder.add_stage_series(st.trial, st.segment, st.stage, "prometheus", result.rows,
+                                               result.notes)

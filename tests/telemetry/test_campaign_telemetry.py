@@ -1,0 +1,42 @@
+"""A campaign's GPU series from outside this host: --dcgm-url scraped during trials, --prometheus-url per stage.
+
+A real Prometheus scrapes a stand-in dcgm-exporter with known values; a whole campaign (the
+calibration scenario, local backend on this CPU host) runs with both options. The scrape lands in
+the telemetry table; Prometheus is queried once per stage, and since the placement names no GPU for
+any class here the stage carries a note saying so rather than unattributed series.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from exporter_pages import C_GPU0, SERVED, page
+from harness import ROOT, run_locust
+from prometheus_testlib import PageServer, PrometheusProcess, ScrapeJob
+
+from bench_plugin.telemetry import fields as F
+
+pytestmark = pytest.mark.slow
+
+
+def test_dcgm_scrape_and_prometheus_queries_in_a_campaign(
+        tmp_path: Path, page_server: PageServer, start_prometheus: Callable[[list[ScrapeJob]], PrometheusProcess]
+) -> None:
+    page_server.set("/campaign", page("/c", 1))
+    prometheus = start_prometheus([ScrapeJob("campaign", "/campaign")])
+    results = tmp_path / "results"
+    done = run_locust(["-f", "locustfiles/mixed.py", "--scenario", str(ROOT / "scenarios" / "calibration.yaml"),
+                       "--results-dir", str(results), "--stage-duration", "2",
+                       "--dcgm-url", f"http://{page_server.address}/campaign",
+                       "--prometheus-url", prometheus.url, "--prometheus-lag", "1"], timeout=180)
+    assert done.returncode == 0, done.stdout[-3000:]
+    db = sqlite3.connect(results / "results.sqlite")
+    util = [v for (v,) in db.execute("SELECT value FROM telemetry WHERE metric=?", (F.GPU_UTIL,))]
+    known = next(s.values[0] for s in SERVED if s.labels == C_GPU0 and s.metric == F.GPU_UTIL)
+    assert util and set(util) == {known}, util
+    notes = list(db.execute("SELECT stage, source, note FROM stage_series_notes"))
+    assert [(stage, source) for stage, source, _ in notes] == [(0, "prometheus")]
+    assert "names no GPU" in notes[0][2]
