@@ -23,7 +23,7 @@ day19: setup
 	$(VENV)/bin/locust --headless --only-summary -f locustfiles/mixed.py \
 		--scenario scenarios/day19.yaml --results-dir $(RESULTS) $(DAY19_FLAGS)
 
-BROWSER := tests/report/browser
+BROWSER := tests/browser
 
 $(BROWSER)/node_modules/.installed: $(BROWSER)/package.json $(BROWSER)/package-lock.json
 	command -v chromium >/dev/null || (apt-get update -q && apt-get install -y -q chromium)

@@ -251,7 +251,8 @@ class Conductor:
         self.tally = StageTally(assignment.key)
         self.recorder.stage_started(trial.id, segment, index, stage.name, offered, arrival, start)
         self.recorder.event("stage_start", trial.id, segment=segment, stage=index, offered=offered)
-        self.events.stage_start.fire(trial=trial, segment=segment, stage=index, offered=offered)
+        self.events.stage_start.fire(trial=trial, segment=segment, stage=index, offered=offered, name=stage.name,
+                                     start_s=assignment.start_s, end_s=assignment.end_s)
         ledger = self.fleet.announce(assignment, _arrivals(assignment))
         status, reason = "completed", None
         try:

@@ -39,6 +39,9 @@ class BenchEvents:
     :param segment: segment index
     :param stage: stage index
     :param offered: dict, class -> offered load (req/s, or users if closed-loop)
+    :param name: the stage's name, or None
+    :param start_s: epoch seconds of its first possible arrival
+    :param end_s: epoch seconds when its arrivals end
     """
 
     stage_end: EventHook

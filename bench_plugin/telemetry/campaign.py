@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from bench_plugin.recorder import Recorder
 from bench_plugin.sharing.base import Placement
+from bench_plugin.telemetry import fields as F
 from bench_plugin.telemetry.dcgm import DcgmScraper
 from bench_plugin.telemetry.nvml import NvmlSampler
 from bench_plugin.telemetry.rows import DeviceInfo
@@ -67,9 +68,11 @@ class CampaignTelemetry:
     devices: dict[str, DeviceInfo] = field(default_factory=dict)
     """Device name -> what identifies it in dcgm-exporter's labels (from NVML on this host)."""
     _stages: list[_Stage] = field(default_factory=list)
+    _placement: Placement | None = None
 
     def start_segment(self, trial: int, segment: int, placement: Placement) -> None:
         """Start this segment's polling source (nothing on a CPU placement without --dcgm-url)."""
+        self._placement = placement
         devices = sorted({p.device for p in placement.classes.values() if p.device and p.device != "cpu"})
         source: PollingSource
         if self.options.dcgm_url:
@@ -87,6 +90,20 @@ class CampaignTelemetry:
             return
         self.source = source
 
+    def latest_by_class(self) -> dict[str, tuple[float | None, float | None]]:
+        """Class -> (its device's GPU utilisation %, its server process's VRAM MiB) as last sampled."""
+        if self.source is None or self._placement is None:
+            return {}
+        rows = self.source.latest()
+        owners = self.source.process_classes() if isinstance(self.source, NvmlSampler) else {}
+        util = {r.device: r.value for r in rows if r.metric == F.GPU_UTIL and r.process is None}
+        memory: dict[str, float] = {}
+        for r in rows:
+            if r.metric == F.PROCESS_MEMORY and r.process is not None and r.process in owners:
+                memory[owners[r.process]] = memory.get(owners[r.process], 0.0) + r.value
+        return {name: (util.get(where.device or ""), memory.get(name))
+                for name, where in self._placement.classes.items()}
+
     def stage_ended(self, trial: int, segment: int, stage: int, start_s: float, end_s: float) -> None:
         """Store what the source sampled so far; remember the stage's window for Prometheus."""
         if self.source is not None:
@@ -96,7 +113,7 @@ class CampaignTelemetry:
 
     def stop_segment(self, trial: int, segment: int, placement: Placement) -> None:
         """Stop the source and store the rest; query Prometheus for the segment's stages."""
-        source, self.source = self.source, None
+        source, self.source, self._placement = self.source, None, None
         if source is not None:
             source.stop()
             self.recorder.add_telemetry(trial, source.drain())

@@ -1,7 +1,7 @@
 """report.html of a REAL short campaign, opened in headless Chromium as a person would open it.
 
 The campaign runs once per module through the real `locust --headless` command with the reference
-servers; the page is opened by browser/check_report.mjs (playwright-core driving Debian's chromium,
+servers; the page is opened by tests/browser/check_report.mjs (playwright-core driving Debian's chromium,
 never a downloaded browser), which records console errors, page errors and every network request,
 counts the data marks in each plot and takes a full-page screenshot. The screenshot is kept in
 tests/report/artifacts/report.png (git-ignored) and named in the test's record_property, so CI and
@@ -27,7 +27,7 @@ from bench_plugin.report.html import write_report
 pytestmark = pytest.mark.slow
 
 HERE = Path(__file__).resolve().parent
-BROWSER = HERE / "browser"
+BROWSER = HERE.parent / "browser"
 ARTIFACTS = HERE / "artifacts"
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 EXPECTED = ["latency-llm", "latency-embedding", "latency-asr", "llm-streaming", "throughput",

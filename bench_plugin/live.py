@@ -1,0 +1,197 @@
+"""Live view: what a running campaign looks like now, per class, for the web UI (and anything else that asks).
+
+The master (or local runner) sees every sample as it arrives. Per class the view keeps the samples
+of the last WINDOW_S seconds and those of the current stage, and a snapshot gives, for both: the
+requests that ended, errors, throughput against the offered rate, P50/P95 of end-to-end latency,
+TTFT and TPOT P95 (llm), and whether the class keeps its SLOs and error budget there. Percentiles
+are over successful requests, as in the summary, with numpy's default (linear) interpolation.
+
+The window is ``(end - WINDOW_S, end]`` by each request's END time, with ``end = now - SETTLE_S``:
+workers ship samples every 0.2 s, so a request that ended a second ago has reached the master and
+the window's figures are final when shown: the same window recomputed from results.sqlite after the
+campaign gives the same numbers (the web UI test does exactly that). The snapshot also says where
+the campaign is (arm, repeat, trial, stage, time left) and, from the summary after each trial, the
+verdict per arm so far.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from bench_plugin.samples import Sample
+from bench_plugin.scenario import Scenario
+
+WINDOW_S = 10.0
+"""The rolling window's length."""
+
+SETTLE_S = 1.0
+"""How old a request's end must be before it counts: every worker has reported it by then."""
+
+
+@dataclass(frozen=True)
+class Figures:
+    """One class over one span (the rolling window, or the stage so far)."""
+
+    requests: int
+    errors: int
+    span_s: float
+    throughput_rps: float
+    """Successful requests per second of the span."""
+    p50_ms: float | None
+    p95_ms: float | None
+    ttft_p95_ms: float | None = None
+    tpot_p95_ms: float | None = None
+    slo: str = "-"
+    """``ok``, ``over: p95, ttft`` (the objectives missed), or ``-`` with no requests."""
+
+
+@dataclass(frozen=True)
+class ClassLive:
+    """A class's live figures: offered rate, the rolling window and the stage so far, its GPU."""
+
+    name: str
+    offered: float | None
+    arrival: str
+    window: Figures
+    stage: Figures
+    gpu_util: float | None = None
+    vram_mib: float | None = None
+
+
+@dataclass(frozen=True)
+class LiveSnapshot:
+    """The campaign now: where it is, each class's figures, the verdict so far."""
+
+    taken_s: float
+    window_start_s: float
+    window_end_s: float
+    status: str
+    """``waiting`` (not started), ``running``, or how it ended (completed, failed, interrupted)."""
+    position: dict[str, Any]
+    classes: list[ClassLive]
+    verdicts: dict[str, str]
+    """Arm -> its verdict text so far (from the summary after each trial)."""
+    report: str | None = None
+    """The report's path once the campaign has ended."""
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    return float(np.percentile(np.asarray(values, dtype=float), q)) if values else None
+
+
+def figures(samples: Iterable[Sample], span_s: float, slo: Mapping[str, float | None],
+            error_budget: float) -> Figures:
+    """The figures of ``samples`` over ``span_s`` seconds, judged against the class's SLO and budget."""
+    items = list(samples)
+    ok = [s for s in items if s.ok]
+    latency = [s.latency_ms for s in ok]
+    ttft = [v for s in ok if (v := s.ttft_ms) is not None]
+    tpot = [v for s in ok if (v := s.tpot_ms) is not None]
+    out = Figures(
+        requests=len(items), errors=len(items) - len(ok), span_s=span_s,
+        throughput_rps=len(ok) / span_s if span_s > 0 else 0.0,
+        p50_ms=_percentile(latency, 50), p95_ms=_percentile(latency, 95),
+        ttft_p95_ms=_percentile(ttft, 95), tpot_p95_ms=_percentile(tpot, 95),
+    )
+    if not items:
+        return out
+    missed = [name for name, value, limit in (("p95", out.p95_ms, slo.get("p95_ms")),
+                                              ("ttft", out.ttft_p95_ms, slo.get("ttft_p95_ms")),
+                                              ("tpot", out.tpot_p95_ms, slo.get("tpot_p95_ms")))
+              if limit is not None and (value is None or value > limit)]
+    if out.errors / out.requests > error_budget:
+        missed.append("errors")
+    return Figures(**{**out.__dict__, "slo": "over: " + ", ".join(missed) if missed else "ok"})
+
+
+@dataclass
+class _Stage:
+    key: tuple[int, int, int]
+    name: str | None
+    start_s: float
+    end_s: float
+    offered: dict[str, float]
+
+
+@dataclass
+class LiveView:
+    """Keeps what the snapshot needs; fed by the campaign's hooks (see ``attach``)."""
+
+    scenario: Scenario
+    classes: list[str]
+    trials: int
+    recent: dict[str, deque[Sample]] = field(default_factory=dict)
+    current: dict[str, list[Sample]] = field(default_factory=dict)
+    stage: _Stage | None = None
+    status: str = "waiting"
+    position: dict[str, Any] = field(default_factory=dict)
+    verdicts: dict[str, str] = field(default_factory=dict)
+    report: str | None = None
+    ended_s: float | None = None
+    gpu: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
+    """Class -> (GPU utilisation %, VRAM MiB) as last sampled, where telemetry runs."""
+
+    def __post_init__(self) -> None:
+        for name in self.classes:
+            self.recent.setdefault(name, deque())
+            self.current.setdefault(name, [])
+
+    def on_sample(self, sample: Sample) -> None:
+        """One finished request, as the master received it."""
+        if sample.workload not in self.recent:
+            return
+        self.recent[sample.workload].append(sample)
+        if self.stage is not None and (sample.trial, sample.segment, sample.stage) == self.stage.key:
+            self.current[sample.workload].append(sample)
+
+    def on_trial_start(self, *, number: int, arm: str, repeat: int) -> None:
+        """A trial (1-based ``number`` of ``trials``) begins."""
+        self.status = "running"
+        self.position = {"trial": number, "of": self.trials, "arm": arm, "repeat": repeat, "stage": None}
+
+    def on_stage_start(self, *, key: tuple[int, int, int], name: str | None, start_s: float, end_s: float,
+                       offered: dict[str, float]) -> None:
+        """A stage's arrivals begin at ``start_s``."""
+        self.stage = _Stage(key, name, start_s, end_s, dict(offered))
+        self.current = {name: [] for name in self.classes}
+        self.position["stage"] = name if name is not None else f"stage {key[2]}"
+
+    def on_end(self, status: str, report: str | None) -> None:
+        """The campaign ended (completed, failed or interrupted); its report is at ``report``."""
+        self.status, self.report, self.ended_s = status, report, time.time()
+
+    def snapshot(self, now: float | None = None) -> LiveSnapshot:
+        """The figures now (see the module docstring for the window); frozen at the end once it ended."""
+        now = time.time() if now is None else now
+        if self.ended_s is not None:
+            now = min(now, self.ended_s + SETTLE_S)
+        end = now - SETTLE_S
+        start = end - WINDOW_S
+        out = []
+        for name in self.classes:
+            recent = self.recent[name]
+            while recent and recent[0].end_s <= start - WINDOW_S:  # keep one window of slack for late arrivals
+                recent.popleft()
+            spec = self.scenario.classes.get(name)
+            slo = spec.slo.model_dump()
+            in_window = [s for s in recent if start < s.end_s <= end]
+            stage_span = max(0.0, min(now, self.stage.end_s) - self.stage.start_s) if self.stage else 0.0
+            util, vram = self.gpu.get(name, (None, None))
+            out.append(ClassLive(
+                name=name,
+                offered=self.stage.offered.get(name) if self.stage else None,
+                arrival=spec.arrival,
+                window=figures(in_window, WINDOW_S, slo, spec.error_budget),
+                stage=figures(self.current.get(name, []), stage_span, slo, spec.error_budget),
+                gpu_util=util, vram_mib=vram,
+            ))
+        position = dict(self.position)
+        if self.stage is not None and self.status == "running":
+            position["stage_left_s"] = max(0.0, self.stage.end_s - now)
+        return LiveSnapshot(now, start, end, self.status, position, out, dict(self.verdicts), self.report)

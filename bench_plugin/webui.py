@@ -1,0 +1,153 @@
+"""Web UI: the campaign in Locust's own web UI (``locust -f locustfiles/mixed.py --scenario ...`` without --headless).
+
+Locust's modern UI takes extra tabs, each a table, through its documented extension points:
+``template_args["extended_tabs"]`` / ``["extended_tables"]`` name them, and the JSON of
+``/stats/requests`` (polled every 2 s) carries their rows under ``extended_stats``. Two tabs:
+
+- GPU sharing, live (``bench-live``): per class, over the last 10 s and over the current stage
+  (live.py): requests, throughput against the offered rate, errors, P50/P95 latency, TTFT/TPOT P95
+  (llm), whether the SLOs and error budget hold, GPU utilisation and VRAM where telemetry runs.
+- GPU sharing, campaign (``bench-campaign``): status, arm, repeat, trial, stage and time left, the
+  window the live figures cover, the load generators, the verdict per arm so far, the report.
+
+Start (``/swarm``) runs the campaign the command line named: the users and ramp-up fields do not
+apply (each stage's load is open-loop arrivals, not users), which a banner above the form says; a
+Start after the campaign has ended is answered with where its results are, never a silent
+"swarming started". Stop ends it the way Ctrl-C does: everything measured is kept and the report is
+written. ``/bench/live.json`` serves the snapshot itself; ``/bench/report`` the report once written.
+Locust's own Statistics tab is reset at each stage start, so it too shows the current stage (its
+buckets round to 10 ms above 100 ms: the tabs here use the exact samples).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from flask import Response, jsonify, request, send_file
+
+from bench_plugin.live import WINDOW_S, ClassLive, Figures, LiveSnapshot
+
+if TYPE_CHECKING:
+    from bench_plugin.plugin import BenchPlugin
+
+LIVE_TAB = "bench-live"
+CAMPAIGN_TAB = "bench-campaign"
+
+LIVE_COLUMNS = [
+    ("cls", "Class"), ("offered", "Offered"), ("rate", f"Req/s (last {WINDOW_S:g} s)"),
+    ("requests", "Requests"), ("errors", "Errors"), ("p50", "P50 ms"), ("p95", "P95 ms"),
+    ("ttft", "TTFT P95 ms"), ("tpot", "TPOT P95 ms"), ("slo", "SLO"),
+    ("stagerequests", "Stage requests"), ("stagerate", "Stage req/s"), ("stagep95", "Stage P95 ms"),
+    ("stageslo", "Stage SLO"),
+    ("gpu", "GPU util %"), ("vram", "VRAM MiB"),
+]
+"""(key, heading) of the live table; keys are single words because the UI camel-cases keys."""
+
+CAMPAIGN_COLUMNS = [("item", "Campaign"), ("value", "Now")]
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def _offered(row: ClassLive) -> str:
+    if row.offered is None:
+        return "-"
+    return f"{row.offered:g} req/s" if row.arrival == "poisson" else f"{row.offered:g} loops (closed)"
+
+
+def live_rows(snapshot: LiveSnapshot) -> list[dict[str, str]]:
+    """The live tab's rows: one per class."""
+    rows = []
+    for row in snapshot.classes:
+        w, st = row.window, row.stage
+        rows.append({
+            "cls": row.name, "offered": _offered(row), "rate": f"{w.throughput_rps:.2f}",
+            "requests": str(w.requests), "errors": str(w.errors), "p50": _ms(w.p50_ms), "p95": _ms(w.p95_ms),
+            "ttft": _ms(w.ttft_p95_ms), "tpot": _ms(w.tpot_p95_ms), "slo": w.slo,
+            "stagerequests": str(st.requests), "stagerate": f"{st.throughput_rps:.2f}", "stagep95": _ms(st.p95_ms),
+            "stageslo": st.slo,
+            "gpu": "-" if row.gpu_util is None else f"{row.gpu_util:.0f}",
+            "vram": "-" if row.vram_mib is None else f"{row.vram_mib:.0f}",
+        })
+    return rows
+
+
+def campaign_rows(snapshot: LiveSnapshot, load_generators: str) -> list[dict[str, str]]:
+    """The campaign tab's rows: where it is, what the live figures cover, the verdict so far."""
+    pos = snapshot.position
+    rows = [("status", snapshot.status)]
+    if pos:
+        rows += [("arm", f"{pos.get('arm')} (repeat {pos.get('repeat')})"),
+                 ("trial", f"{pos.get('trial')} of {pos.get('of')}")]
+        if pos.get("stage") is not None:
+            left = pos.get("stage_left_s")
+            rows.append(("stage", f"{pos['stage']}" + (f", {left:.0f} s left" if left is not None else "")))
+    rows += [("live window (epoch s, by request end)", f"{snapshot.window_start_s!r} to {snapshot.window_end_s!r}"),
+             ("load generators", load_generators)]
+    rows += [(f"verdict: {arm}", text) for arm, text in snapshot.verdicts.items()]
+    if snapshot.report:
+        rows.append(("report", "/bench/report"))
+    return [{"item": item, "value": value} for item, value in rows]
+
+
+def _banner(plugin: BenchPlugin) -> str:
+    scenario = plugin.scenario
+    arms = ", ".join(arm.name for arm in scenario.arms)
+    text = (f"bench_plugin campaign <b>{html.escape(scenario.name)}</b> ({html.escape(arms)}; "
+            f"{scenario.repeats} repeat(s)). Start runs it; Stop ends it and keeps what was measured. "
+            "Users and ramp-up do not apply: each stage sends open-loop arrivals at the scenario's rates. "
+            "Live figures: tab <i>GPU sharing, live</i>.")
+    return ('<div id="bench-plugin-banner" style="font:14px sans-serif;padding:8px 24px;background:#fff8e1;'
+            f'border-bottom:1px solid #e0c97f">{text}</div>')
+
+
+def attach(plugin: BenchPlugin) -> None:
+    """Add the tabs, the routes and the Start guard to the environment's web UI (none in --headless)."""
+    web_ui = plugin.environment.web_ui
+    if web_ui is None:
+        return
+    web_ui.template_args["extended_tabs"] = [
+        {"title": "GPU sharing, live", "key": LIVE_TAB}, {"title": "GPU sharing, campaign", "key": CAMPAIGN_TAB}]
+    web_ui.template_args["extended_tables"] = [
+        {"key": LIVE_TAB, "structure": [{"key": k, "title": t} for k, t in LIVE_COLUMNS]},
+        {"key": CAMPAIGN_TAB, "structure": [{"key": k, "title": t} for k, t in CAMPAIGN_COLUMNS]}]
+    app = web_ui.app
+    assert app is not None
+
+    @app.before_request
+    def guard_start() -> Response | None:
+        if request.method == "POST" and request.path.endswith("/swarm") and plugin.finalized:
+            return jsonify({"success": False, "message": f"this campaign has ended: its results are in "
+                            f"{plugin.results_dir}; start locust again for a new campaign"})
+        return None
+
+    @app.after_request
+    def extend(response: Response) -> Response:
+        if request.path.endswith("/stats/requests") and response.is_json:
+            snapshot = plugin.live_snapshot()
+            extended = [{"key": LIVE_TAB, "data": live_rows(snapshot)},
+                        {"key": CAMPAIGN_TAB, "data": campaign_rows(snapshot, plugin.describe_load_generators())}]
+            response.set_data(json.dumps({**(response.get_json() or {}), "extended_stats": extended}))
+        elif request.path in ("/", "") and response.mimetype == "text/html" and not response.direct_passthrough:
+            page = response.get_data(as_text=True)
+            response.set_data(page.replace("<body>", "<body>" + _banner(plugin), 1))
+        return response
+
+    @app.route("/bench/live.json")
+    def live_json() -> Response:
+        return jsonify(asdict(plugin.live_snapshot()))
+
+    @app.route("/bench/report")
+    def report() -> Response:
+        path = Path(plugin.results_dir) / "report.html"
+        if not plugin.finalized or not path.is_file():
+            return Response("the report is written when the campaign ends", status=404, mimetype="text/plain")
+        return send_file(path.resolve(), mimetype="text/html")
+
+
+__all__ = ["CAMPAIGN_TAB", "LIVE_TAB", "Figures", "attach", "campaign_rows", "live_rows"]
