@@ -1,0 +1,54 @@
+"""The live view: window by request end, figures over successful requests, SLO calls, frozen at the end."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bench_plugin.live import SETTLE_S, WINDOW_S, LiveView, figures
+from bench_plugin.samples import Sample
+from bench_plugin.scenario import load_scenario
+from bench_plugin.webui import campaign_rows, live_rows
+
+ROOT = Path(__file__).resolve().parents[1]
+SLO = {"p95_ms": 100.0, "ttft_p95_ms": None, "tpot_p95_ms": None}
+
+
+def sample(end_s: float, latency_ms: float, ok: bool = True, stage: int = 0, workload: str = "embedding") -> Sample:
+    return Sample(workload=workload, trial=1, segment=0, stage=stage, seq=0, item=0,
+                  intended_s=end_s - latency_ms / 1000, sent_s=end_s - latency_ms / 1000, end_s=end_s, ok=ok)
+
+
+def test_figures_are_over_successful_requests_and_judged() -> None:
+    items = [sample(1.0, v) for v in (10, 20, 30, 40)] + [sample(1.0, 500, ok=False)]
+    got = figures(items, 2.0, SLO, error_budget=0.1)
+    assert (got.requests, got.errors, got.throughput_rps) == (5, 1, 2.0)
+    assert got.p50_ms == pytest.approx(np.percentile([10, 20, 30, 40], 50))
+    assert got.slo == "over: errors"
+    assert figures(items[:4], 2.0, {**SLO, "p95_ms": 35.0}, 0.1).slo == "over: p95"
+    assert figures([], 2.0, SLO, 0.1).slo == "-"
+
+
+def test_the_window_is_by_end_time_behind_the_settle_delay_and_freezes_at_the_end() -> None:
+    scenario = load_scenario(ROOT / "scenarios" / "calibration.yaml")
+    view = LiveView(scenario, ["llm", "embedding"], trials=1)
+    now = 1000.0
+    view.on_trial_start(number=1, arm="synthetic", repeat=1)
+    view.on_stage_start(key=(1, 0, 0), name="s", start_s=now - 30, end_s=now + 30, offered={"embedding": 6.0})
+    inside = [sample(now - SETTLE_S - WINDOW_S + 0.5, 20), sample(now - SETTLE_S - 0.01, 30)]
+    outside = [sample(now - SETTLE_S - WINDOW_S - 0.5, 40), sample(now - SETTLE_S + 0.5, 50)]
+    for s in inside + outside:
+        view.on_sample(s)
+    snap = view.snapshot(now)
+    emb = next(c for c in snap.classes if c.name == "embedding")
+    assert emb.window.requests == 2 and emb.stage.requests == 4
+    assert (snap.window_start_s, snap.window_end_s) == (now - SETTLE_S - WINDOW_S, now - SETTLE_S)
+    rows = live_rows(snap)
+    assert next(r for r in rows if r["cls"] == "embedding")["offered"] == "6 req/s"
+    assert campaign_rows(snap, "this process")[0] == {"item": "status", "value": "running"}
+    view.on_end("completed", "/r/report.html")
+    later = view.snapshot(view.ended_s + 60)  # type: ignore[operator]
+    assert later.window_end_s == view.ended_s and later.status == "completed"
+    assert {"item": "report", "value": "/bench/report"} in campaign_rows(later, "x")
