@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 import time
@@ -248,8 +249,7 @@ def start_locust_stack(server_ports: Mapping[str, int], workers: int, results_di
     the commands through the compose file's own variables, and service host names become 127.0.0.1.
     ``extra_env`` takes Locust's own variables for master and workers (``LOCUST_HEADLESS``,
     ``LOCUST_EXPECT_WORKERS``, ...); the master writes its results to ``results_dir``. The caller
-    must ``stop()`` the stack. No test runs a campaign through it yet: the master/worker hand-over of
-    the scenario is being reworked.
+    must ``stop()`` the stack.
     """
     env = {"BENCH_BIND": "127.0.0.1", "BENCH_WEB_PORT": str(free_port()), "BENCH_MASTER_PORT": str(free_port()),
            **{PORT_VARIABLES[name]: str(port) for name, port in server_ports.items()}}
@@ -344,3 +344,36 @@ def test_exporter_command_runs(tmp_path: Path) -> None:
         assert "nothing to export" in exporter.log_tail(5)
     finally:
         exporter.stop()
+
+
+@pytest.mark.slow
+def test_the_stack_runs_a_campaign_with_two_workers(tmp_path: Path) -> None:
+    """The compose stack's own commands, natively: three CPU servers, the master (headless) and 2 workers."""
+    ports = {name: free_port() for name in SERVERS}
+    config = resolved(env={"BENCH_BIND": "127.0.0.1", **{PORT_VARIABLES[n]: str(p) for n, p in ports.items()}})
+    servers = {name: start_service(config, name, tmp_path / "servers") for name in SERVERS}
+    results = tmp_path / "results"
+    stack = None
+    try:
+        for name in SERVERS:
+            wait_healthy(servers[name], f"http://127.0.0.1:{ports[name]}/health")
+        stack = start_locust_stack(ports, 2, results, tmp_path / "locust", {
+            "LOCUST_HEADLESS": "true", "LOCUST_ONLY_SUMMARY": "true", "LOCUST_EXPECT_WORKERS": "2",
+            "LOCUST_REPEATS": "1"})
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while stack.master.exit_code() is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert stack.master.exit_code() == 0, stack.master.log_tail(40)
+    finally:
+        if stack is not None:
+            stack.stop()
+        for process in servers.values():
+            process.stop()
+    summary = json.loads((results / "summary.json").read_text())
+    assert summary["status"]["status"] == "completed"
+    db = sqlite3.connect(results / "results.sqlite")
+    per_class = dict(db.execute("SELECT workload, COUNT(DISTINCT worker) FROM samples GROUP BY workload"))
+    assert per_class == {"llm": 2, "embedding": 2, "asr": 2}
+    problems = [json.loads(d)["problems"] for (d,) in db.execute(
+        "SELECT detail FROM events WHERE kind='stage_accounting'")]
+    assert problems and all(p == [] for p in problems)
