@@ -76,9 +76,10 @@ class TrialSummary:
     def judged_stage(self, index: int) -> StageSummary | None:
         """The stage if it can be judged: it ran to its end, was rolled back, or was skipped after a rollback.
 
-        A stage cut short by Ctrl-C (``interrupted``) or never reached says nothing about the load, so
-        it is left out rather than counted as a failure. A class of a judged stage that has an offered
-        load but no figures was skipped after a rollback, and counts as failing.
+        A stage cut short by Ctrl-C (``interrupted``), one whose load was not the stated one
+        (``invalid``: a load generator lost, a sample missing) or one never reached says nothing
+        about the load, so it is left out rather than counted as a failure. A class of a judged stage
+        that has an offered load but no figures was skipped after a rollback, and counts as failing.
         """
         stage = self.stage(index)
         if stage is None or stage.status not in JUDGED_STATUSES:

@@ -97,7 +97,7 @@ def _stage_rows(db: sqlite3.Connection, trial: int) -> dict[int, list[sqlite3.Ro
 
 
 def _merge_status(statuses: list[str]) -> str:
-    for worst in ("interrupted", "aborted", "running", "skipped"):
+    for worst in ("invalid", "interrupted", "aborted", "running", "skipped"):
         if worst in statuses:
             return worst
     return "completed"
@@ -173,7 +173,11 @@ def _arm_figures(trials: list[TrialSummary], arm: str, control: str | None) -> l
     """Per stage and class: figures over the arm's repeats, and throughput normalised to the control."""
     mine = [t for t in trials if t.arm == arm]
     theirs = {t.repeat: t for t in trials if t.arm == control}
-    keys, stages_of = _aligned(mine)
+    keys, aligned = _aligned(mine)
+
+    def stages_of(trial: TrialSummary) -> dict[Any, StageSummary]:  # an invalid stage's load was not the stated one
+        return {key: st for key, st in aligned(trial).items() if st.status != "invalid"}
+
     out = []
     for index, key in enumerate(keys):
         stage_classes: dict[str, Any] = {}

@@ -47,6 +47,7 @@ STAGE_STATUS_COLOURS: dict[str, str] = {
     "completed": "#cfe8cf",
     "aborted": "#f4a6a6",
     "interrupted": "#ffd59e",
+    "invalid": "#c9b3e6",
     "running": "#dddddd",
     "skipped": "#eeeeee",
 }
@@ -54,6 +55,7 @@ STAGE_STATUS_LABELS: dict[str, str] = {
     "completed": "completed",
     "aborted": "aborted (rolled back)",
     "interrupted": "interrupted",
+    "invalid": "invalid (load not as stated)",
     "running": "never closed",
     "skipped": "skipped",
 }
