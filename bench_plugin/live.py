@@ -16,16 +16,21 @@ verdict per arm so far.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from bench_plugin.events import BenchEvents
 from bench_plugin.samples import Sample
 from bench_plugin.scenario import Scenario
+
+logger = logging.getLogger(__name__)
 
 WINDOW_S = 10.0
 """The rolling window's length."""
@@ -141,6 +146,27 @@ class LiveView:
         for name in self.classes:
             self.recent.setdefault(name, deque())
             self.current.setdefault(name, [])
+
+    def watch(self, events: BenchEvents, store: Path) -> None:
+        """Follow the campaign's own hooks; after each trial, read the verdict so far from ``store``."""
+        events.trial_start.add_listener(
+            lambda trial, **_: self.on_trial_start(number=trial.position + 1, arm=trial.arm.name, repeat=trial.repeat))
+        events.stage_start.add_listener(
+            lambda trial, segment, stage, offered, name, start_s, end_s, **_: self.on_stage_start(
+                key=(trial.id, segment, stage), name=name, start_s=start_s, end_s=end_s, offered=offered))
+        events.trial_stop.add_listener(lambda **_: self.update_verdicts(store))
+
+    def update_verdicts(self, store: Path) -> None:
+        """The verdict per arm over the trials so far, from the summary of ``store``; a failure only logs."""
+        from bench_plugin.analysis.summary import build_summary
+
+        try:
+            arms = build_summary(store)["comparison"]["arms"]
+        except Exception:  # the live view must never stop a campaign; the final summary says what is wrong
+            logger.exception("the verdict so far could not be computed")
+            return
+        self.verdicts = {arm: (fig.get("verdict") or {}).get("text") or "-" for arm, fig in arms.items()
+                         if not fig.get("is_control")}
 
     def on_sample(self, sample: Sample) -> None:
         """One finished request, as the master received it."""

@@ -97,7 +97,9 @@ class BenchPlugin:
             telemetry=CampaignTelemetry(telemetry_options(environment), self.recorder),
         )
         self.live = LiveView(scenario, class_names, len(trials))
-        self._watch_live()
+        self.live.watch(self.events, results_dir / "results.sqlite")
+        if environment.web_ui is not None:  # Locust's own Statistics tab then shows the current stage
+            self.events.stage_start.add_listener(lambda **_: environment.stats.reset_all())
         self.greenlet: gevent.Greenlet | None = None
         self.finalized = False
         for trial in trials:
@@ -114,43 +116,10 @@ class BenchPlugin:
             self.conductor.on_sample(sample)
             self.live.on_sample(sample)
 
-    def _watch_live(self) -> None:
-        """Keep the live view's position and verdicts up to date from the campaign's own hooks."""
-        live = self.live
-        self.events.trial_start.add_listener(
-            lambda trial, **_: live.on_trial_start(number=trial.position + 1, arm=trial.arm.name, repeat=trial.repeat))
-        self.events.stage_start.add_listener(
-            lambda trial, segment, stage, offered, name, start_s, end_s, **_: live.on_stage_start(
-                key=(trial.id, segment, stage), name=name, start_s=start_s, end_s=end_s, offered=offered))
-        self.events.trial_stop.add_listener(lambda **_: self._update_verdicts())
-        if self.environment.web_ui is not None:  # Locust's own Statistics tab then shows the current stage
-            self.events.stage_start.add_listener(lambda **_: self.environment.stats.reset_all())
-
-    def _update_verdicts(self) -> None:
-        """The verdict per arm over the trials so far (the live view shows it); a failure only logs."""
-        from bench_plugin.analysis.summary import build_summary
-
-        try:
-            arms = build_summary(self.results_dir / "results.sqlite")["comparison"]["arms"]
-        except Exception:  # the live view must never stop a campaign; the final summary says what is wrong
-            logger.exception("the verdict so far could not be computed")
-            return
-        self.live.verdicts = {arm: (fig.get("verdict") or {}).get("text") or "-" for arm, fig in arms.items()
-                              if not fig.get("is_control")}
-
     def live_snapshot(self) -> LiveSnapshot:
         """The live view now, with the GPU figures last sampled."""
         self.live.gpu = self.conductor.telemetry.latest_by_class()
         return self.live.snapshot()
-
-    def describe_load_generators(self) -> str:
-        """One line on who sends the load: this process, or the workers and their states."""
-        if not self.fleet.distributed:
-            return "this process (local runner)"
-        states = [m.state for m in self.fleet.members.values()]
-        counts = ", ".join(f"{states.count(s)} {s}" for s in ("accepted", "connected", "refused", "lost")
-                           if states.count(s))
-        return f"{len(states)} worker(s): {counts or 'none yet'}"
 
     def on_test_start(self, **_: Any) -> None:
         """Start the conductor (once per campaign)."""

@@ -131,7 +131,7 @@ def attach(plugin: BenchPlugin) -> None:
         if request.path.endswith("/stats/requests") and response.is_json:
             snapshot = plugin.live_snapshot()
             extended = [{"key": LIVE_TAB, "data": live_rows(snapshot)},
-                        {"key": CAMPAIGN_TAB, "data": campaign_rows(snapshot, plugin.describe_load_generators())}]
+                        {"key": CAMPAIGN_TAB, "data": campaign_rows(snapshot, plugin.fleet.summary_line())}]
             response.set_data(json.dumps({**(response.get_json() or {}), "extended_stats": extended}))
         elif request.path in ("/", "") and response.mimetype == "text/html" and not response.direct_passthrough:
             page = response.get_data(as_text=True)

@@ -292,6 +292,15 @@ class Fleet:
         ledger = self.ledgers[key]
         return ledger.verify(stopped=stopped, in_flight=self.in_flight_by_share(key), lost=self.lost(ledger))
 
+    def summary_line(self) -> str:
+        """Who sends the load, in one line: this process, or the workers by state."""
+        if not self.distributed:
+            return "this process (local runner)"
+        states = [m.state for m in self.members.values()]
+        counts = ", ".join(f"{states.count(s)} {s}" for s in ("accepted", "connected", "refused", "lost")
+                           if states.count(s))
+        return f"{len(states)} worker(s): {counts or 'none yet'}"
+
     def describe(self) -> dict[str, Any]:
         """Every member with its state, the classes it can send and its identity: the campaign's load generators."""
         return {mid: {"state": m.state, "classes": sorted(m.classes), "reason": m.reason,
