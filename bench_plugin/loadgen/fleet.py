@@ -192,19 +192,33 @@ class Fleet:
                 if mid in self.members and self.members[mid].state == "lost"}
 
     def wait_for_senders(self, classes: Iterable[str], timeout_s: float) -> None:
-        """Return once every class has an accepted member that can send it and none is still setting up.
+        """Return once every class has an accepted member that can send it and no worker is setting up.
 
-        NoLoadGenerators after ``timeout_s``.
+        A worker is setting up from when Locust lists it until its setup is applied (or it is
+        refused). After ``timeout_s`` it goes on without workers still setting up where every class
+        has a sender, and raises NoLoadGenerators where one has none.
         """
         names = list(classes)
         deadline = time.time() + timeout_s
         while True:
             missing = unsent(plan_shares({m: x.classes for m, x in self.accepted().items()}, names), names)
-            if not missing and all(m.state != "connected" for m in self.members.values()):
+            if not missing and not self._setting_up():
                 return
             if time.time() >= deadline:
-                raise NoLoadGenerators(self._missing_reason(missing, timeout_s))
+                if missing:
+                    raise NoLoadGenerators(self._missing_reason(missing, timeout_s))
+                logger.warning("going on without workers still setting up after %g s: %s", timeout_s,
+                               ", ".join(self._setting_up()))
+                return
             gevent.sleep(0.1)
+
+    def _setting_up(self) -> list[str]:
+        """Workers Locust lists that have not said hello yet, or whose setup is not applied."""
+        runner = self.environment.runner
+        listed = ({c.id for c in runner.clients.values() if c.state != STATE_MISSING}
+                  if isinstance(runner, MasterRunner) else set())
+        pending = {mid for mid, m in self.members.items() if m.state == "connected"}
+        return sorted(pending | (listed - set(self.members)))
 
     def _missing_reason(self, missing: list[str], waited_s: float) -> str:
         states = [m.state for m in self.members.values()]

@@ -135,8 +135,8 @@ class WorkloadUser(FastHttpUser):
             intended = a.start_s + float(offsets[k])
             if not self.state.sleep_until(intended - PREPARE_AHEAD_S, a.key):
                 return
-            self.state.count_sent(a.key, self.workload)
-            self.state.spawn(self._one, a, load, slots, k, int(items[k]), intended)
+            token = self.state.begin(self.workload, a.key, intended)  # in flight from now: see LoadState.begin
+            self.state.spawn(self._one, a, load, slots, k, int(items[k]), intended, token)
 
     def _closed_loop(self, a: StageAssignment, load: ClassLoad, share: Share, slots: BoundedSemaphore) -> None:
         seq = itertools.count()
@@ -147,8 +147,9 @@ class WorkloadUser(FastHttpUser):
         def loop() -> None:
             while self.state.is_active(a.key) and time.time() < a.end_s:
                 k = next(seq)
-                self.state.count_sent(a.key, self.workload)
-                self._one(a, load, slots, k, int(order[k % len(order)]), time.time())
+                now = time.time()
+                token = self.state.begin(self.workload, a.key, now)
+                self._one(a, load, slots, k, int(order[k % len(order)]), now, token)
 
         for _ in share.of(int(load.load)):
             self.state.spawn(loop)
@@ -158,14 +159,15 @@ class WorkloadUser(FastHttpUser):
         return self.state.request_sets[self.workload].items
 
     def _one(self, a: StageAssignment, load: ClassLoad, slots: BoundedSemaphore, seq: int, item: int,
-             intended: float) -> None:
-        """Prepare request ``item``, send it at ``intended``, record its sample whatever happens."""
+             intended: float, token: int) -> None:
+        """Prepare request ``item``, send it at ``intended``, record its sample whatever happens.
+
+        ``token`` is the request's entry among the process's requests in flight (LoadState.begin).
+        """
         sample = Sample(
             workload=self.workload, trial=a.trial, segment=a.segment, stage=a.stage, seq=seq, item=item,
             intended_s=intended, sent_s=intended, end_s=0.0, ok=False, worker=self.state.worker_id,
         )
-        token = id(sample)
-        self.state.begin(token, self.workload, a.key, intended)
         try:
             prepared = self.prepare(load, self._requests()[item], sample)
             wait_until(intended)

@@ -12,6 +12,7 @@ the courier that ships them to the master on a worker.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -124,6 +125,7 @@ class LoadState:
         """One greenlet per request in flight (or closed-loop request loop)."""
         self.pending: dict[int, tuple[str, StageKey, float]] = {}
         """Requests sent and not yet ended: token -> (class, stage key, intended send time)."""
+        self._tokens = itertools.count()
 
     @property
     def classes(self) -> list[str]:
@@ -156,17 +158,21 @@ class LoadState:
         """Run one request (or closed-loop request loop) in a greenlet of this process."""
         self.requests.spawn(run, *args)
 
-    def count_sent(self, key: StageKey, workload: str) -> None:
-        """One more request of ``workload`` in stage ``key`` is on its way (before its greenlet runs)."""
-        self._sent[(key, workload)] = self._sent.get((key, workload), 0) + 1
+    def begin(self, workload: str, key: StageKey, intended_s: float) -> int:
+        """Count one more request of ``workload`` in stage ``key`` as sent and in flight; its token.
 
-    def begin(self, token: int, workload: str, key: StageKey, intended_s: float) -> None:
-        """A request of stage ``key`` is under way: it is in flight until ``end``."""
+        Called when the request is handed to its greenlet, not when that greenlet first runs: a
+        loop that has just spawned its last request reports its end at once, and the request must
+        already be counted in flight then, or the stage would look drained while it is not.
+        """
+        self._sent[(key, workload)] = self._sent.get((key, workload), 0) + 1
+        token = next(self._tokens)
         self.pending[token] = (workload, key, intended_s)
+        return token
 
     def end(self, token: int) -> None:
         """The request is no longer in flight."""
-        del self.pending[token]
+        self.pending.pop(token, None)
 
     def record(self, sample: Sample) -> None:
         """Hand a finished request's sample on."""
@@ -182,6 +188,7 @@ class LoadState:
         """End every loop and cancel every request in flight (the run is stopping)."""
         self.loops.kill(block=True, timeout=5)
         self.requests.kill(block=True, timeout=5)
+        self.pending.clear()  # requests whose greenlet was killed before it ever ran
 
     def _notify(self) -> None:
         self._changed.set()
