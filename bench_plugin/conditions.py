@@ -21,10 +21,10 @@ PACKAGES = ("bench-plugin", "locust", "gevent", "geventhttpclient", "pydantic", 
             "nvidia-ml-py")
 
 
-def package_versions() -> dict[str, str | None]:
+def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]:
     """Installed versions of the packages that shape a measurement (None: not installed)."""
     out: dict[str, str | None] = {}
-    for name in PACKAGES:
+    for name in names:
         try:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 from dataclasses import asdict, dataclass, field
 from functools import cache
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -60,13 +59,9 @@ class Identity:
     @classmethod
     def here(cls) -> Identity:
         """This process's identity."""
-        versions: dict[str, str | None] = {}
-        for name in COMPARED_PACKAGES:
-            try:
-                versions[name] = metadata.version(name)
-            except metadata.PackageNotFoundError:
-                versions[name] = None
-        return cls(versions, source_digest())
+        from bench_plugin.conditions import package_versions
+
+        return cls(package_versions(COMPARED_PACKAGES), source_digest())
 
     def differences(self, other: Identity) -> list[str]:
         """``what: mine vs theirs`` for each difference (empty when they match)."""
