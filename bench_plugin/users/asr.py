@@ -33,12 +33,12 @@ class ASRUser(WorkloadUser):
 
     workload = "asr"
 
-    def prepare(self, load: ClassLoad, item: dict[str, Any], sample: Sample) -> Prepared:
+    def prepare(self, load: ClassLoad, item: dict[str, Any]) -> Prepared:
         audio = self.state.request_sets["asr"].audio[item["file"]]
         fields = {"model": load.model, "response_format": "json", "language": item.get("language", "en")}
         body, content_type = multipart_body(fields, item["file"], audio)
-        sample.audio_s = float(item["audio_seconds"])
-        return Prepared(load.url.rstrip("/") + PATH, PATH, body, {"Content-Type": content_type})
+        return Prepared(load.url.rstrip("/") + PATH, PATH, body, {"Content-Type": content_type},
+                        sizes={"audio_s": float(item["audio_seconds"])})
 
     def read(self, raw: Any, load: ClassLoad, prepared: Prepared, sample: Sample) -> None:
         reply = read_json(raw, sample)

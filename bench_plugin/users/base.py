@@ -33,7 +33,8 @@ from bench_plugin.users.arrivals import item_order, poisson_offsets
 from bench_plugin.users.state import ClassLoad, LoadState, StageAssignment
 
 PREPARE_AHEAD_S = 0.005
-"""Each request is built this long before its send time, so building it never delays the send."""
+"""Each request is taken (built the first time its item is drawn in a stage) this long before its
+send time, so building it never delays the send."""
 
 SPIN_S = 0.002
 """The last stretch before a send time is spent yielding in a loop rather than in a timer: gevent's
@@ -51,7 +52,10 @@ class RequestFailed(Exception):
 
 @dataclass(frozen=True)
 class Prepared:
-    """A request ready to go: absolute URL, Locust entry name, encoded body and headers."""
+    """A request ready to go: absolute URL, Locust entry name, encoded body and headers.
+
+    Built once per request-set item and stage, and sent as often as the stage draws that item.
+    """
 
     url: str
     name: str
@@ -59,11 +63,17 @@ class Prepared:
     headers: dict[str, str]
     expect: dict[str, Any] = field(default_factory=dict)
     """What a correct reply must hold (e.g. the exact output length)."""
+    sizes: dict[str, Any] = field(default_factory=dict)
+    """Sample fields the request fixes (inputs, input_tokens, audio_s), copied into each of its samples."""
 
 
-def json_request(url: str, name: str, body: dict[str, Any], **expect: Any) -> Prepared:
+Built = dict[int, "Prepared | RequestFailed"]
+"""A stage's requests built so far, by request-set item (or why an item's could not be built)."""
+
+
+def json_request(url: str, name: str, body: dict[str, Any], sizes: dict[str, Any], **expect: Any) -> Prepared:
     """A Prepared JSON POST."""
-    return Prepared(url, name, json.dumps(body).encode(), {"Content-Type": "application/json"}, expect)
+    return Prepared(url, name, json.dumps(body).encode(), {"Content-Type": "application/json"}, expect, sizes)
 
 
 def wait_until(when_s: float) -> None:
@@ -131,16 +141,18 @@ class WorkloadUser(FastHttpUser):
     def _open_loop(self, a: StageAssignment, load: ClassLoad, share: Share, slots: BoundedSemaphore) -> None:
         offsets = poisson_offsets(load.load, a.end_s - a.start_s, a.seed, self.workload, a.stage)
         items = item_order(len(self._requests()), len(offsets), a.seed, self.workload, a.stage)
+        built: Built = {}
         for k in share.of(len(offsets)):
             intended = a.start_s + float(offsets[k])
             if not self.state.sleep_until(intended - PREPARE_AHEAD_S, a.key):
                 return
             token = self.state.begin(self.workload, a.key, intended)  # in flight from now: see LoadState.begin
-            self.state.spawn(self._one, a, load, slots, k, int(items[k]), intended, token)
+            self.state.spawn(self._one, a, load, slots, built, k, int(items[k]), intended, token)
 
     def _closed_loop(self, a: StageAssignment, load: ClassLoad, share: Share, slots: BoundedSemaphore) -> None:
         seq = itertools.count()
         order = item_order(len(self._requests()), len(self._requests()), a.seed, self.workload, a.stage)
+        built: Built = {}
         if not self.state.sleep_until(a.start_s, a.key):
             return
 
@@ -149,7 +161,7 @@ class WorkloadUser(FastHttpUser):
                 k = next(seq)
                 now = time.time()
                 token = self.state.begin(self.workload, a.key, now)
-                self._one(a, load, slots, k, int(order[k % len(order)]), now, token)
+                self._one(a, load, slots, built, k, int(order[k % len(order)]), now, token)
 
         for _ in share.of(int(load.load)):
             self.state.spawn(loop)
@@ -158,9 +170,21 @@ class WorkloadUser(FastHttpUser):
     def _requests(self) -> list[dict[str, Any]]:
         return self.state.request_sets[self.workload].items
 
-    def _one(self, a: StageAssignment, load: ClassLoad, slots: BoundedSemaphore, seq: int, item: int,
-             intended: float, token: int) -> None:
-        """Prepare request ``item``, send it at ``intended``, record its sample whatever happens.
+    def _built(self, load: ClassLoad, built: Built, item: int) -> Prepared:
+        """Request ``item`` of the stage: built the first time it is drawn, the same object after that."""
+        request = built.get(item)
+        if request is None:
+            try:
+                request = built[item] = self.prepare(load, self._requests()[item])
+            except RequestFailed as exc:
+                request = built[item] = exc
+        if isinstance(request, RequestFailed):
+            raise request
+        return request
+
+    def _one(self, a: StageAssignment, load: ClassLoad, slots: BoundedSemaphore, built: Built, seq: int,
+             item: int, intended: float, token: int) -> None:
+        """Take request ``item``, send it at ``intended``, record its sample whatever happens.
 
         ``token`` is the request's entry among the process's requests in flight (LoadState.begin).
         """
@@ -169,7 +193,9 @@ class WorkloadUser(FastHttpUser):
             intended_s=intended, sent_s=intended, end_s=0.0, ok=False, worker=self.state.worker_id,
         )
         try:
-            prepared = self.prepare(load, self._requests()[item], sample)
+            prepared = self._built(load, built, item)
+            for name, value in prepared.sizes.items():
+                setattr(sample, name, value)
             wait_until(intended)
             deadline = RequestFailed(f"no reply within {load.timeout_s:g} s", kind="timeout")
             with slots, gevent.Timeout(load.timeout_s, deadline):
@@ -187,8 +213,8 @@ class WorkloadUser(FastHttpUser):
         if sample.ok:
             self.reported(sample)
 
-    def prepare(self, load: ClassLoad, item: dict[str, Any], sample: Sample) -> Prepared:
-        """Build the request for ``item`` (before its send time) and note its size in ``sample``."""
+    def prepare(self, load: ClassLoad, item: dict[str, Any]) -> Prepared:
+        """Build the request for ``item``, with the sample fields it fixes (``Prepared.sizes``)."""
         raise NotImplementedError
 
     def read(self, raw: Any, load: ClassLoad, prepared: Prepared, sample: Sample) -> None:

@@ -16,12 +16,11 @@ class EmbeddingUser(WorkloadUser):
 
     workload = "embedding"
 
-    def prepare(self, load: ClassLoad, item: dict[str, Any], sample: Sample) -> Prepared:
+    def prepare(self, load: ClassLoad, item: dict[str, Any]) -> Prepared:
         inputs = item["input"]
-        sample.inputs = len(inputs)
-        sample.input_tokens = sum(len(text.split()) for text in inputs)
+        sizes = {"inputs": len(inputs), "input_tokens": sum(len(text.split()) for text in inputs)}
         body = {"model": load.model, "input": inputs, "encoding_format": "float"}
-        return json_request(load.url.rstrip("/") + PATH, PATH, body, inputs=len(inputs))
+        return json_request(load.url.rstrip("/") + PATH, PATH, body, sizes, inputs=len(inputs))
 
     def read(self, raw: Any, load: ClassLoad, prepared: Prepared, sample: Sample) -> None:
         reply = read_json(raw, sample)

@@ -38,12 +38,12 @@ class LLMUser(WorkloadUser):
 
     workload = "llm"
 
-    def prepare(self, load: ClassLoad, item: dict[str, Any], sample: Sample) -> Prepared:
+    def prepare(self, load: ClassLoad, item: dict[str, Any]) -> Prepared:
         api = load.options.get("api", "chat")
         body = request_body(load, item)
-        sample.input_tokens = int(item.get("input_tokens") or 0) or None
+        sizes = {"input_tokens": int(item.get("input_tokens") or 0) or None}
         fixed = bool(load.options.get("fixed_output", True))
-        return json_request(load.url.rstrip("/") + PATHS[api], PATHS[api], body, api=api,
+        return json_request(load.url.rstrip("/") + PATHS[api], PATHS[api], body, sizes, api=api,
                             output_tokens=body["max_tokens"] if fixed else None)
 
     def read(self, raw: Any, load: ClassLoad, prepared: Prepared, sample: Sample) -> None:
