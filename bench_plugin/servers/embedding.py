@@ -61,7 +61,8 @@ def choose_attention(model: TextEncoder, embed: Callable[[list[list[int]]], list
     """
     if not model.use_varlen(True):
         return "padded (no variable-length flash attention on this device or torch)"
-    probe = [list(range(10, 10 + n)) for n in (5, 77, 200)]
+    longest = model.pos_embed.num_embeddings  # the model's max_len: a longer probe indexes past its positions
+    probe = [list(range(10, 10 + min(n, longest))) for n in (5, 77, 200)]
     try:
         fast = np.stack(embed(probe))
     except Exception as exc:  # an unsupported layout or dtype in this torch's kernel: use the other path

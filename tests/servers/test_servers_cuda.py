@@ -122,3 +122,15 @@ def test_llm_server_serves_with_graphs(tmp_path: Path) -> None:
         assert asyncio.run(run_all()) == [20 + i for i in range(12)]
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("size", ["tiny", "base"])
+def test_every_embedding_size_starts_on_cuda(tmp_path: Path, size: str) -> None:
+    """The start-up probe of the attention path stays within the model's positions (tiny has 128)."""
+    server = ServerProcess("embedding", ["--size", size, "--device", "cuda"], tmp_path)
+    try:
+        server.wait_ready(timeout=180)
+        assert "bench-server embedding attention:" in server.output()
+        assert "failed" not in server.output().split("attention:", 1)[1].splitlines()[0], server.output()
+    finally:
+        server.stop()
