@@ -57,7 +57,7 @@ def test_a_worker_killed_mid_stage_makes_the_stage_invalid(tmp_path: Path) -> No
 
 
 def test_a_worker_that_joins_mid_stage_takes_load_from_the_next_stage(tmp_path: Path) -> None:
-    scenario = long_stages(tmp_path, 5)
+    scenario = long_stages(tmp_path, 8)
     with background_master(tmp_path, 1, scenario=scenario) as (master, port, results, log):
         first = start_worker(port, tmp_path / "worker0.log")
         wait_for(lambda: stage_running(results, 0), "stage 0 to run")
