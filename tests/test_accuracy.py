@@ -1,5 +1,22 @@
-"""Accuracy: against a server with known latencies that logs its own timings, the campaign's reported
-percentiles of e2e latency, TTFT and TPOT are within max(2 ms, 3%) of the server's, and counts match."""
+"""Accuracy: against a server with known latencies that logs its own timings, request by request.
+
+Every request carries an X-Request-Id, and the synthetic server logs it beside its own timings, so
+each sample is paired with the server's record of the same request. Per request the harness can only
+report more than the server took (the client also waits for the network and its own event loop),
+never less; the difference is the transport. What the tests hold, for e2e latency and TTFT:
+
+- the request counts match, pair by pair;
+- causality: no sample reports less than its server record (0.5 ms allowed for the two clocks'
+  reads), which catches a latency measured from a later start or to an earlier end;
+- the transport is small: its median over the stage is under 5 ms on loopback;
+- the reported P50/P95 are within max(2 ms, 3%) of the server's own percentiles of the same
+  requests shifted by that median transport: the harness adds a constant for the wire, and
+  distorts nothing else (a tail it invents or loses shows up here).
+
+TPOT is a difference of two client times, so the transport cancels: it is compared directly. A busy
+2-core machine moves the transport by a millisecond or three from run to run; that is measured
+here, not absorbed into the tolerance.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +30,9 @@ import pytest
 from harness import ROOT, run_locust
 
 pytestmark = pytest.mark.slow
+
+CAUSALITY_SLACK_MS = 0.5
+TRANSPORT_LIMIT_MS = 5.0
 
 
 def tolerance(reference: float) -> float:
@@ -28,44 +48,59 @@ def calibration(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[st
     return results, json.loads((results / "summary.json").read_text())
 
 
-def server_log(results: Path, name: str) -> list[dict[str, Any]]:
-    """The server's own records of the stage's requests (readiness probes came before the stage)."""
+def pairs(results: Path, name: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(sample, server record) of every successful request of the stage, matched by X-Request-Id."""
     db = sqlite3.connect(results / "results.sqlite")
-    (start,) = db.execute("SELECT started_s FROM stages WHERE trial=1 AND stage=0").fetchone()
+    db.row_factory = sqlite3.Row
+    samples = {f"{r['worker']}/1.0.0/{name}/{r['seq']}": dict(r) for r in db.execute(
+        "SELECT * FROM samples WHERE trial=1 AND stage=0 AND workload=? AND ok=1", (name,))}
     lines = (results / "logs" / f"synthetic-{name}.jsonl").read_text().splitlines()
-    return [r for r in map(json.loads, lines) if r["received_s"] >= start - 0.05]
+    records = {r["request_id"]: r for r in map(json.loads, lines) if r.get("request_id")}
+    assert set(samples) == set(records), "every sample must have its server record, and no record more"
+    return [(samples[key], records[key]) for key in sorted(samples)]
 
 
-def check(reported: dict[str, float], measured: list[float], what: str) -> None:
+def check(reported: dict[str, float], client: list[float], server: list[float], what: str) -> None:
+    gaps = np.asarray(client) - np.asarray(server)
+    assert gaps.min() >= -CAUSALITY_SLACK_MS, f"{what}: a sample reports {-gaps.min():.2f} ms less than the server took"
+    transport = float(np.median(gaps))
+    assert transport < TRANSPORT_LIMIT_MS, f"{what}: the median transport is {transport:.2f} ms"
     for p in (50, 95):
-        truth = float(np.percentile(measured, p))
+        truth = float(np.percentile(server, p)) + transport
         got = reported[f"p{p}"]
-        assert abs(got - truth) <= tolerance(truth), f"{what} p{p}: reported {got:.2f} ms, server {truth:.2f} ms"
+        assert abs(got - truth) <= tolerance(truth), (
+            f"{what} p{p}: reported {got:.2f} ms, server {truth - transport:.2f} + {transport:.2f} ms transport")
 
 
 def test_llm_e2e_ttft_tpot_match_the_server(calibration: tuple[Path, dict[str, Any]]) -> None:
     results, summary = calibration
     figures = summary["trials"][0]["stages"][0]["classes"]["llm"]
-    log = server_log(results, "llm")
-    assert figures["requests"] == len(log) > 20
+    matched = pairs(results, "llm")
+    assert figures["requests"] == len(matched) > 20
     assert figures["errors"] == 0
-    assert sum(r["slow"] for r in log) > 0, "the known slow share must show up in the sample"
-    check(figures["latency_ms"], [r["e2e_ms"] for r in log], "e2e")
-    check(figures["ttft_ms"], [r["ttft_ms"] for r in log], "TTFT")
-    check(figures["tpot_ms"], [r["tpot_ms"] for r in log], "TPOT")
+    assert sum(rec["slow"] for _, rec in matched) > 0, "the known slow share must show up in the sample"
+    e2e = [(s["end_s"] - s["intended_s"]) * 1000 for s, _ in matched]
+    check(figures["latency_ms"], e2e, [rec["e2e_ms"] for _, rec in matched], "e2e")
+    ttft = [(s["first_token_s"] - s["intended_s"]) * 1000 for s, _ in matched]
+    check(figures["ttft_ms"], ttft, [rec["ttft_ms"] for _, rec in matched], "TTFT")
+    server_tpot = [rec["tpot_ms"] for _, rec in matched]
+    for p in (50, 95):
+        truth = float(np.percentile(server_tpot, p))
+        assert abs(figures["tpot_ms"][f"p{p}"] - truth) <= tolerance(truth), ("TPOT", p)
 
 
 def test_embedding_latency_matches_the_server(calibration: tuple[Path, dict[str, Any]]) -> None:
     results, summary = calibration
     figures = summary["trials"][0]["stages"][0]["classes"]["embedding"]
-    log = server_log(results, "embedding")
-    assert figures["requests"] == len(log) > 20
-    check(figures["latency_ms"], [r["e2e_ms"] for r in log], "e2e")
+    matched = pairs(results, "embedding")
+    assert figures["requests"] == len(matched) > 20
+    e2e = [(s["end_s"] - s["intended_s"]) * 1000 for s, _ in matched]
+    check(figures["latency_ms"], e2e, [rec["e2e_ms"] for _, rec in matched], "e2e")
 
 
 def test_server_latencies_are_the_configured_ones(calibration: tuple[Path, dict[str, Any]]) -> None:
     """The reference itself: 40 ms TTFT (+150 ms when slow), 8 ms between tokens."""
-    log = server_log(calibration[0], "llm")
-    fast = [r for r in log if not r["slow"]]
+    matched = pairs(calibration[0], "llm")
+    fast = [rec for _, rec in matched if not rec["slow"]]
     assert abs(np.median([r["ttft_ms"] for r in fast]) - 40) < 3
-    assert abs(np.median([r["tpot_ms"] for r in log]) - 8) < 1
+    assert abs(np.median([r["tpot_ms"] for _, r in matched]) - 8) < 1

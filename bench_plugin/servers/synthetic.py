@@ -51,6 +51,8 @@ class RequestRecord:
     end_s: float | None = None
     output_tokens: int = 0
     status: int = 500
+    request_id: str | None = None
+    """The client's X-Request-Id header, where it sent one (bench_plugin's users do)."""
 
     def to_json(self) -> dict[str, Any]:
         """The timing-log line for this request."""
@@ -61,6 +63,7 @@ class RequestRecord:
             tpot = (end - first) * 1000.0 / (self.output_tokens - 1)
         return {
             "seq": self.seq,
+            "request_id": self.request_id,
             "endpoint": self.endpoint,
             "received_s": self.received_s,
             "first_token_s": first,
@@ -113,7 +116,7 @@ class SyntheticServer:
         """Nothing to stop: the timing log is line-buffered, so every line is already written."""
 
     # -- bookkeeping ----------------------------------------------------------------
-    def _begin(self, endpoint: str, content: bytes) -> RequestRecord:
+    def _begin(self, endpoint: str, content: bytes, request_id: str | None) -> RequestRecord:
         now = time.time()
         seq = next(self._seq)
         if getattr(self.args, "slow_by", "sequence") == "content":
@@ -122,7 +125,7 @@ class SyntheticServer:
             key = seq
         slow = random.Random(self.args.seed * 1_000_003 + key).random() < self.args.slow_fraction
         self.metrics.in_flight.inc()
-        return RequestRecord(seq, endpoint, now, slow)
+        return RequestRecord(seq, endpoint, now, slow, request_id=request_id)
 
     def _finish(self, rec: RequestRecord) -> None:
         rec.end_s = time.time()
@@ -134,10 +137,11 @@ class SyntheticServer:
         return self.args.slow_extra_ms / 1000.0 if rec.slow else 0.0
 
     async def _timed(
-        self, endpoint: str, work: Callable[[RequestRecord], Awaitable[web.StreamResponse]], content: bytes
+        self, request: web.Request, endpoint: str, work: Callable[[RequestRecord], Awaitable[web.StreamResponse]],
+        content: bytes,
     ) -> web.StreamResponse:
         """Run ``work`` under a new record; log it with its final status whatever happens."""
-        rec = self._begin(endpoint, content)
+        rec = self._begin(endpoint, content, request.headers.get("X-Request-Id"))
         try:
             if self._slots is not None:
                 async with self._slots:
@@ -180,7 +184,7 @@ class SyntheticServer:
             pieces = self._tokens(rec, req.max_tokens)
             return await api_text.respond(request, req, self.state.model_name, count_words(req.prompt), pieces)
 
-        return await self._timed(endpoint, work, content)
+        return await self._timed(request, endpoint, work, content)
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
         """POST /v1/completions."""
@@ -212,7 +216,7 @@ class SyntheticServer:
             await sleep_until(self._deadline(rec))
             return response
 
-        return await self._timed("/v1/embeddings", work, content)
+        return await self._timed(request, "/v1/embeddings", work, content)
 
     async def transcriptions(self, request: web.Request) -> web.StreamResponse:
         """POST /v1/audio/transcriptions: ``ceil(seconds * tps)`` words after ``--latency-ms``."""
@@ -235,7 +239,8 @@ class SyntheticServer:
             return response
 
         upload = form.get("file") if isinstance(form, dict) else None
-        return await self._timed("/v1/audio/transcriptions", work, str(getattr(upload, "filename", "")).encode())
+        return await self._timed(request, "/v1/audio/transcriptions", work,
+                                 str(getattr(upload, "filename", "")).encode())
 
 
 def run(args: argparse.Namespace) -> int:

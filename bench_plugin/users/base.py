@@ -71,6 +71,15 @@ Built = dict[int, "Prepared | RequestFailed"]
 """A stage's requests built so far, by request-set item (or why an item's could not be built)."""
 
 
+REQUEST_ID = "X-Request-Id"
+"""Every request carries one, so a server's own log can be matched to the samples request by request."""
+
+
+def request_id(sample: Sample) -> str:
+    """``<worker>/<trial>.<segment>.<stage>/<class>/<arrival>``: unique within a campaign."""
+    return f"{sample.worker}/{sample.trial}.{sample.segment}.{sample.stage}/{sample.workload}/{sample.seq}"
+
+
 def json_request(url: str, name: str, body: dict[str, Any], sizes: dict[str, Any], **expect: Any) -> Prepared:
     """A Prepared JSON POST."""
     return Prepared(url, name, json.dumps(body).encode(), {"Content-Type": "application/json"}, expect, sizes)
@@ -226,9 +235,10 @@ class WorkloadUser(FastHttpUser):
 
     def _exchange(self, prepared: Prepared, load: ClassLoad, sample: Sample) -> None:
         """POST ``prepared``; report the outcome in ``sample`` and to Locust (latency from the intended time)."""
+        headers = {**prepared.headers, REQUEST_ID: request_id(sample)}
         sample.sent_s = time.time()
         with self.client.request("POST", prepared.url, name=prepared.name, catch_response=True, stream=True,
-                                 data=prepared.body, headers=prepared.headers) as resp:  # type: ignore[arg-type]
+                                 data=prepared.body, headers=headers) as resp:  # type: ignore[arg-type]
             error = getattr(resp, "error", None)
             status = resp.status_code or None
             sample.status = status

@@ -17,7 +17,7 @@ from servers_testlib import ServerProcess, assert_openai_error, make_wav, post, 
 
 TOLERANCE_MS = 8.0
 LOG_FIELDS = {
-    "seq", "endpoint", "received_s", "first_token_s", "end_s", "ttft_ms", "e2e_ms", "tpot_ms",
+    "seq", "request_id", "endpoint", "received_s", "first_token_s", "end_s", "ttft_ms", "e2e_ms", "tpot_ms",
     "output_tokens", "slow", "status", "queue_ms",
 }  # fmt: skip
 
