@@ -52,6 +52,8 @@ def small_clips_scenario(directory: Path) -> Path:
             wav.writeframes((rng.standard_normal(int(8000 * seconds)) * 3000).astype("<i2").tobytes())
     data = yaml.safe_load(SCENARIO.read_text())
     data["classes"]["asr"]["requests"] = {"clips": str(clips)}
+    for name, spec in data["classes"].items():  # each server logs its own timings, by X-Request-Id
+        spec["server"]["command"] += ["--timing-log", f"{{log_dir}}/synthetic-{name}.jsonl"]
     path = directory / "distributed.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
@@ -164,6 +166,17 @@ def workers_of(run: Run, stage: int) -> dict[str, set[str]]:
     return out
 
 
+def server_records(*logs: Path) -> dict[str, dict[str, Any]]:
+    """X-Request-Id -> the synthetic server's own record of that request, from its timing logs."""
+    out = {}
+    for log in logs:
+        for line in log.read_text().splitlines():
+            record = json.loads(line)
+            if record.get("request_id"):
+                out[record["request_id"]] = record
+    return out
+
+
 def accounting(run: Run) -> list[dict[str, Any]]:
     """The stage_accounting events of the campaign, in order."""
     with run.db() as db:
@@ -171,12 +184,13 @@ def accounting(run: Run) -> list[dict[str, Any]]:
 
 
 @contextmanager
-def synthetic_server(log: Path) -> Iterator[str]:
+def synthetic_server(log: Path, timing_log: Path | None = None) -> Iterator[str]:
     """One synthetic server for every class, as a user's own server would be: its base URL."""
     port = free_port()
+    timing = ["--timing-log", str(timing_log)] if timing_log else []
     with open(log, "wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "bench_plugin.servers", "synthetic", "--port", str(port),
-                                 *SYNTHETIC_FLAGS], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+                                 *SYNTHETIC_FLAGS, *timing], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
         def healthy() -> bool:
