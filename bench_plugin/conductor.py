@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import gevent
@@ -36,8 +37,9 @@ from bench_plugin.samples import Sample
 from bench_plugin.scenario import LLMClass, Scenario, Search, Stage
 from bench_plugin.sharing.base import ApplyError, Placement, SharingBackend
 from bench_plugin.telemetry.campaign import CampaignTelemetry
-from bench_plugin.users.arrivals import poisson_offsets
+from bench_plugin.users.arrivals import OPEN_LOOP, arrival_offsets
 from bench_plugin.users.state import ClassLoad, StageAssignment
+from bench_plugin.warmup import Builder, warm_up
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +73,7 @@ class Conductor:
         events: BenchEvents,
         fleet: Fleet,
         telemetry: CampaignTelemetry,
+        builders: Mapping[str, Builder] | None = None,
     ) -> None:
         self.scenario = scenario
         self.class_names = class_names
@@ -85,6 +88,8 @@ class Conductor:
         self.guard = RollbackGuard(scenario)
         self.tally: StageTally | None = None
         self.telemetry = telemetry
+        self.builders = dict(builders or {})
+        """Class -> how to build one of its requests (its user's ``prepare``), for the warm-up."""
         self.judged: tuple[tuple[int, int, int], list[Sample]] | None = None
         """The stage an adaptive search is about to judge, and its samples (stragglers included)."""
         self.status = "running"
@@ -161,6 +166,7 @@ class Conductor:
             self.recorder.event("ready", trial.id, segment=segment, workload=name, t=t)
         self.events.arm_applied.fire(trial=trial, segment=segment, placement=placement.to_dict(), ready=ready)
         urls = {name: placement.classes[name].url for name in classes}
+        self._warm_up(trial, segment, classes, urls)
         if self.scenario.search is not None:
             self._search(trial, segment, classes, urls, self.scenario.search)
         else:
@@ -169,6 +175,20 @@ class Conductor:
         self.backend.release()
         self.recorder.segment_released(trial.id, segment)
         self.recorder.event("released", trial.id, segment=segment)
+
+    def _warm_up(self, trial: Trial, segment: int, classes: list[str], urls: dict[str, str]) -> None:
+        """The segment's unmeasured warm-up (warmup.py), on the timeline and in the segment's row."""
+        spec = self.scenario.warmup
+        if spec.requests == "none":
+            return
+        self.recorder.event("warmup_start", trial.id, segment=segment, requests=spec.requests)
+        done = warm_up({name: self._class_load(name, urls[name], 0.0) for name in classes},
+                       {name: self.request_sets[name].items for name in classes}, self.builders,
+                       mode=spec.requests, duration_s=spec.duration_s, concurrency=spec.concurrency,
+                       timeout_s=spec.timeout_s)
+        sent = {name: result.to_dict() for name, result in done.items()}
+        self.recorder.segment_warmed(trial.id, segment, sent)
+        self.recorder.event("warmup_end", trial.id, segment=segment, classes=sent)
 
     def _sweep(self, trial: Trial, segment: int, classes: list[str], urls: dict[str, str]) -> None:
         """The scenario's fixed stages in order; after a rollback the higher ones are skipped."""
@@ -249,11 +269,13 @@ class Conductor:
             classes={name: self._class_load(name, urls[name], offered[name]) for name in classes},
         )
         self.tally = StageTally(assignment.key)
-        self.recorder.stage_started(trial.id, segment, index, stage.name, offered, arrival, start)
+        arrivals = _arrivals(assignment)
+        self.recorder.stage_started(trial.id, segment, index, stage.name, offered, arrival, start,
+                                    planned_s=assignment.duration_s, arrivals=arrivals)
         self.recorder.event("stage_start", trial.id, segment=segment, stage=index, offered=offered)
         self.events.stage_start.fire(trial=trial, segment=segment, stage=index, offered=offered, name=stage.name,
                                      start_s=assignment.start_s, end_s=assignment.end_s)
-        ledger = self.fleet.announce(assignment, _arrivals(assignment))
+        ledger = self.fleet.announce(assignment, arrivals)
         status, reason = "completed", None
         try:
             status, reason = self._watch(assignment, ledger)
@@ -306,6 +328,7 @@ class Conductor:
         invalid = []
         for key, stopped in keys:
             problems = self.fleet.verify(key, stopped)
+            self.recorder.stage_checked(*key, generators=_generators(self.fleet.ledgers[key]), host=None)
             self.recorder.event("stage_accounting", trial.id, segment=key[1], stage=key[2],
                                 shares=self.fleet.ledgers[key].describe(), problems=problems)
             if problems:
@@ -316,8 +339,14 @@ class Conductor:
             raise StageInvalid("; ".join(invalid))
 
 
+def _generators(ledger: StageLedger) -> dict[str, dict[str, float]]:
+    """Load generator -> its CPU seconds, wall seconds and mean cores used while sending the stage."""
+    return {member: {"cpu_s": cpu_s, "wall_s": wall_s, "cores": cpu_s / wall_s if wall_s > 0 else 0.0}
+            for member, (cpu_s, wall_s) in sorted(ledger.usage.items())}
+
+
 def _arrivals(assignment: StageAssignment) -> dict[str, int | None]:
     """Class -> the stage's open-loop arrival count (the sequence every load generator draws), None if closed."""
-    duration = assignment.end_s - assignment.start_s
-    return {name: len(poisson_offsets(load.load, duration, assignment.seed, name, assignment.stage))
-            if load.arrival == "poisson" else None for name, load in assignment.classes.items()}
+    return {name: len(arrival_offsets(load.arrival, load.load, assignment.duration_s, assignment.seed, name,
+                                      assignment.stage))
+            if load.arrival in OPEN_LOOP else None for name, load in assignment.classes.items()}

@@ -50,7 +50,9 @@ from bench_plugin.sharing.local import LocalBackend
 from bench_plugin.sharing.manual import ManualBackend
 from bench_plugin.telemetry.campaign import CampaignTelemetry, TelemetryOptions
 from bench_plugin.users import WorkloadUser
-from bench_plugin.users.state import LoadState
+from bench_plugin.users.base import Prepared
+from bench_plugin.users.state import ClassLoad, LoadState
+from bench_plugin.warmup import Builder
 
 logger = logging.getLogger(__name__)
 
@@ -95,6 +97,7 @@ class BenchPlugin:
             scenario=scenario, class_names=class_names, trials=trials, backend=backend, recorder=self.recorder,
             request_sets=self.request_sets, events=self.events, fleet=self.fleet,
             telemetry=CampaignTelemetry(telemetry_options(environment), self.recorder),
+            builders=warmup_builders(environment, request_sets),
         )
         self.live = LiveView(scenario, class_names, len(trials))
         self.live.watch(self.events, results_dir / "results.sqlite")
@@ -228,6 +231,22 @@ def load_state(environment: Environment, request_sets: dict[str, RequestSet]) ->
     for name, cls in user_classes(environment).items():
         state.makers[name] = partial(cls.sender, environment, state)
     return state
+
+
+def warmup_builders(environment: Environment, request_sets: dict[str, RequestSet]) -> dict[str, Builder]:
+    """Class -> its user's request builder (``prepare``), made on first use: what the warm-up sends."""
+    state = LoadState(request_sets, {})
+    classes = user_classes(environment)
+    made: dict[str, WorkloadUser] = {}
+
+    def builder(name: str) -> Builder:
+        def build(load: ClassLoad, item: dict[str, Any]) -> Prepared:
+            if name not in made:
+                made[name] = classes[name].sender(environment, state)
+            return made[name].prepare(load, item)
+        return build
+
+    return {name: builder(name) for name in classes}
 
 
 def _class_names(environment: Environment, scenario: Scenario, path: Path) -> list[str]:

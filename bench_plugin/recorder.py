@@ -32,17 +32,19 @@ CREATE TABLE IF NOT EXISTS trials (
 );
 CREATE TABLE IF NOT EXISTS segments (
     trial INTEGER NOT NULL, segment INTEGER NOT NULL, classes TEXT NOT NULL, placement TEXT,
-    applied_s REAL, ready TEXT, released_s REAL, PRIMARY KEY (trial, segment)
+    applied_s REAL, ready TEXT, released_s REAL, warmup TEXT, PRIMARY KEY (trial, segment)
 );
 CREATE TABLE IF NOT EXISTS stages (
     trial INTEGER NOT NULL, segment INTEGER NOT NULL, stage INTEGER NOT NULL, name TEXT,
     offered TEXT NOT NULL, arrival TEXT NOT NULL, started_s REAL, ended_s REAL, duration_s REAL,
-    status TEXT NOT NULL, reason TEXT, PRIMARY KEY (trial, segment, stage)
+    status TEXT NOT NULL, reason TEXT, planned_s REAL, arrivals TEXT, generators TEXT, host TEXT,
+    PRIMARY KEY (trial, segment, stage)
 );
 CREATE TABLE IF NOT EXISTS samples (
     workload TEXT, trial INTEGER, segment INTEGER, stage INTEGER, seq INTEGER, item INTEGER,
     intended_s REAL, sent_s REAL, end_s REAL, ok INTEGER, first_token_s REAL, error TEXT, detail TEXT,
-    status INTEGER, input_tokens INTEGER, output_tokens INTEGER, inputs INTEGER, audio_s REAL, worker TEXT
+    status INTEGER, input_tokens INTEGER, output_tokens INTEGER, inputs INTEGER, audio_s REAL, worker TEXT,
+    slot_wait_s REAL
 );
 CREATE INDEX IF NOT EXISTS samples_by_stage ON samples (trial, segment, stage, workload);
 CREATE TABLE IF NOT EXISTS telemetry (
@@ -119,19 +121,35 @@ class Recorder:
         """Record when each class first answered a real request."""
         self._db.execute("UPDATE segments SET ready=? WHERE trial=? AND segment=?", (json.dumps(ready), trial, segment))
 
+    def segment_warmed(self, trial: int, segment: int, warmup: Mapping[str, Any]) -> None:
+        """Record each class's unmeasured warm-up (when it ran, its requests and failures: warmup.ClassWarmup)."""
+        self._db.execute("UPDATE segments SET warmup=? WHERE trial=? AND segment=?",
+                         (json.dumps(dict(warmup), sort_keys=True), trial, segment))
+
     def segment_released(self, trial: int, segment: int) -> None:
         """Record when the segment's servers were stopped."""
         self._db.execute("UPDATE segments SET released_s=? WHERE trial=? AND segment=?", (time.time(), trial, segment))
 
     def stage_started(
         self, trial: int, segment: int, stage: int, name: str | None, offered: dict[str, float],
-        arrival: dict[str, str], started_s: float,
+        arrival: dict[str, str], started_s: float, planned_s: float | None = None,
+        arrivals: Mapping[str, int | None] | None = None,
     ) -> None:
-        """Open a stage row (status ``running``)."""
+        """Open a stage row (status ``running``): its nominal load, planned length and open-loop arrival counts."""
         self._db.execute(
-            "INSERT OR REPLACE INTO stages (trial, segment, stage, name, offered, arrival, started_s, status) "
-            "VALUES (?,?,?,?,?,?,?, 'running')",
-            (trial, segment, stage, name, json.dumps(offered), json.dumps(arrival), started_s),
+            "INSERT OR REPLACE INTO stages (trial, segment, stage, name, offered, arrival, started_s, status, "
+            "planned_s, arrivals) VALUES (?,?,?,?,?,?,?, 'running', ?, ?)",
+            (trial, segment, stage, name, json.dumps(offered), json.dumps(arrival), started_s, planned_s,
+             json.dumps(dict(arrivals)) if arrivals is not None else None),
+        )
+
+    def stage_checked(self, trial: int, segment: int, stage: int, generators: Mapping[str, Any],
+                      host: Mapping[str, Any] | None) -> None:
+        """Store a stage's self-check: each load generator's CPU use while sending, and the host's own load."""
+        self._db.execute(
+            "UPDATE stages SET generators=?, host=? WHERE trial=? AND segment=? AND stage=?",
+            (json.dumps(dict(generators), sort_keys=True), json.dumps(dict(host)) if host is not None else None,
+             trial, segment, stage),
         )
 
     def stage_ended(
@@ -211,11 +229,16 @@ class Recorder:
 
 
 def read_samples(db: sqlite3.Connection, where: str = "", params: tuple[Any, ...] = ()) -> list[Sample]:
-    """Samples from a results store, optionally filtered by an SQL condition."""
-    sql = f"SELECT {','.join(SAMPLE_FIELDS)} FROM samples {('WHERE ' + where) if where else ''}"
+    """Samples from a results store, optionally filtered by an SQL condition.
+
+    A store written before a field existed lacks its column; such a field keeps its default.
+    """
+    stored = {row[1] for row in db.execute("PRAGMA table_info(samples)")}
+    names = [name for name in SAMPLE_FIELDS if name in stored]
+    sql = f"SELECT {','.join(names)} FROM samples {('WHERE ' + where) if where else ''}"
     out = []
     for row in db.execute(sql, params):
-        data = dict(zip(SAMPLE_FIELDS, row, strict=True))
+        data = dict(zip(names, row, strict=True))
         data["ok"] = bool(data["ok"])
         out.append(Sample(**data))
     return out

@@ -38,6 +38,9 @@ class Sample:
     """Embedding inputs in the request (batch size)."""
     audio_s: float | None = None
     worker: str = "local"
+    slot_wait_s: float | None = None
+    """Seconds it waited for one of the class's ``max_in_flight`` slots before it could be sent (None: not
+    recorded, stores written before it was)."""
 
     @property
     def latency_ms(self) -> float:
@@ -60,6 +63,11 @@ class Sample:
     def queue_ms(self) -> float:
         """Client-side queueing: how late the request actually left."""
         return (self.sent_s - self.intended_s) * 1000.0
+
+    @property
+    def send_lag_ms(self) -> float:
+        """How late the load generator itself sent it: queueing less the wait for a free slot."""
+        return (self.sent_s - self.intended_s - (self.slot_wait_s or 0.0)) * 1000.0
 
     def to_row(self) -> list[Any]:
         """The field values in SAMPLE_FIELDS order: the compact form workers ship samples in."""

@@ -57,7 +57,7 @@ def _ms(value: float | None) -> str:
 def _offered(row: ClassLive) -> str:
     if row.offered is None:
         return "-"
-    return f"{row.offered:g} req/s" if row.arrival == "poisson" else f"{row.offered:g} loops (closed)"
+    return f"{row.offered:g} req/s" if row.arrival != "closed" else f"{row.offered:g} loops (closed)"
 
 
 def live_rows(snapshot: LiveSnapshot) -> list[dict[str, str]]:

@@ -67,7 +67,7 @@ def stage_margin(stage: StageSummary, objectives: dict[str, ClassObjectives]) ->
             criteria.extend(class_criteria(name, stats, objectives[name]))
     if stage.status == "aborted":
         outright.append(f"rolled back: {stage.reason}")
-    return StageMargin(stage.index, dict(stage.offered), tuple(criteria), tuple(outright))
+    return StageMargin(stage.index, stage.load, tuple(criteria), tuple(outright))  # the realised load
 
 
 def load_order(trials: list[TrialSummary]) -> list[int]:

@@ -32,6 +32,10 @@ class ClassStats:
     """slo_met / requests (None without requests or without an SLO)."""
     goodput_rps: float | None = None
     """slo_met per second of stage time."""
+    send_lag_ms: dict[str, float | None] = field(default_factory=dict)
+    """How late the load generator sent the requests (Sample.send_lag_ms): p50/p90/p95/p99/mean."""
+    slot_waits: int = 0
+    """Requests that waited for a free ``max_in_flight`` slot before they could be sent."""
 
     @property
     def error_rate(self) -> float | None:
@@ -51,6 +55,25 @@ class StageSummary:
     status: str
     reason: str | None
     classes: dict[str, ClassStats] = field(default_factory=dict)
+    planned_s: float | None = None
+    """How long the stage was meant to send (its ``duration_s``); None in stores written before it was kept."""
+    arrivals: dict[str, int] = field(default_factory=dict)
+    """Open-loop class -> the arrivals the stage sent (its seeded sequence), whether or not all completed."""
+    realised: dict[str, float] = field(default_factory=dict)
+    """Open-loop class -> realised offered rate: arrivals / planned duration (req/s)."""
+    generators: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Load generator -> ``cpu_s``, ``wall_s`` and ``cores`` it used while sending the stage."""
+    generator_limited: str | None = None
+    """Why the load generator could not keep up (selfcheck.py), or None when it did."""
+    host: dict[str, Any] | None = None
+    """The host's own load over the stage (hostload.HostLoad), where it was measured."""
+    host_busy: str | None = None
+    """Why the host was busy with other work during the stage, or None."""
+
+    @property
+    def load(self) -> dict[str, float]:
+        """Class -> the load the stage really offered: the realised rate where known, else the nominal one."""
+        return {name: self.realised.get(name, value) for name, value in self.offered.items()}
 
 
 @dataclass

@@ -24,6 +24,7 @@ from typing import Any
 from bench_plugin.analysis.comparison import build_comparison
 from bench_plugin.analysis.objectives import ClassObjectives, objectives_from_scenario, sample_meets_slo
 from bench_plugin.analysis.records import ClassStats, StageSummary, TrialSummary
+from bench_plugin.analysis.selfcheck import generator_limited
 from bench_plugin.analysis.statistics import percentiles, spread
 from bench_plugin.recorder import read_samples
 from bench_plugin.samples import Sample
@@ -57,6 +58,8 @@ def class_stats(samples: list[Sample], workload: str, duration_s: float,
         throughput_rps=len(ok) * per_s,
         latency_ms=percentiles([s.latency_ms for s in ok]),
         queue_ms=percentiles([s.queue_ms for s in samples]),
+        send_lag_ms=percentiles([s.send_lag_ms for s in samples]),
+        slot_waits=sum(1 for s in samples if s.slot_wait_s),
     )
     if workload == "llm":
         stats.ttft_ms = percentiles([v for s in ok if (v := s.ttft_ms) is not None])
@@ -127,25 +130,50 @@ def trial_summary(db: sqlite3.Connection, trial_row: sqlite3.Row,
         offered: dict[str, float] = {}
         arrival: dict[str, str] = {}
         classes: dict[str, ClassStats] = {}
-        durations = []
+        arrivals: dict[str, int] = {}
+        realised: dict[str, float] = {}
+        generators: dict[str, dict[str, float]] = {}
+        durations, planned = [], []
         for row in rows:
             seg_offered = json.loads(row["offered"])
             offered.update(seg_offered)
-            arrival.update(json.loads(row["arrival"]))
+            seg_arrival = json.loads(row["arrival"])
+            arrival.update(seg_arrival)
             if row["duration_s"] is None:
                 continue
             durations.append(row["duration_s"])
+            planned_s = _column(row, "planned_s") or row["duration_s"]
+            planned.append(planned_s)
+            for member, used in json.loads(_column(row, "generators") or "{}").items():
+                if used["cores"] >= generators.get(member, {"cores": -1.0})["cores"]:  # segments: the busiest
+                    generators[member] = used
+            counted = json.loads(_column(row, "arrivals") or "{}")
             for name in seg_offered:
-                classes[name] = class_stats(by_key.get((row["segment"], row["stage"], name), []), name,
-                                            row["duration_s"], objectives.get(name), row["started_s"])
+                mine = by_key.get((row["segment"], row["stage"], name), [])
+                classes[name] = class_stats(mine, name, row["duration_s"], objectives.get(name), row["started_s"])
+                if seg_arrival.get(name) == "closed":
+                    continue
+                # Stores from before the count was kept: every arrival left one sample (stage accounting).
+                n = counted.get(name) if counted.get(name) is not None else len(mine)
+                arrivals[name] = int(n)
+                realised[name] = n / planned_s if planned_s else 0.0
         reasons = [row["reason"] for row in rows if row["reason"]]
+        stats = _ordered(classes)
         stages.append(StageSummary(
             index=index, name=rows[0]["name"], offered=_ordered(offered), arrival=_ordered(arrival),
             duration_s=max(durations) if durations else None, status=_merge_status([r["status"] for r in rows]),
-            reason="; ".join(reasons) or None, classes=_ordered(classes),
+            reason="; ".join(reasons) or None, classes=stats, planned_s=max(planned) if planned else None,
+            arrivals=_ordered(arrivals), realised=_ordered(realised), generators=generators,
+            generator_limited=generator_limited({n: c.send_lag_ms.get("p99") for n, c in stats.items()},
+                                                {m: g["cores"] for m, g in generators.items()}),
         ))
     return TrialSummary(trial, trial_row["arm"], trial_row["repeat"], trial_row["status"], trial_row["reason"],
                         placement, stages, devices_charged(db, trial), search)
+
+
+def _column(row: sqlite3.Row, name: str) -> Any:
+    """``row[name]``, or None where the store predates that column."""
+    return row[name] if name in row.keys() else None  # noqa: SIM118 (a Row is not a dict)
 
 
 def _ordered(mapping: dict[str, Any]) -> dict[str, Any]:

@@ -143,6 +143,8 @@ class Fleet:
         member.in_flight = [(workload, (t, g, s), intended) for workload, t, g, s, intended in msg.data["in_flight"]]
         for (trial, segment, stage), workload, sent, note in msg.data["finished"]:
             self._finished(member.id, (trial, segment, stage), workload, sent, note)
+        for (trial, segment, stage), cpu_s, wall_s in msg.data.get("usage", []):
+            self._usage(member.id, (trial, segment, stage), cpu_s, wall_s)
 
     def _sample(self, sample: Sample) -> None:
         ledger = self.ledgers.get((sample.trial, sample.segment, sample.stage))
@@ -154,6 +156,11 @@ class Fleet:
         ledger = self.ledgers.get(key)
         if ledger is not None:
             ledger.finish(member, workload, sent, note)
+
+    def _usage(self, member: str, key: StageKey, cpu_s: float, wall_s: float) -> None:
+        ledger = self.ledgers.get(key)
+        if ledger is not None:
+            ledger.usage[member] = (float(cpu_s), float(wall_s))
 
     # --- membership -----------------------------------------------------------------------------
 
@@ -333,3 +340,6 @@ class _LocalReporter:
 
     def finished(self, key: StageKey, workload: str, sent: int, note: str | None) -> None:
         self.fleet._finished(LOCAL, key, workload, sent, note)
+
+    def usage(self, key: StageKey, cpu_s: float, wall_s: float) -> None:
+        self.fleet._usage(LOCAL, key, cpu_s, wall_s)

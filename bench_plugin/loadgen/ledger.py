@@ -56,6 +56,8 @@ class StageLedger:
             for name, share in held.items():
                 n = arrivals.get(name)
                 self.tallies[(worker, name)] = ShareTally(share, None if n is None else len(share.of(n)))
+        self.usage: dict[str, tuple[float, float]] = {}
+        """Process -> (CPU seconds, wall seconds) it used while sending its shares (Reporter.usage)."""
 
     @property
     def workers(self) -> set[str]:

@@ -11,7 +11,8 @@ request sets when it says hello, and refuses it with one line when its software 
       READY                          -->
                                      <--  STAGE (the stage, this worker's shares)
       REPORT (samples, in flight,    -->  (every REPORT_INTERVAL_S while there is news)
-              finished shares)
+              finished shares, CPU
+              used per stage)
                                      <--  STOP (a stage's arrivals end early)
 """
 

@@ -37,6 +37,7 @@ class Courier:
         self.state = state
         self.samples: list[list[Any]] = []
         self.done: list[list[Any]] = []
+        self.used: list[list[Any]] = []
         self._last_in_flight: list[list[Any]] = []
 
     def sample(self, sample: Sample) -> None:
@@ -44,6 +45,9 @@ class Courier:
 
     def finished(self, key: StageKey, workload: str, sent: int, note: str | None) -> None:
         self.done.append([list(key), workload, sent, note])
+
+    def usage(self, key: StageKey, cpu_s: float, wall_s: float) -> None:
+        self.used.append([list(key), cpu_s, wall_s])
 
     def run(self) -> None:
         """Ship what there is every REPORT_INTERVAL_S (the worker's lifetime)."""
@@ -54,10 +58,10 @@ class Courier:
     def flush(self) -> None:
         """Send one REPORT if anything changed since the last; samples and in-flight are one snapshot."""
         in_flight = [[workload, *key, intended] for workload, key, intended in self.state.in_flight()]
-        if not (self.samples or self.done or in_flight != self._last_in_flight):
+        if not (self.samples or self.done or self.used or in_flight != self._last_in_flight):
             return
-        data = {"samples": self.samples, "in_flight": in_flight, "finished": self.done}
-        self.samples, self.done, self._last_in_flight = [], [], in_flight
+        data = {"samples": self.samples, "in_flight": in_flight, "finished": self.done, "usage": self.used}
+        self.samples, self.done, self.used, self._last_in_flight = [], [], [], in_flight
         self.runner.send_message(protocol.REPORT, data)
 
 

@@ -22,6 +22,7 @@ from bench_plugin.scenario.models import (
     Slo,
     Stage,
     StrictModel,
+    Warmup,
     changed_variables,
 )
 
@@ -46,6 +47,7 @@ __all__ = [
     "Slo",
     "Stage",
     "StrictModel",
+    "Warmup",
     "apply_overrides",
     "changed_variables",
     "load_scenario",

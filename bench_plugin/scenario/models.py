@@ -113,7 +113,9 @@ class ClassSpec(StrictModel):
     model: str
     endpoint: str | None = None
     server: ServerSpec = Field(default_factory=ServerSpec)
-    arrival: Literal["poisson", "closed"] = "poisson"
+    arrival: Literal["poisson", "plain-poisson", "closed"] = "poisson"
+    """``poisson``: exactly round(rate * duration) arrivals per stage at Poisson times (users/arrivals.py);
+    ``plain-poisson``: a plain Poisson process, its count random; ``closed``: request loops."""
     slo: Slo
     error_budget: float = Field(default=0.01, ge=0, le=1)
     request_timeout_s: PositiveFloat = 120.0
@@ -242,6 +244,24 @@ class Rollback(StrictModel):
     """Judge a class only once this many of its requests in the stage have ended."""
 
 
+class Warmup(StrictModel):
+    """What each segment sends, unmeasured, after readiness and before its first measured stage.
+
+    A server's first request of a shape pays for allocations, kernel selection or compilation that
+    later ones do not; without a warm-up the lowest stage pays it, and P95 can fall as load rises.
+    """
+
+    requests: Literal["shapes", "all", "none"] = "shapes"
+    """``shapes``: one request of every distinct request shape of the set (LLM input and output tokens,
+    embedding batch size and input tokens, ASR clip length); ``all``: every item once; ``none``: no warm-up."""
+    duration_s: float = Field(default=0.0, ge=0)
+    """Keep sending (the same requests again, in order) until this long has passed."""
+    concurrency: int = Field(default=4, ge=1)
+    """Requests in flight per class during the warm-up."""
+    timeout_s: PositiveFloat = 300.0
+    """The whole warm-up of a segment must end within this; a request that fails does not stop it."""
+
+
 class Scenario(StrictModel):
     """A whole experiment: what stays fixed, what each arm changes, how it is judged."""
 
@@ -262,6 +282,7 @@ class Scenario(StrictModel):
     stages: list[Stage] = Field(default_factory=list)
     search: Search | None = None
     rollback: Rollback = Field(default_factory=Rollback)
+    warmup: Warmup = Field(default_factory=Warmup)
 
     @model_validator(mode="after")
     def _consistent(self) -> Scenario:

@@ -29,7 +29,7 @@ from locust.env import Environment
 
 from bench_plugin.loadgen.shares import Share
 from bench_plugin.samples import Sample
-from bench_plugin.users.arrivals import item_order, poisson_offsets
+from bench_plugin.users.arrivals import OPEN_LOOP, arrival_offsets, item_order
 from bench_plugin.users.state import ClassLoad, LoadState, StageAssignment
 
 PREPARE_AHEAD_S = 0.005
@@ -142,13 +142,13 @@ class WorkloadUser(FastHttpUser):
         if load.load <= 0:
             return
         slots = BoundedSemaphore(load.max_in_flight)
-        if load.arrival == "poisson":
+        if load.arrival in OPEN_LOOP:
             self._open_loop(assignment, load, share, slots)
         else:
             self._closed_loop(assignment, load, share, slots)
 
     def _open_loop(self, a: StageAssignment, load: ClassLoad, share: Share, slots: BoundedSemaphore) -> None:
-        offsets = poisson_offsets(load.load, a.end_s - a.start_s, a.seed, self.workload, a.stage)
+        offsets = arrival_offsets(load.arrival, load.load, a.duration_s, a.seed, self.workload, a.stage)
         items = item_order(len(self._requests()), len(offsets), a.seed, self.workload, a.stage)
         built: Built = {}
         for k in share.of(len(offsets)):
@@ -207,8 +207,12 @@ class WorkloadUser(FastHttpUser):
                 setattr(sample, name, value)
             wait_until(intended)
             deadline = RequestFailed(f"no reply within {load.timeout_s:g} s", kind="timeout")
-            with slots, gevent.Timeout(load.timeout_s, deadline):
-                self._exchange(prepared, load, sample)
+            sample.slot_wait_s = _acquire(slots)
+            try:
+                with gevent.Timeout(load.timeout_s, deadline):
+                    self._exchange(prepared, load, sample)
+            finally:
+                slots.release()
         except RequestFailed as exc:
             sample.ok, sample.error, sample.detail = False, exc.kind or "protocol", str(exc)
         except gevent.GreenletExit:
@@ -266,6 +270,15 @@ class WorkloadUser(FastHttpUser):
             request_type=self.workload, name=name, response_time=value_ms, response_length=0,
             exception=None, context={},
         )
+
+
+def _acquire(slots: BoundedSemaphore) -> float:
+    """Take a slot; the seconds spent waiting for one (0.0 when one was free)."""
+    if slots.acquire(blocking=False):
+        return 0.0
+    began = time.time()
+    slots.acquire()
+    return time.time() - began
 
 
 def _error_kind(status: int | None, error: Exception | None) -> str:

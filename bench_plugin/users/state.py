@@ -62,6 +62,11 @@ class StageAssignment:
         """Identifies the stage within a campaign."""
         return (self.trial, self.segment, self.stage)
 
+    @property
+    def duration_s(self) -> float:
+        """The stage's length, to the microsecond (epoch-second arithmetic leaves float noise below that)."""
+        return round(self.end_s - self.start_s, 6)
+
     def with_shares(self, shares: dict[str, Share]) -> StageAssignment:
         """The same stage with this process's shares."""
         return StageAssignment(self.trial, self.segment, self.stage, self.start_s, self.end_s, self.seed,
@@ -91,6 +96,9 @@ class Reporter(Protocol):
 
     def finished(self, key: StageKey, workload: str, sent: int, note: str | None) -> None:
         """The loop of ``workload`` in stage ``key`` ended having sent ``sent`` requests."""
+
+    def usage(self, key: StageKey, cpu_s: float, wall_s: float) -> None:
+        """This process used ``cpu_s`` CPU seconds over the ``wall_s`` seconds it spent sending stage ``key``."""
 
 
 class Sender(Protocol):
@@ -126,6 +134,8 @@ class LoadState:
         self.pending: dict[int, tuple[str, StageKey, float]] = {}
         """Requests sent and not yet ended: token -> (class, stage key, intended send time)."""
         self._tokens = itertools.count()
+        self._sending: dict[StageKey, tuple[int, float, float]] = {}
+        """Stage key -> (its loops still running, epoch and process CPU seconds when it was assigned)."""
 
     @property
     def classes(self) -> list[str]:
@@ -133,7 +143,11 @@ class LoadState:
         return sorted(self.makers)
 
     def assign(self, assignment: StageAssignment) -> None:
-        """Start a stage: one loop per class this process holds a share of (called by the message handler)."""
+        """Start a stage: one loop per class this process holds a share of (called by the message handler).
+
+        From now until its last loop ends, the process's CPU time is the stage's (Reporter.usage).
+        """
+        loops = []
         for name, share in assignment.shares.items():
             if name not in self.makers:
                 self.finish(assignment.key, name, f"this process's locustfile has no {name} user class")
@@ -141,6 +155,10 @@ class LoadState:
             sender = self._senders.get(name)
             if sender is None:
                 sender = self._senders[name] = self.makers[name]()
+            loops.append((sender, share))
+        if loops:
+            self._sending[assignment.key] = (len(loops), time.time(), time.process_time())
+        for sender, share in loops:
             self.loops.spawn(self._loop, sender, assignment, share)
 
     def _loop(self, sender: Sender, assignment: StageAssignment, share: Share) -> None:
@@ -148,6 +166,15 @@ class LoadState:
             sender.run_share(assignment, share)
         finally:
             self.finish(assignment.key, sender.workload)
+            self._loop_ended(assignment.key)
+
+    def _loop_ended(self, key: StageKey) -> None:
+        """One loop of stage ``key`` ended; after the last, report the process's CPU use while sending it."""
+        left, began_s, began_cpu_s = self._sending.pop(key, (0, 0.0, 0.0))
+        if left > 1:
+            self._sending[key] = (left - 1, began_s, began_cpu_s)
+        elif left == 1 and self.reporter is not None:
+            self.reporter.usage(key, time.process_time() - began_cpu_s, time.time() - began_s)
 
     def finish(self, key: StageKey, workload: str, note: str | None = None) -> None:
         """Report that the loop of ``workload`` in stage ``key`` has ended."""

@@ -20,7 +20,7 @@ import yaml
 from harness import ROOT, run_locust, start_locust, start_worker, stop_process
 
 from bench_plugin.sharing.processes import free_port
-from bench_plugin.users.arrivals import poisson_offsets
+from bench_plugin.users.arrivals import arrival_count
 
 SCENARIO = ROOT / "scenarios" / "distributed.yaml"
 SEED = 3
@@ -139,12 +139,12 @@ def stage_running(results: Path, stage: int) -> bool:
 
 
 def seeded_counts(run: Run) -> dict[tuple[int, str], int]:
-    """(stage, class) -> how many arrivals the seeded process draws for the stage as it ran."""
+    """(stage, class) -> round(rate * duration): the arrivals a stage of the scenario must send, exactly."""
     out = {}
     with run.db() as db:
-        for row in db.execute("SELECT stage, offered, duration_s FROM stages WHERE trial=1"):
+        for row in db.execute("SELECT stage, offered, planned_s FROM stages WHERE trial=1"):
             for name, rate in json.loads(row["offered"]).items():
-                out[(row["stage"], name)] = len(poisson_offsets(rate, row["duration_s"], SEED, name, row["stage"]))
+                out[(row["stage"], name)] = arrival_count(rate, row["planned_s"])
     return out
 
 
