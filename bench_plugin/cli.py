@@ -3,7 +3,7 @@
     bench-plugin report DIR            regenerate summary.json, summary.md, report.html and report.md
     bench-plugin report DIR_A DIR_B    compare two campaigns side by side (refused, with the differing
                                        fixed conditions named, when they are not the same experiment)
-    bench-plugin validate FILE...      check scenario files
+    bench-plugin validate FILE...      check scenario files (and warn of stages too short to bound a P95)
 
 A campaign itself runs with `locust --headless -f locustfiles/mixed.py --scenario ...`.
 """
@@ -79,6 +79,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    from bench_plugin.scenario.checks import sample_warnings
+
     failed = 0
     for name in args.files:
         try:
@@ -90,6 +92,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
             continue
         print(f"{name}: ok ({scenario.name}: {len(scenario.arms)} arms x {scenario.repeats} repeats, "
               f"{len(scenario.stages)} stages, classes {', '.join(scenario.classes.names())})")
+        for line in sample_warnings(scenario):
+            sys.stderr.write(f"bench-plugin: warning: {name}: {line}\n")
     return 2 if failed else 0
 
 

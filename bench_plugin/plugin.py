@@ -45,6 +45,7 @@ from bench_plugin.options import HOST_OPTIONS
 from bench_plugin.recorder import Recorder
 from bench_plugin.samples import Sample
 from bench_plugin.scenario import Scenario, ScenarioError, load_scenario, scenario_sha256
+from bench_plugin.scenario.checks import sample_warnings
 from bench_plugin.sharing.base import ApplyError, SharingBackend
 from bench_plugin.sharing.local import LocalBackend
 from bench_plugin.sharing.manual import ManualBackend
@@ -197,6 +198,12 @@ def _load_from(options: Namespace | None) -> tuple[Scenario, Path]:
     return scenario, path
 
 
+def _warn_short_stages(scenario: Scenario, path: Path) -> None:
+    """Log each stage too short for a class's P95 to be bounded (after --stage-duration); the campaign still runs."""
+    for line in sample_warnings(scenario):
+        logger.warning("%s: %s", path, line)
+
+
 def telemetry_options(environment: Environment) -> TelemetryOptions:
     """Where the campaign's GPU series come from, per the command line."""
     options = environment.parsed_options
@@ -314,6 +321,7 @@ def register(environment: Environment) -> BenchPlugin | None:
         _register_worker(environment)
         return None
     scenario, path = _load(environment)
+    _warn_short_stages(scenario, path)
     class_names = _class_names(environment, scenario, path)
     try:
         request_sets = build_request_sets(scenario, path.parent)

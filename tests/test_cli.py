@@ -29,6 +29,29 @@ def test_validate_ok_and_bad(tmp_path: Path) -> None:
     assert f"{bad}: repeats" in done.stderr and f"{bad}: classes: required key is missing" in done.stderr
 
 
+SHORT_AND_LONG = """\
+name: short-and-long
+classes:
+  llm: {model: m, slo: {p95_ms: 100}}
+  embedding: {model: e, arrival: closed, slo: {p95_ms: 100}}
+arms: [{name: a, control: true}]
+stages:
+  - {name: low, duration_s: 12, load: {llm: 1, embedding: 2}}
+  - {name: long, duration_s: 80, load: {llm: 1, embedding: 2}}
+"""
+
+
+def test_validate_warns_of_a_stage_too_short_to_bound_a_p95(tmp_path: Path) -> None:
+    path = tmp_path / "short.yaml"
+    path.write_text(SHORT_AND_LONG)
+    done = cli("validate", str(path))
+    assert done.returncode == 0 and f"{path}: ok" in done.stdout, done.stderr
+    assert done.stderr.splitlines() == [
+        f"bench-plugin: warning: {path}: stage 0 'low' llm: 1 req/s x 12 s gives 12 samples; a P95 needs 72 to be "
+        "bounded (95% order-statistic interval): run it >= 72 s"
+    ]  # none for the 80 s stage, nor for the closed-loop class
+
+
 def test_report_refuses_a_directory_without_results(tmp_path: Path) -> None:
     done = cli("report", str(tmp_path))
     assert done.returncode == 2 and f"{tmp_path}: not a results directory" in done.stderr

@@ -1,0 +1,40 @@
+"""Scenario warnings: open-loop stages and a search's first stage too short for a P95 to be bounded."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench_plugin.scenario import Scenario
+from bench_plugin.scenario.checks import sample_warnings
+
+CLASSES = {"llm": {"model": "m", "slo": {"p95_ms": 100}}, "asr": {"model": "w", "slo": {"p95_ms": 100}}}
+ARMS = [{"name": "a", "control": True}]
+
+
+def scenario(**parts: Any) -> Scenario:
+    return Scenario.model_validate({"name": "t", "classes": CLASSES, "arms": ARMS, **parts})
+
+
+def test_a_short_stage_names_its_index_class_samples_and_the_duration_that_is_enough() -> None:
+    got = sample_warnings(scenario(stages=[{"duration_s": 10, "load": {"llm": 1.5, "asr": 8}}]))
+    assert got == ["stage 0 llm: 1.5 req/s x 10 s gives 15 samples; a P95 needs 72 to be bounded "
+                   "(95% order-statistic interval): run it >= 48 s"]  # asr: 80 samples, enough
+
+
+def test_idle_classes_and_closed_loop_classes_are_not_checked() -> None:
+    closed = {**CLASSES, "asr": {**CLASSES["asr"], "arrival": "closed"}}
+    stages = [{"duration_s": 5, "load": {"llm": 0, "asr": 4}}]
+    assert sample_warnings(Scenario.model_validate({"name": "t", "classes": closed, "arms": ARMS,
+                                                    "stages": stages})) == []
+
+
+def test_a_search_is_checked_at_its_start_scale() -> None:
+    search = {"mix": {"llm": 2, "asr": 40}, "start_scale": 0.5, "stage_duration_s": 20}
+    assert sample_warnings(scenario(search=search)) == [
+        "search start (scale 0.5) llm: 1 req/s x 20 s gives 20 samples; a P95 needs 72 to be bounded "
+        "(95% order-statistic interval): run it >= 72 s"
+    ]
+
+
+def test_exactly_enough_samples_is_no_warning() -> None:
+    assert sample_warnings(scenario(stages=[{"duration_s": 48, "load": {"llm": 1.5, "asr": 1.5}}])) == []
