@@ -27,8 +27,9 @@ from bench_plugin.analysis.search import BoundarySearch, fixed_sweep_runs
 from bench_plugin.analysis.summary import class_stats
 from bench_plugin.campaign import Trial
 from bench_plugin.events import BenchEvents
+from bench_plugin.hostload import HostLoad, HostMonitor, with_extra_own
 from bench_plugin.inputs import RequestSet
-from bench_plugin.loadgen.fleet import Fleet, NoLoadGenerators
+from bench_plugin.loadgen.fleet import LOCAL, Fleet, NoLoadGenerators, on_this_host
 from bench_plugin.loadgen.ledger import StageKey, StageLedger
 from bench_plugin.readiness import NotReady, wait_until_ready
 from bench_plugin.recorder import Recorder
@@ -88,6 +89,9 @@ class Conductor:
         self.guard = RollbackGuard(scenario)
         self.tally: StageTally | None = None
         self.telemetry = telemetry
+        self.host = HostMonitor()
+        """The host's own load per stage (hostload.py): this process and the servers it started are the run's."""
+        self.host_loads: dict[StageKey, HostLoad] = {}
         self.builders = dict(builders or {})
         """Class -> how to build one of its requests (its user's ``prepare``), for the warm-up."""
         self.judged: tuple[tuple[int, int, int], list[Sample]] | None = None
@@ -276,6 +280,7 @@ class Conductor:
         self.events.stage_start.fire(trial=trial, segment=segment, stage=index, offered=offered, name=stage.name,
                                      start_s=assignment.start_s, end_s=assignment.end_s)
         ledger = self.fleet.announce(assignment, arrivals)
+        window = self.host.start()
         status, reason = "completed", None
         try:
             status, reason = self._watch(assignment, ledger)
@@ -288,6 +293,7 @@ class Conductor:
             raise
         finally:
             ended = min(time.time(), assignment.end_s)
+            self.host_loads[assignment.key] = self.host.stop(window)
             self.recorder.stage_ended(trial.id, segment, index, ended, status, reason)
             self.telemetry.stage_ended(trial.id, segment, index, start, ended)
             self.recorder.event("stage_end", trial.id, segment=segment, stage=index, status=status, reason=reason)
@@ -328,7 +334,13 @@ class Conductor:
         invalid = []
         for key, stopped in keys:
             problems = self.fleet.verify(key, stopped)
-            self.recorder.stage_checked(*key, generators=_generators(self.fleet.ledgers[key]), host=None)
+            ledger = self.fleet.ledgers[key]
+            host = self.host_loads.pop(key, None)
+            if host is not None:  # load generators on this host are the run's own CPU, not other work
+                host = with_extra_own(host, sum(cpu for member, (cpu, _) in ledger.usage.items()
+                                                if member != LOCAL and on_this_host(member)))
+            self.recorder.stage_checked(*key, generators=_generators(ledger),
+                                        host=host.to_dict() if host is not None else None)
             self.recorder.event("stage_accounting", trial.id, segment=key[1], stage=key[2],
                                 shares=self.fleet.ledgers[key].describe(), problems=problems)
             if problems:

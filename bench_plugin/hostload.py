@@ -375,3 +375,16 @@ class HostMonitor:
                         busy=False, reason=None)
         reason = busy_reason(load)
         return replace(load, busy=reason is not None, reason=reason)
+
+
+def with_extra_own(load: HostLoad, extra_own_cpu_s: float) -> HostLoad:
+    """``load`` with ``extra_own_cpu_s`` more CPU seconds counted as the run's own (known once the window closed).
+
+    A co-located load generator reports what it used only after the stage; its CPU moves from the
+    other processes' share to the run's, and the busy verdict is taken again.
+    """
+    extra = _per_s(extra_own_cpu_s, load.duration_s) or 0.0
+    others = None if load.others_cores is None else max(0.0, load.others_cores - extra)
+    moved = replace(load, extra_own_cores=load.extra_own_cores + extra, others_cores=others, busy=False, reason=None)
+    reason = busy_reason(moved)
+    return replace(moved, busy=reason is not None, reason=reason)

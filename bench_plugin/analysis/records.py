@@ -36,6 +36,12 @@ class ClassStats:
     """How late the load generator sent the requests (Sample.send_lag_ms): p50/p90/p95/p99/mean."""
     slot_waits: int = 0
     """Requests that waited for a free ``max_in_flight`` slot before they could be sent."""
+    latency_ci_ms: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """p50/p95/p99 -> the order-statistic 95% interval of the latency percentile (intervals.py, to_dict)."""
+    ttft_ci_ms: dict[str, dict[str, Any]] | None = None
+    tpot_ci_ms: dict[str, dict[str, Any]] | None = None
+    p95_note: str | None = None
+    """Set when the P95 rests on too few samples to be bounded: how many it had and needs, how long would do."""
 
     @property
     def error_rate(self) -> float | None:

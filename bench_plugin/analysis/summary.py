@@ -14,6 +14,7 @@ summary.json (schema ``bench_plugin.summary/1``) is a contract that other tools 
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 from collections import Counter
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_plugin.analysis.comparison import build_comparison
+from bench_plugin.analysis.intervals import duration_needed_s, intervals, samples_needed
 from bench_plugin.analysis.objectives import ClassObjectives, objectives_from_scenario, sample_meets_slo
 from bench_plugin.analysis.records import ClassStats, StageSummary, TrialSummary
 from bench_plugin.analysis.selfcheck import generator_limited
@@ -60,10 +62,14 @@ def class_stats(samples: list[Sample], workload: str, duration_s: float,
         queue_ms=percentiles([s.queue_ms for s in samples]),
         send_lag_ms=percentiles([s.send_lag_ms for s in samples]),
         slot_waits=sum(1 for s in samples if s.slot_wait_s),
+        latency_ci_ms=_intervals([s.latency_ms for s in ok]),
+        p95_note=p95_note(len(ok), len(ok) * per_s),
     )
     if workload == "llm":
-        stats.ttft_ms = percentiles([v for s in ok if (v := s.ttft_ms) is not None])
-        stats.tpot_ms = percentiles([v for s in ok if (v := s.tpot_ms) is not None])
+        ttft = [v for s in ok if (v := s.ttft_ms) is not None]
+        tpot = [v for s in ok if (v := s.tpot_ms) is not None]
+        stats.ttft_ms, stats.ttft_ci_ms = percentiles(ttft), _intervals(ttft)
+        stats.tpot_ms, stats.tpot_ci_ms = percentiles(tpot), _intervals(tpot)
         stats.output_tokens_per_s = sum(s.output_tokens or 0 for s in ok) * per_s
     elif workload == "embedding":
         stats.inputs_per_s = sum(s.inputs or 0 for s in ok) * per_s
@@ -75,6 +81,20 @@ def class_stats(samples: list[Sample], workload: str, duration_s: float,
         stats.slo_attainment = met / len(samples) if samples else None
         stats.goodput_rps = met * per_s
     return stats
+
+
+def _intervals(values: list[float]) -> dict[str, dict[str, Any]]:
+    return {key: interval.to_dict() for key, interval in intervals(values).items()}
+
+
+def p95_note(n: int, rate_per_s: float) -> str | None:
+    """Why a P95 of ``n`` samples is not bounded, and the stage length that would be at ``rate_per_s``; else None."""
+    needed = samples_needed(0.95)
+    if n >= needed:
+        return None
+    longer = duration_needed_s(0.95, rate_per_s)
+    hint = f": at {rate_per_s:.3g} req/s a stage of >= {math.ceil(longer)} s would" if longer else ""
+    return f"P95 of {n} requests is not bounded (a 95% order-statistic interval needs {needed}){hint}"
 
 
 def devices_charged(db: sqlite3.Connection, trial: int) -> int:
@@ -159,6 +179,8 @@ def trial_summary(db: sqlite3.Connection, trial_row: sqlite3.Row,
                 realised[name] = n / planned_s if planned_s else 0.0
         reasons = [row["reason"] for row in rows if row["reason"]]
         stats = _ordered(classes)
+        hosts = [json.loads(h) for row in rows if (h := _column(row, "host"))]
+        host = max(hosts, key=lambda h: h.get("others_cores") or 0.0) if hosts else None  # segments: the busiest
         stages.append(StageSummary(
             index=index, name=rows[0]["name"], offered=_ordered(offered), arrival=_ordered(arrival),
             duration_s=max(durations) if durations else None, status=_merge_status([r["status"] for r in rows]),
@@ -166,6 +188,7 @@ def trial_summary(db: sqlite3.Connection, trial_row: sqlite3.Row,
             arrivals=_ordered(arrivals), realised=_ordered(realised), generators=generators,
             generator_limited=generator_limited({n: c.send_lag_ms.get("p99") for n, c in stats.items()},
                                                 {m: g["cores"] for m, g in generators.items()}),
+            host=host, host_busy=host.get("reason") if host else None,
         ))
     return TrialSummary(trial, trial_row["arm"], trial_row["repeat"], trial_row["status"], trial_row["reason"],
                         placement, stages, devices_charged(db, trial), search)

@@ -14,6 +14,7 @@ the same fleet has one member, this process, reached by direct calls instead of 
 from __future__ import annotations
 
 import logging
+import socket
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -40,6 +41,11 @@ LOCAL = "local"
 
 Note = Callable[..., None]
 """Puts an event on the campaign's timeline: ``note(kind, **detail)``."""
+
+
+def on_this_host(member: str) -> bool:
+    """Whether a worker runs on this host: Locust names a worker ``<hostname>_<random hex>``."""
+    return member.rsplit("_", 1)[0] == socket.gethostname()
 
 
 class NoLoadGenerators(Exception):

@@ -1,0 +1,142 @@
+"""The instrument checks itself: exact arrival counts, an unmeasured warm-up, a starved generator, a busy host.
+
+Each test runs the real `locust --headless` command on the calibration scenario (synthetic servers
+started by the local backend, each writing its own timing log) with stages cut short.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import ROOT, run_locust, scenario_variant
+
+from bench_plugin.users.arrivals import arrival_count
+
+pytestmark = pytest.mark.slow
+
+STAGES = [{"name": "a", "duration_s": 2.5, "load": {"llm": 3, "embedding": 5}},
+          {"name": "b", "duration_s": 1.5, "load": {"llm": 1.3, "embedding": 7}}]
+
+HOG = '''
+import time
+
+import gevent
+from locust import events
+
+from bench_plugin import ASRUser, CampaignShape, EmbeddingUser, LLMUser, add_arguments, register
+
+__all__ = ["ASRUser", "CampaignShape", "EmbeddingUser", "LLMUser"]
+
+
+def hog() -> None:
+    """Hold the event loop 60 ms of every 70: a load generator starved of its core."""
+    while True:
+        began = time.time()
+        while time.time() - began < 0.06:
+            pass
+        gevent.sleep(0.01)
+
+
+events.init_command_line_parser.add_listener(add_arguments)
+events.init.add_listener(lambda environment, **_: register(environment))
+events.test_start.add_listener(lambda **_: gevent.spawn(hog))
+'''
+
+
+def campaign(tmp_path: Path, locustfile: Path = ROOT / "locustfiles" / "mixed.py", **changes: Any) -> Path:
+    scenario = scenario_variant(tmp_path, "calibration", **{"stages": STAGES, **changes})
+    results = tmp_path / "results"
+    done = run_locust(["-f", str(locustfile), "--scenario", str(scenario), "--results-dir", str(results)],
+                      timeout=240)
+    assert done.returncode == 0, done.stdout[-3000:]
+    return results
+
+
+def summary_of(results: Path) -> dict[str, Any]:
+    return json.loads((results / "summary.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def warmed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A campaign that warms every item of each request set once before its stages."""
+    return campaign(tmp_path_factory.mktemp("warmed"), warmup={"requests": "all", "concurrency": 3})
+
+
+def test_every_stage_sends_exactly_round_rate_times_duration(warmed: Path) -> None:
+    with closing(sqlite3.connect(warmed / "results.sqlite")) as db:
+        for stage, spec in enumerate(STAGES):
+            for name, rate in spec["load"].items():
+                seqs = sorted(s for (s,) in db.execute(
+                    "SELECT seq FROM samples WHERE stage=? AND workload=?", (stage, name)))
+                n = arrival_count(float(rate), float(spec["duration_s"]))
+                assert n == int(float(rate) * float(spec["duration_s"]) + 0.5)
+                assert seqs == list(range(n)), (stage, name)
+    for stage in summary_of(warmed)["trials"][0]["stages"]:
+        spec = STAGES[stage["index"]]
+        for name, rate in spec["load"].items():
+            expected = arrival_count(float(rate), float(spec["duration_s"]))
+            assert stage["arrivals"][name] == expected == stage["classes"][name]["requests"]
+            assert stage["realised"][name] == pytest.approx(expected / spec["duration_s"])
+            assert stage["offered"][name] == rate  # the nominal rate stays beside the realised one
+
+
+def test_the_warm_up_runs_before_the_first_stage_and_is_never_measured(warmed: Path) -> None:
+    with closing(sqlite3.connect(warmed / "results.sqlite")) as db:
+        (warmup,) = db.execute("SELECT warmup FROM segments").fetchone()
+        (first_stage,) = db.execute("SELECT MIN(started_s) FROM stages").fetchone()
+        (first_sample,) = db.execute("SELECT MIN(intended_s) FROM samples").fetchone()
+        kinds = [k for (k,) in db.execute("SELECT kind FROM events ORDER BY t")]
+    sent = json.loads(warmup)
+    assert {name: w["requests"] for name, w in sent.items()} == {"llm": 32, "embedding": 16}  # every item once
+    assert all(w["errors"] == 0 and w["ended_s"] <= first_stage for w in sent.values()), sent
+    assert first_sample >= first_stage
+    assert kinds.index("ready") < kinds.index("warmup_start") < kinds.index("warmup_end") < kinds.index("stage_start")
+    for name in ("llm", "embedding"):  # the server saw each warm-up request, and none of them is a sample
+        (log,) = (warmed / "logs").rglob(f"synthetic-{name}.jsonl")
+        lines = [json.loads(line) for line in log.read_text().splitlines()]
+        unmeasured = [line for line in lines if not line["request_id"]]
+        measured = [line for line in lines if line["request_id"]]
+        assert len(unmeasured) == 1 + sent[name]["requests"]  # the readiness probe and the warm-up
+        assert all(line["end_s"] <= first_stage for line in unmeasured)
+        assert len(measured) == sum(arrival_count(float(s["load"][name]), float(s["duration_s"])) for s in STAGES)
+    stage = summary_of(warmed)["trials"][0]["stages"][0]
+    assert stage["classes"]["llm"]["requests"] == arrival_count(3, 2.5)
+
+
+def test_a_starved_load_generator_marks_its_stages_generator_limited(tmp_path: Path) -> None:
+    locustfile = tmp_path / "hog.py"
+    locustfile.write_text(HOG)
+    results = campaign(tmp_path, locustfile)
+    for stage in summary_of(results)["trials"][0]["stages"]:
+        assert stage["generator_limited"] and "send lag P99" in stage["generator_limited"], stage
+        worst = max(c["send_lag_ms"]["p99"] for c in stage["classes"].values())
+        assert worst > 10.0
+        assert stage["generators"]["local"]["cores"] > 0.5  # the hog's CPU is the generator's own
+
+
+@contextmanager
+def burners(n: int) -> Iterator[None]:
+    """``n`` processes spinning on a core each, outside the campaign's process tree."""
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    try:
+        yield
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+
+
+def test_a_stage_run_while_the_host_is_busy_with_other_work_is_flagged(tmp_path: Path) -> None:
+    with burners(2):
+        results = campaign(tmp_path, warmup={"requests": "none"})
+    for stage in summary_of(results)["trials"][0]["stages"]:
+        assert stage["host"]["others_cores"] > 0.5, stage["host"]
+        assert stage["host_busy"] and "other processes used" in stage["host_busy"]
