@@ -75,6 +75,8 @@ class StageSummary:
     """The host's own load over the stage (hostload.HostLoad), where it was measured."""
     host_busy: str | None = None
     """Why the host was busy with other work during the stage, or None."""
+    gpu: dict[str, Any] | None = None
+    """Per device utilisation and VRAM, per class VRAM and SM utilisation (gpu.StageGpu.to_dict); None unsampled."""
 
     @property
     def load(self) -> dict[str, float]:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_plugin.analysis.comparison import build_comparison
+from bench_plugin.analysis.gpu import CLASS_FIGURES, DEVICE_FIGURES, StageGpu, stage_gpu
 from bench_plugin.analysis.intervals import duration_needed_s, intervals, samples_needed
 from bench_plugin.analysis.objectives import ClassObjectives, objectives_from_scenario, sample_meets_slo
 from bench_plugin.analysis.records import ClassStats, StageSummary, TrialSummary
@@ -31,6 +32,7 @@ from bench_plugin.analysis.statistics import percentiles, spread
 from bench_plugin.recorder import read_samples
 from bench_plugin.samples import Sample
 from bench_plugin.scenario import WORKLOAD_CLASSES
+from bench_plugin.telemetry.rows import TelemetryRow
 
 SCHEMA = "bench_plugin.summary/1"
 
@@ -139,6 +141,10 @@ def trial_summary(db: sqlite3.Connection, trial_row: sqlite3.Row,
     for seg in db.execute("SELECT * FROM segments WHERE trial=? ORDER BY segment", (trial,)):
         for name, where in json.loads(seg["placement"] or "{}").items():
             placement[name] = {**where, "segment": seg["segment"], "ready": json.loads(seg["ready"] or "{}").get(name)}
+    processes: dict[int, dict[str, str]] = {}  # segment -> GPU process (pid text) -> class, as the sampler saw them
+    for (detail,) in db.execute("SELECT detail FROM events WHERE trial=? AND kind='telemetry'", (trial,)):
+        event = json.loads(detail)
+        processes[int(event.get("segment", 0))] = dict(event.get("processes") or {})
     search = [json.loads(row["detail"]) for row in
               db.execute("SELECT detail FROM events WHERE trial=? AND kind='search_result' ORDER BY t", (trial,))]
     grouped = sorted(_stage_rows(db, trial).items())
@@ -154,6 +160,7 @@ def trial_summary(db: sqlite3.Connection, trial_row: sqlite3.Row,
         realised: dict[str, float] = {}
         generators: dict[str, dict[str, float]] = {}
         durations, planned = [], []
+        gpu = StageGpu()
         for row in rows:
             seg_offered = json.loads(row["offered"])
             offered.update(seg_offered)
@@ -162,6 +169,11 @@ def trial_summary(db: sqlite3.Connection, trial_row: sqlite3.Row,
             if row["duration_s"] is None:
                 continue
             durations.append(row["duration_s"])
+            window = _telemetry(db, trial, row["started_s"], row["ended_s"])
+            if window:
+                seg_gpu = stage_gpu(window, processes.get(row["segment"], {}))
+                gpu.devices.update(seg_gpu.devices)
+                gpu.classes.update(seg_gpu.classes)
             planned_s = _column(row, "planned_s") or row["duration_s"]
             planned.append(planned_s)
             for member, used in json.loads(_column(row, "generators") or "{}").items():
@@ -189,9 +201,21 @@ def trial_summary(db: sqlite3.Connection, trial_row: sqlite3.Row,
             generator_limited=generator_limited({n: c.send_lag_ms.get("p99") for n, c in stats.items()},
                                                 {m: g["cores"] for m, g in generators.items()}),
             host=host, host_busy=host.get("reason") if host else None,
+            gpu=gpu.to_dict() if gpu.devices or gpu.classes else None,
         ))
     return TrialSummary(trial, trial_row["arm"], trial_row["repeat"], trial_row["status"], trial_row["reason"],
                         placement, stages, devices_charged(db, trial), search)
+
+
+def _telemetry(db: sqlite3.Connection, trial: int, start_s: float | None, end_s: float | None) -> list[TelemetryRow]:
+    """The telemetry rows of ``trial`` in a stage's window that the GPU figures read; [] without the table."""
+    if start_s is None or end_s is None or db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type='table' AND name='telemetry'").fetchone() is None:
+        return []
+    metrics = [*DEVICE_FIGURES.values(), *CLASS_FIGURES.values()]
+    rows = db.execute(f"SELECT t, device, metric, value, process FROM telemetry WHERE trial=? AND t BETWEEN ? AND ? "
+                      f"AND metric IN ({','.join('?' * len(metrics))})", (trial, start_s, end_s, *metrics))
+    return [TelemetryRow(*row) for row in rows]
 
 
 def _column(row: sqlite3.Row, name: str) -> Any:
