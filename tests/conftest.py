@@ -1,4 +1,8 @@
-"""Pytest set-up: makes tests/harness.py importable and provides the leftover-server check."""
+"""Pytest set-up: makes tests/harness.py importable, the leftover-server check, and the shared campaigns.
+
+The short and calibration campaigns are run once per session and read by every module that needs
+them; a test that changes a results folder works on its own copy (harness.copy_of).
+"""
 
 from __future__ import annotations
 
@@ -17,7 +21,27 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import server_processes
+from harness import ROOT, Campaign, run_locust, server_processes
+
+
+def _campaign(factory: pytest.TempPathFactory, scenario: str) -> Campaign:
+    results = factory.mktemp(scenario) / "results"
+    done = run_locust(["-f", "locustfiles/mixed.py", "--scenario", str(ROOT / "scenarios" / f"{scenario}.yaml"),
+                       "--results-dir", str(results)], timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:]
+    return Campaign(results, done.stdout)
+
+
+@pytest.fixture(scope="session")
+def short_campaign(tmp_path_factory: pytest.TempPathFactory) -> Campaign:
+    """scenarios/short.yaml once per session: the reference servers (tiny, CPU), 2 arms x 2 repeats x 2 stages."""
+    return _campaign(tmp_path_factory, "short")
+
+
+@pytest.fixture(scope="session")
+def calibration_campaign(tmp_path_factory: pytest.TempPathFactory) -> Campaign:
+    """scenarios/calibration.yaml once per session: synthetic servers with known latencies, their timing logs."""
+    return _campaign(tmp_path_factory, "calibration")
 
 
 @pytest.fixture

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -91,3 +93,16 @@ def pid_alive(pid: int) -> bool:
     return state != "Z"
 
 
+@dataclass(frozen=True)
+class Campaign:
+    """A finished campaign run by the real `locust --headless` command: its results folder and its output."""
+
+    results: Path
+    output: str
+
+
+def copy_of(campaign: Campaign, where: Path) -> Path:
+    """A private copy of a shared campaign's results folder, for a test that writes into it."""
+    target = where / campaign.results.name
+    shutil.copytree(campaign.results, target)
+    return target

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from harness import ROOT, run_locust
+from harness import Campaign
 
 pytestmark = pytest.mark.slow
 
@@ -40,11 +40,8 @@ def tolerance(reference: float) -> float:
 
 
 @pytest.fixture(scope="module")
-def calibration(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
-    results = tmp_path_factory.mktemp("calibration") / "results"
-    done = run_locust(["-f", "locustfiles/mixed.py", "--scenario", str(ROOT / "scenarios" / "calibration.yaml"),
-                       "--results-dir", str(results)], timeout=300)
-    assert done.returncode == 0, done.stdout[-3000:]
+def calibration(calibration_campaign: Campaign) -> tuple[Path, dict[str, Any]]:
+    results = calibration_campaign.results
     return results, json.loads((results / "summary.json").read_text())
 
 

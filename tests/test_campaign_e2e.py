@@ -7,18 +7,14 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from harness import pid_alive, run_locust
+from harness import Campaign, pid_alive
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def campaign(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    results = tmp_path_factory.mktemp("short") / "results"
-    done = run_locust(["-f", "locustfiles/mixed.py", "--scenario", "scenarios/short.yaml", "--results-dir",
-                       str(results)], timeout=600)
-    assert done.returncode == 0, done.stdout[-3000:]
-    return results, done.stdout
+def campaign(short_campaign: Campaign) -> tuple[Path, str]:
+    return short_campaign.results, short_campaign.output
 
 
 def test_writes_every_output_and_says_where(campaign: tuple[Path, str]) -> None:

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from harness import ROOT, run_locust
+from harness import ROOT, Campaign
 
 CLI = [sys.executable, "-m", "bench_plugin.cli"]
 
@@ -58,12 +58,9 @@ def test_report_refuses_a_directory_without_results(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def two_campaigns(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    a = tmp_path_factory.mktemp("cmp") / "a"
-    done = run_locust(["-f", "locustfiles/mixed.py", "--scenario", "scenarios/calibration.yaml", "--results-dir",
-                       str(a), "--stage-duration", "3"], timeout=300)
-    assert done.returncode == 0, done.stdout[-2000:]
-    b = a.parent / "b"
+def two_campaigns(calibration_campaign: Campaign, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    a = calibration_campaign.results  # read only
+    b = tmp_path_factory.mktemp("cmp") / "b"
     shutil.copytree(a, b)
     for name in ("report.html", "report.md", "summary.json", "summary.md"):
         (b / name).unlink(missing_ok=True)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import run_locust
+from harness import Campaign, copy_of
 
 from bench_plugin.report.html import write_report
 
@@ -51,12 +51,8 @@ def _tools() -> str:
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    results = tmp_path_factory.mktemp("short") / "results"
-    done = run_locust(["-f", "locustfiles/mixed.py", "--scenario", "scenarios/short.yaml", "--results-dir",
-                       str(results)], timeout=600)
-    assert done.returncode == 0, done.stdout[-3000:]
-    return write_report(results)
+def report(short_campaign: Campaign, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_report(copy_of(short_campaign, tmp_path_factory.mktemp("browser")))
 
 
 @pytest.fixture(scope="module")
