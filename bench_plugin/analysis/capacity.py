@@ -8,8 +8,10 @@ arm measured alone in turn searched once per class; its boundary is the lowest o
 since each class must keep its SLOs at the same load mix.
 
 The verdict follows the seed's rule on that capacity: sharing is worth it when the capacity within
-SLOs per device is significantly higher than the control's (paired by repeat); below that it is a
-loss. There is no trade-off here: at its boundary every arm, by definition, keeps every SLO.
+SLOs per device is significantly higher than the control's (paired by repeat; a ratio, so by its
+geometric mean and log-scale interval); below that it is a loss, once at least two paired repeats
+show it; with fewer it is inconclusive. There is no trade-off here: at its boundary every arm, by
+definition, keeps every SLO.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench_plugin.analysis.records import TrialSummary
-from bench_plugin.analysis.significance import HIGHER, Figure, ratio_figure
+from bench_plugin.analysis.significance import HIGHER, Figure, describe, ratio_figure
 from bench_plugin.analysis.statistics import Spread, spread
+from bench_plugin.analysis.verdict import CONTROLS, LOSS, MIN_PAIRS, NOT_COMPARED, WORTH_IT, inconclusive, too_few
 
 FOUND = "found"
 
@@ -110,10 +113,13 @@ def capacity_text(arm: str, control: str, capacity: ArmCapacity, reference: ArmC
     runs = spread([r.runs for r in capacity.per_repeat]).mean or 0
     sweep = spread([r.fixed_sweep_runs for r in capacity.per_repeat]).mean or 0
     cost = f" The search took {runs:.0f} stage-runs per trial; an even sweep would have needed {sweep:.0f}."
-    if ratio is None or mine is None or theirs is None:
-        return "not compared", f"{arm}: no boundary found to compare with {control}." + cost
-    numbers = (f"capacity within SLOs {mine:.2f} req/s per device against {theirs:.2f} for {control} "
-               f"({ratio.spread.mean:.2f}x)")
+    if ratio is None or ratio.mean is None or mine is None or theirs is None:
+        return NOT_COMPARED, f"{arm}: no boundary found to compare with {control}." + cost
+    numbers = (f"capacity within SLOs {mine:.2f} req/s per device against {theirs:.2f} for {control}, "
+               f"{describe(ratio, what=CONTROLS)}")
+    if ratio.spread.n < MIN_PAIRS:
+        call = inconclusive(ratio.spread.n)
+        return call, f"{arm} is {call}: {numbers}; {too_few(ratio.spread.n)}." + cost
     if ratio.call == HIGHER:
-        return "worth it", f"{arm} is worth it: {numbers}." + cost
-    return "loss", f"{arm} is a loss: {numbers}, {ratio.call}." + cost
+        return WORTH_IT, f"{arm} is worth it: {numbers}." + cost
+    return LOSS, f"{arm} is a loss: {numbers}." + cost

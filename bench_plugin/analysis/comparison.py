@@ -20,10 +20,16 @@ from bench_plugin.analysis.verdict import Conditions, StageVerdict, Verdict, ove
 
 METHOD: dict[str, str] = {
     "pairing": "repeat r of each arm against repeat r of the control, at the same stage (same offered load)",
-    "spread": "mean and Student-t 95% CI half-width over per-repeat values (no interval with one repeat)",
-    "significance": "significant when the 95% CI of the paired per-repeat values excludes no change (1 for "
-                    "ratios, 0 for differences, the number of classes for consolidation gain); otherwise "
-                    "'no significant difference'; one repeat is never significant",
+    "spread": "each figure says its kind. value and difference: arithmetic mean and Student-t 95% CI, "
+              "mean ± ci95 = [lo, hi]; ratio (arm over control: normalised throughput, slowdowns, goodput "
+              "and capacity per device ratios, consolidation gain): geometric mean exp(m) and the asymmetric "
+              "95% CI [lo, hi] = exp(m ± t(0.975, n-1)·sd/√n), m and sd the mean and standard deviation of "
+              "the logs of the per-repeat ratios, ci95 null; a ratio that is not positive or is missing is "
+              "left out, with a note; complement (throughput loss, 1 - normalised throughput): 1 - the "
+              "ratio's geometric mean, [1 - hi, 1 - lo]; no interval with one repeat",
+    "significance": "significant when the 95% CI [lo, hi] of the paired per-repeat values excludes no change "
+                    "(1 for ratios, 0 for differences, the number of classes for consolidation gain); "
+                    "otherwise 'no significant difference'; one repeat is never significant",
     "slo": "a request meets the SLO when it succeeded within p95_ms (and, for llm, ttft_p95_ms and "
            "tpot_p95_ms where set); a class keeps its SLOs at a stage when its P95 (llm TTFT/TPOT P95) "
            "and error rate are within limits in every repeat",
@@ -31,9 +37,12 @@ METHOD: dict[str, str] = {
                           "charged to the trial (distinct devices per segment, summed over segments)",
     "boundary": "per repeat, linear interpolation of measured/limit ratios between the last passing stage "
                 "and the first failing one, where the worst reaches 1; mean and CI over repeats",
-    "verdict": "worth it: goodput per device significantly higher and every class within its SLOs and error "
-               "budget; trade-off: higher but some class breaks one; loss: not higher (lower or no "
-               "significant difference)",
+    "verdict": "inconclusive (n repeats): fewer than 2 paired repeats measured goodput per device, so no "
+               "spread can show a rise or its absence; otherwise worth it: goodput per device "
+               "significantly higher and every class within its SLOs and error budget; trade-off: higher "
+               "but some class breaks one; loss: not higher (lower or no significant difference, or no "
+               "goodput in some repeat). The arm's call is the first of worth it, trade-off, loss that a "
+               "stage has, else inconclusive, else not compared",
 }
 
 

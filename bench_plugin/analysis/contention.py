@@ -2,16 +2,19 @@
 
 Every figure is computed per repeat first, pairing repeat r of the arm with repeat r of the control
 (the campaign interleaves arms, so the two ran close in time), then summarised over the pairs with a
-significance call (significance.figure):
+significance call (significance.figure). Ratios of arm to control are summarised by their geometric
+mean and a log-scale 95% interval (statistics.ratio_spread), so their interval never reaches zero:
 
-- normalised throughput_c = throughput_c(arm) / throughput_c(control); throughput loss_c = 1 - that;
+- normalised throughput_c = throughput_c(arm) / throughput_c(control) (a ratio); throughput loss_c =
+  1 - that, taken from the ratio's summary (1 - geometric mean, interval [1 - hi, 1 - lo]);
 - consolidation gain = sum over classes of normalised throughput (no change = the number of classes;
-  above 1 the shared device does more than one class's exclusive device did);
+  above 1 the shared device does more than one class's exclusive device did); a sum of positive
+  ratios, summarised like a ratio;
 - slowdown_c = P95_c(arm) / P95_c(control), and for llm the same ratio of TTFT P95 and of TPOT P95;
 - fairness = Jain's index over the classes' normalised throughputs, (sum x)^2 / (n sum x^2): 1 when
-  every class keeps the same share, 1/n when one class gets everything;
+  every class keeps the same share, 1/n when one class gets everything (a value, arithmetic mean);
 - goodput per device = sum over classes of goodput (requests within every SLO, per second) / the
-  devices the trial was charged, for the arm and for the control, and their ratio.
+  devices the trial was charged, for the arm and for the control (values), and their ratio.
 
 Whether each class keeps its SLOs and error budget is judged on the arm alone, in every repeat (a
 stage skipped after a rollback fails); the control arm gets these and its own goodput, no ratios.
@@ -24,7 +27,7 @@ from dataclasses import dataclass, replace
 
 from bench_plugin.analysis.objectives import ClassObjectives, Criterion, class_criteria
 from bench_plugin.analysis.records import ClassStats, StageSummary, TrialSummary
-from bench_plugin.analysis.significance import Figure, figure, ratio_figure
+from bench_plugin.analysis.significance import Figure, complement_figure, ratio_figure
 from bench_plugin.analysis.statistics import Spread, spread
 from bench_plugin.scenario import WORKLOAD_CLASSES
 
@@ -160,12 +163,12 @@ def _paired(pairs: list[tuple[Run, Run]], name: str, get: Getter) -> list[float 
 
 
 def _compare_class(base: ClassContention, name: str, pairs: list[tuple[Run, Run]]) -> ClassContention:
-    norm = _paired(pairs, name, _THROUGHPUT)
+    norm = ratio_figure(_paired(pairs, name, _THROUGHPUT))
     llm = name == "llm"
     return replace(
         base,
-        normalised_throughput=ratio_figure(norm),
-        throughput_loss=figure([None if v is None else 1.0 - v for v in norm], 0.0),
+        normalised_throughput=norm,
+        throughput_loss=complement_figure(norm),
         slowdown_p95=ratio_figure(_paired(pairs, name, _P95)),
         slowdown_ttft_p95=ratio_figure(_paired(pairs, name, _TTFT)) if llm else None,
         slowdown_tpot_p95=ratio_figure(_paired(pairs, name, _TPOT)) if llm else None,
@@ -173,10 +176,14 @@ def _compare_class(base: ClassContention, name: str, pairs: list[tuple[Run, Run]
 
 
 def _gain_and_fairness(norms: list[list[float | None]], n_classes: int) -> tuple[Figure, Spread]:
-    """Per repeat, the sum and Jain's index of the classes' normalised throughputs (complete repeats only)."""
+    """Per repeat, the sum and Jain's index of the classes' normalised throughputs (complete repeats only).
+
+    The gain is a sum of positive ratios, so it is summarised like one (geometric mean, log-scale
+    interval) against its own no change, the number of classes.
+    """
     complete = [[v for v in per_repeat if v is not None] for per_repeat in norms]
     complete = [values for values in complete if len(values) == n_classes]
-    return figure([sum(v) for v in complete], float(n_classes)), spread([jain(v) for v in complete])
+    return ratio_figure([sum(v) for v in complete], float(n_classes)), spread([jain(v) for v in complete])
 
 
 def stage_contention(

@@ -1,11 +1,12 @@
 """Significance: is an arm-vs-control figure different from "no change", given the spread over repeats?
 
 Each comparison is made per repeat first (repeat r of the arm against repeat r of the control: the
-campaign interleaves arms, so they ran close in time and drift hits both alike), then summarised by
-the mean and Student-t 95% CI of those paired values (statistics.spread). The difference is
-significant when that interval excludes the no-change value (1 for a ratio, 0 for a difference); the
-call is then "higher" or "lower", otherwise "no significant difference", which is a result too. One
-repeat has no spread, so it is never significant, and the figure says so.
+campaign interleaves arms, so they ran close in time and drift hits both alike), then summarised over
+those paired values (statistics.spread): a ratio by its geometric mean and log-scale interval
+[lo, hi], a difference by its mean and Student-t half-width. The difference is significant when that
+95% interval excludes the no-change value (1 for a ratio, 0 for a difference); the call is then
+"higher" or "lower", otherwise "no significant difference", which is a result too. One repeat has no
+spread, so it is never significant, and the figure says so.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bench_plugin.analysis.statistics import Spread, spread
+from bench_plugin.analysis.statistics import DIFFERENCE, RATIO, Kind, Spread, complement, fixed, interval_text, spread
 
 HIGHER = "higher"
 LOWER = "lower"
@@ -38,40 +39,58 @@ class Figure:
 
     @property
     def mean(self) -> float | None:
-        """The mean of the paired values."""
+        """The mean of the paired values (geometric for a ratio)."""
         return self.spread.mean
 
+    @property
+    def notes(self) -> str | None:
+        """Why no call could be made and why values were left out, in one text (None when neither)."""
+        return "; ".join(n for n in (self.note, self.spread.note) if n) or None
+
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form: the spread's keys plus the call."""
+        """JSON-ready form: the spread's keys plus the call; ``note`` holds both kinds of note."""
         return {**self.spread.to_dict(), "no_change": self.no_change, "significant": self.significant,
-                "call": self.call, "note": self.note}
+                "call": self.call, "note": self.notes}
 
 
-def figure(values: Sequence[float | None], no_change: float) -> Figure:
-    """The figure of per-repeat paired ``values`` against ``no_change``."""
-    s = spread(values)
-    if s.mean is None:
-        return Figure(s, no_change, False, NO_DIFFERENCE, NO_PAIRS)
-    if s.ci95 is None:
+def judge(s: Spread, no_change: float) -> Figure:
+    """The call on spread ``s`` against ``no_change``: significant when its 95% interval excludes it."""
+    if s.mean is None:  # nothing kept: the spread's note says why when values were left out
+        return Figure(s, no_change, False, NO_DIFFERENCE, None if s.excluded else NO_PAIRS)
+    if s.lo is None or s.hi is None:
         return Figure(s, no_change, False, NO_DIFFERENCE, ONE_REPEAT)
-    if s.mean - s.ci95 > no_change:
+    if s.lo > no_change:
         return Figure(s, no_change, True, HIGHER)
-    if s.mean + s.ci95 < no_change:
+    if s.hi < no_change:
         return Figure(s, no_change, True, LOWER)
     return Figure(s, no_change, False, NO_DIFFERENCE)
 
 
-def ratio_figure(values: Sequence[float | None]) -> Figure:
-    """A figure of per-repeat ratios (no change = 1)."""
-    return figure(values, 1.0)
+def figure(values: Sequence[float | None], no_change: float, kind: Kind = DIFFERENCE) -> Figure:
+    """The figure of per-repeat paired ``values`` of this ``kind`` against ``no_change``."""
+    return judge(spread(values, kind), no_change)
+
+
+def ratio_figure(values: Sequence[float | None], no_change: float = 1.0) -> Figure:
+    """A figure of per-repeat ratios (positive values; no change = 1 unless told): geometric, log-scale interval."""
+    return figure(values, no_change, RATIO)
+
+
+def complement_figure(ratio: Figure) -> Figure:
+    """1 minus a ratio figure (throughput loss from normalised throughput): no change 0, the call turned over."""
+    return judge(complement(ratio.spread), 1.0 - ratio.no_change)
 
 
 def describe(fig: Figure, unit: str = "x", what: str = "") -> str:
-    """``1.42x the control's (95% CI ±0.08 over 3 repeats: higher)``, or why no call was made."""
+    """``1.42x the control's (geometric mean of 3 repeats, 95% CI [1.30, 1.55]: higher)``, or why no call was made."""
     if fig.mean is None:
-        return f"not measured ({fig.note})"
-    n = len(fig.spread.values)
-    over = f"{n} repeat{'s' if n != 1 else ''}"
-    ci = f"one repeat: no spread, so {fig.call}" if fig.note == ONE_REPEAT else \
-        f"95% CI ±{fig.spread.ci95:.2f} over {over}: {fig.call}"
-    return f"{fig.mean:.2f}{unit}{what} ({ci})"
+        return f"not measured ({fig.notes})"
+    s = fig.spread
+    left_out = f"; {s.note}" if s.note else ""
+    if fig.note == ONE_REPEAT:
+        return f"{fixed(fig.mean)}{unit}{what} (one repeat: no spread, so {fig.call}{left_out})"
+    over = f"{s.n} repeat{'s' if s.n != 1 else ''}"
+    interval = interval_text(s)
+    if s.kind == RATIO:
+        return f"{fixed(fig.mean)}{unit}{what} (geometric mean of {over}, 95% CI {interval}: {fig.call}{left_out})"
+    return f"{fixed(fig.mean)}{unit}{what} (95% CI {interval} over {over}: {fig.call}{left_out})"

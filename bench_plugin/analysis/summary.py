@@ -273,7 +273,7 @@ def _arm_figures(trials: list[TrialSummary], arm: str, control: str | None) -> l
                 "latency_p50_ms": spread([s.latency_ms["p50"] for _, s in runs]).to_dict(),
                 "latency_p95_ms": spread([s.latency_ms["p95"] for _, s in runs]).to_dict(),
                 "error_rate": spread([s.errors / s.requests if s.requests else None for _, s in runs]).to_dict(),
-                "normalised_throughput": spread(ratios).to_dict() if control else None,
+                "normalised_throughput": spread(ratios, "ratio").to_dict() if control else None,
             }
             if name == "llm":
                 fig["ttft_p95_ms"] = spread([s.ttft_ms["p95"] if s.ttft_ms else None for _, s in runs]).to_dict()

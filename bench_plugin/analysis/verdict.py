@@ -5,13 +5,18 @@ Per stage, against the control at the same offered load:
 - "worth it": goodput per device is significantly higher than the control's AND every class keeps its
   P95 SLO (and the llm TTFT/TPOT SLOs) AND its error rate stays within budget, in every repeat;
 - "trade-off": goodput per device is significantly higher, but some class breaks an SLO or its budget;
-- "loss": goodput per device is not higher: lower, or no significant difference (which is a result: it
-  rules out a path not worth its complexity). One repeat has no spread, so it can never show a rise;
+- "loss": goodput per device is not higher, shown by at least two paired repeats: lower, or no
+  significant difference (which is a result: it rules out a path not worth its complexity), or no
+  request of the arm met every SLO in some repeat (its goodput per device ratio is 0);
+- "inconclusive (n repeats)": fewer than two paired repeats measured goodput per device at this stage.
+  One repeat has no spread, so it can show neither a rise nor its absence: it is never a loss;
 - "not compared": the arm or the control has no measurement to pair at this stage.
 
 Overall, stages are read in load order: the arm is "worth it up to stage k" when every stage up to k is
 worth it, and the sentence says what happens above, with the numbers that decided it and the
-conditions (devices, driver, sharing mode, load range, repeats) under which it holds.
+conditions (devices, driver, sharing mode, load range, repeats) under which it holds. The arm's call
+is the first of worth it, trade-off and loss that some stage has; else inconclusive when some stage is;
+else not compared.
 """
 
 from __future__ import annotations
@@ -26,11 +31,34 @@ from bench_plugin.analysis.significance import HIGHER, describe
 WORTH_IT = "worth it"
 TRADE_OFF = "trade-off"
 LOSS = "loss"
+INCONCLUSIVE = "inconclusive"
+"""The start of an inconclusive call; the call itself names the repeats: see :func:`inconclusive`."""
 NOT_COMPARED = "not compared"
 
+MIN_PAIRS = 2
+"""Paired repeats needed before a stage can be called anything but inconclusive."""
+
 CONTROLS = " the control's"
+KEPT = "every class kept its SLOs and error budget in every repeat"
 
 _ARTICLE = {WORTH_IT: "worth it", TRADE_OFF: "a trade-off", LOSS: "a loss", NOT_COMPARED: "not compared"}
+
+
+def inconclusive(pairs: int) -> str:
+    """The inconclusive call for this many paired repeats: ``inconclusive (1 repeat)``."""
+    return f"{INCONCLUSIVE} ({pairs} repeat{'s' if pairs != 1 else ''})"
+
+
+def is_inconclusive(call: str | None) -> bool:
+    """Whether ``call`` is an inconclusive call, whatever its count of repeats."""
+    return call is not None and call.startswith(INCONCLUSIVE)
+
+
+def too_few(pairs: int) -> str:
+    """Why fewer than MIN_PAIRS paired repeats decide nothing, and what to do about it."""
+    one = "1 paired repeat has" if pairs == 1 else f"{pairs} paired repeats have"
+    return (f"{one} no spread, so it shows neither a rise nor its absence: run at least {MIN_PAIRS} repeats "
+            "(3 or more for a useful interval)")
 
 
 @dataclass(frozen=True)
@@ -39,23 +67,34 @@ class StageVerdict:
 
     call: str
     reasons: tuple[str, ...]
+    pairs: int = 0
+    """Paired repeats with a goodput per device ratio (a zero ratio counts; a missing one does not)."""
 
 
 def stage_verdict(stage: StageContention) -> StageVerdict:
     """The seed's rule at one stage of a non-control arm."""
     breaches = tuple(b for c in stage.classes.values() for b in c.breaches)
     ratio = stage.goodput_per_device_ratio
-    if ratio is None or ratio.mean is None:
+    # A zero ratio is left out of the geometric mean, but it was measured: the arm met no SLO there.
+    zeros = sum(1 for v in ratio.spread.excluded if v is not None) if ratio else 0
+    pairs = len(ratio.spread.values) + zeros if ratio else 0
+    if ratio is None or pairs == 0:
         return StageVerdict(NOT_COMPARED, (_not_compared(stage), *breaches))
     own, ref = stage.goodput_per_device.mean, (stage.control_goodput_per_device or stage.goodput_per_device).mean
     figures = f"{own:.3g} vs {ref:.3g} req/s within SLO, " if own is not None and ref is not None else ""
     gain = f"goodput per device {figures}{describe(ratio, what=CONTROLS)}"
     kept = all(c.meets_slo and c.within_error_budget for c in stage.classes.values())
+    slo = (KEPT,) if kept else breaches
+    if pairs < MIN_PAIRS:
+        return StageVerdict(inconclusive(pairs), (gain, *slo, too_few(pairs)), pairs)
+    if zeros:
+        none = f"no request of this arm met every SLO in {zeros} of {pairs} paired repeats (goodput per device 0)"
+        return StageVerdict(LOSS, (gain, none, *breaches), pairs)
     if ratio.call != HIGHER:
-        return StageVerdict(LOSS, (gain, *breaches))
+        return StageVerdict(LOSS, (gain, *breaches), pairs)
     if kept:
-        return StageVerdict(WORTH_IT, (gain, "every class kept its SLOs and error budget in every repeat"))
-    return StageVerdict(TRADE_OFF, (gain, *breaches))
+        return StageVerdict(WORTH_IT, (gain, KEPT), pairs)
+    return StageVerdict(TRADE_OFF, (gain, *breaches), pairs)
 
 
 def _not_compared(stage: StageContention) -> str:
@@ -107,7 +146,8 @@ class Verdict:
     """The overall call for one arm, as a sentence a platform engineer can act on."""
 
     call: str
-    """``worth it`` (at least at the lowest loads), ``trade-off``, ``loss`` or ``not compared``."""
+    """``worth it`` (at least at the lowest loads), ``trade-off``, ``loss``, ``inconclusive (n repeats)`` or
+    ``not compared``."""
     text: str
     worth_it_up_to_stage: int | None
     """The highest stage up to which every stage (in load order) is worth it; None if the lowest is not."""
@@ -135,7 +175,7 @@ def _span(run: list[tuple[StageContention, StageVerdict]], first: bool) -> str:
     decisive = hi if call == WORTH_IT else lo
     reasons = run[-1][1].reasons if call == WORTH_IT else run[0][1].reasons
     load = format_offered(decisive.offered, decisive.arrival)
-    return f"{_ARTICLE[call]}{'' if first else ' above,'} {where} ({load}): {'; '.join(reasons)}"
+    return f"{_ARTICLE.get(call, call)}{'' if first else ' above,'} {where} ({load}): {'; '.join(reasons)}"
 
 
 def overall_verdict(arm: str, control: str, stages: list[tuple[StageContention, StageVerdict]],
@@ -147,7 +187,10 @@ def overall_verdict(arm: str, control: str, stages: list[tuple[StageContention, 
         if v.call != WORTH_IT:
             break
         up_to = stage.index
-    call = next((c for c in (WORTH_IT, TRADE_OFF, LOSS) if c in calls), NOT_COMPARED)
+    call = next((c for c in (WORTH_IT, TRADE_OFF, LOSS) if c in calls), None)
+    if call is None:
+        unsure = [v.pairs for _, v in stages if is_inconclusive(v.call)]
+        call = inconclusive(max(unsure)) if unsure else NOT_COMPARED
     parts = [_span(run, i == 0) for i, run in enumerate(_runs(stages))]
     text = f"{arm} against {control}: " + ("; ".join(parts) if parts else "no stage was measured") + "."
     text += f" Operating boundary: {boundary.text[:1].lower()}{boundary.text[1:]} {conditions.describe()}"

@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from analysis_builders import objectives, stage, stats, trial
 
 from bench_plugin.analysis.contention import jain, stage_contention
-from bench_plugin.analysis.significance import HIGHER, LOWER, NO_DIFFERENCE, ONE_REPEAT, figure
+from bench_plugin.analysis.significance import (
+    HIGHER,
+    LOWER,
+    NO_DIFFERENCE,
+    NO_PAIRS,
+    ONE_REPEAT,
+    describe,
+    figure,
+    ratio_figure,
+)
+from bench_plugin.analysis.statistics import COMPLEMENT, RATIO
 
 OBJ = objectives(p95=1000.0, budget=0.05)
 
@@ -103,3 +115,55 @@ def test_significance_follows_the_interval() -> None:
     assert figure([0.9, 1.1, 1.0], 1.0).call == NO_DIFFERENCE
     assert figure([-0.2, -0.1, -0.15], 0.0).call == LOWER
     assert figure([], 1.0).mean is None
+
+
+def test_ratio_significance_is_judged_on_the_log_scale() -> None:
+    # Right-skewed ratios: the arithmetic interval reaches below 1, the log-scale one does not.
+    values = [2.23, 1.45, 2.0]
+    assert figure(values, 1.0).call == NO_DIFFERENCE
+    fig = ratio_figure(values)
+    logs = [math.log(v) for v in values]
+    m = sum(logs) / 3
+    half = 4.302653 * math.sqrt(sum((x - m) ** 2 for x in logs) / 2) / math.sqrt(3)
+    assert fig.spread.lo == pytest.approx(math.exp(m - half), rel=1e-5) and math.exp(m - half) > 1
+    assert (fig.call, fig.significant, fig.no_change) == (HIGHER, True, 1.0)
+    # And the other way: arithmetically "lower", but on the log scale the interval still holds 1.
+    assert figure([0.52, 0.79, 0.64], 1.0).call == LOWER
+    assert ratio_figure([0.52, 0.79, 0.64]).call == NO_DIFFERENCE
+    assert ratio_figure([0.5, 2.0]).mean == pytest.approx(1.0)  # halving and doubling cancel out
+    assert ratio_figure([0.14, 4.70, 0.29]).call == NO_DIFFERENCE
+
+
+def test_ratio_figures_are_geometric_and_the_loss_follows_from_them() -> None:
+    # llm: 5 then 20 req/s against 10 and 10: ratios 0.5 and 2, geometric mean 1 (the arithmetic mean says 1.25).
+    control = [*two_classes("a", 1, 10.0, 10.0, p95=100.0), *two_classes("a", 2, 10.0, 10.0, p95=100.0)]
+    arm = [*two_classes("b", 1, 5.0, 10.0, p95=400.0), *two_classes("b", 2, 20.0, 10.0, p95=100.0)]
+    s = stage_contention(0, arm, control, OBJ)
+    norm, loss, slow = (s.classes["llm"].normalised_throughput, s.classes["llm"].throughput_loss,
+                        s.classes["llm"].slowdown_p95)
+    assert norm and loss and slow and s.consolidation_gain and s.goodput_per_device_ratio
+    assert norm.spread.kind == RATIO and norm.mean == pytest.approx(1.0) and norm.spread.ci95 is None
+    assert slow.spread.kind == RATIO and slow.mean == pytest.approx(2.0)  # sqrt(4 x 1)
+    assert loss.spread.kind == COMPLEMENT and loss.mean == pytest.approx(0.0) and loss.no_change == 0.0
+    assert norm.spread.lo is not None and norm.spread.hi is not None
+    assert (loss.spread.lo, loss.spread.hi) == (pytest.approx(1 - norm.spread.hi), pytest.approx(1 - norm.spread.lo))
+    assert s.consolidation_gain.spread.kind == RATIO and s.consolidation_gain.no_change == 2.0
+    assert s.consolidation_gain.mean == pytest.approx(math.sqrt(1.5 * 3.0))
+    assert s.goodput_per_device_ratio.spread.kind == RATIO
+    d = norm.to_dict()
+    assert (d["kind"], d["ci95"], d["n"], d["call"]) == ("ratio", None, 2, NO_DIFFERENCE)
+    assert 0 < d["lo"] < 1 < d["hi"]
+    assert describe(norm).startswith("1.00x (geometric mean of 2 repeats, 95% CI [0.00")
+
+
+def test_a_zero_ratio_is_left_out_of_the_geometric_mean_with_a_note() -> None:
+    control = [*two_classes("a", 1, 10.0, 10.0), *two_classes("a", 2, 10.0, 10.0), *two_classes("a", 3, 10.0, 10.0)]
+    arm = [*two_classes("b", 1, 0.0, 10.0), *two_classes("b", 2, 5.0, 10.0), *two_classes("b", 3, 5.0, 10.0)]
+    fig = stage_contention(0, arm, control, OBJ).classes["llm"].normalised_throughput
+    assert fig and fig.spread.values == [0.5, 0.5] and fig.spread.excluded == (0.0,)
+    assert fig.to_dict()["note"] == "1 of 3 repeats left out (a geometric mean needs positive ratios): 0 not positive"
+    assert "1 of 3 repeats left out" in describe(fig)
+    none = ratio_figure([None, None])
+    assert none.mean is None and none.note is None and none.notes == "2 of 2 repeats left out (a geometric mean "\
+        "needs positive ratios): 2 missing"
+    assert ratio_figure([]).note == NO_PAIRS

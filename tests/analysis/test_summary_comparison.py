@@ -101,7 +101,11 @@ def test_devices_charged_per_trial(summary: dict[str, Any]) -> None:
 def test_existing_keys_are_kept(summary: dict[str, Any]) -> None:
     assert list(summary) == ["schema", "scenario", "status", "overrides", "classes", "control", "request_sets",
                              "conditions", "slo", "trials", "arms", "comparison"]
-    assert summary["arms"]["shared"]["stages"][0]["classes"]["llm"]["normalised_throughput"]["mean"] == 0.9
+    norm = summary["arms"]["shared"]["stages"][0]["classes"]["llm"]["normalised_throughput"]
+    assert (norm["kind"], norm["mean"], norm["ci95"], norm["lo"], norm["hi"], norm["n"]) == ("ratio", 0.9, None, 0.9,
+                                                                                          0.9, 2)
+    latency = summary["arms"]["shared"]["stages"][0]["classes"]["llm"]["latency_p95_ms"]
+    assert latency["kind"] == "value" and latency["lo"] == latency["hi"] == latency["mean"]
 
 
 def test_comparison_figures_by_hand(summary: dict[str, Any]) -> None:
@@ -123,6 +127,14 @@ def test_comparison_figures_by_hand(summary: dict[str, Any]) -> None:
     assert s["control_goodput_per_device"]["mean"] == pytest.approx(1.5)
     assert s["goodput_per_device_ratio"]["mean"] == pytest.approx(2.3 / 1.5)
     assert s["goodput_per_device_ratio"]["call"] == "higher"
+    kinds = {key: s[key]["kind"] for key in ("consolidation_gain", "fairness", "goodput_per_device",
+                                             "control_goodput_per_device", "goodput_per_device_ratio")}
+    assert kinds == {"consolidation_gain": "ratio", "fairness": "value", "goodput_per_device": "value",
+                     "control_goodput_per_device": "value", "goodput_per_device_ratio": "ratio"}
+    assert [llm[k]["kind"] for k in ("normalised_throughput", "throughput_loss", "slowdown_p95")] == [
+        "ratio", "complement", "ratio"]
+    assert s["paired_repeats"] == 2 and "geometric mean" in comparison["method"]["spread"]
+    assert "inconclusive" in comparison["method"]["verdict"]
     assert (llm["meets_slo"], llm["within_error_budget"]) == (False, True)
     assert (emb["meets_slo"], emb["within_error_budget"]) == (False, True)
     assert s["verdict"] == "trade-off"

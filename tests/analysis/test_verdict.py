@@ -1,13 +1,25 @@
-"""The verdict (the seed's rule): worth it, trade-off or loss, per stage and as one actionable sentence."""
+"""The verdict (the seed's rule): worth it, trade-off, loss or inconclusive, per stage and in one sentence."""
 
 from __future__ import annotations
 
 from analysis_builders import objectives, stage, stats, trial
 
+from bench_plugin.analysis.capacity import ArmCapacity, RepeatCapacity, capacity_text
 from bench_plugin.analysis.comparison import build_comparison
 from bench_plugin.analysis.contention import stage_contention
 from bench_plugin.analysis.records import TrialSummary
-from bench_plugin.analysis.verdict import LOSS, NOT_COMPARED, TRADE_OFF, WORTH_IT, StageVerdict, stage_verdict
+from bench_plugin.analysis.significance import ratio_figure
+from bench_plugin.analysis.statistics import spread
+from bench_plugin.analysis.verdict import (
+    LOSS,
+    NOT_COMPARED,
+    TRADE_OFF,
+    WORTH_IT,
+    StageVerdict,
+    inconclusive,
+    is_inconclusive,
+    stage_verdict,
+)
 
 OBJ = objectives(p95=1000.0, budget=0.05)
 NOISE = (0.0, 0.1, -0.1)
@@ -32,9 +44,9 @@ def verdict_of(mine: list[TrialSummary], control: list[TrialSummary]) -> StageVe
 
 def test_worth_it_when_goodput_per_device_rises_and_every_class_keeps_its_slo() -> None:
     v = verdict_of(arm("shared", 9.0, 400.0, 1), arm("exclusive", 10.0, 300.0, 2))
-    assert v.call == WORTH_IT
-    assert v.reasons[0].startswith("goodput per device 18 vs 10 req/s within SLO, 1.80x the control's (95% CI")
-    assert v.reasons[0].endswith(": higher)")
+    assert v.call == WORTH_IT and v.pairs == 3
+    assert v.reasons[0] == ("goodput per device 18 vs 10 req/s within SLO, 1.80x the control's (geometric mean of "
+                            "3 repeats, 95% CI [1.80, 1.80]: higher)")
 
 
 def test_trade_off_when_it_rises_but_a_class_breaks_its_slo() -> None:
@@ -61,9 +73,37 @@ def test_loss_when_goodput_per_device_falls() -> None:
     assert v.call == LOSS and v.reasons[0].endswith(": lower)")
 
 
-def test_one_repeat_cannot_show_a_rise() -> None:
+def test_one_repeat_is_inconclusive_never_a_loss() -> None:
     v = verdict_of(arm("shared", 9.0, 400.0, 1, repeats=1), arm("exclusive", 10.0, 300.0, 2, repeats=1))
-    assert v.call == LOSS and "one repeat: no spread" in v.reasons[0]
+    assert v.call == "inconclusive (1 repeat)" == inconclusive(1) and v.pairs == 1 and is_inconclusive(v.call)
+    assert "1.80x the control's (one repeat: no spread" in v.reasons[0]
+    assert v.reasons[1] == "every class kept its SLOs and error budget in every repeat"
+    assert v.reasons[2].startswith("1 paired repeat has no spread") and "run at least 2 repeats" in v.reasons[2]
+    # Falling goodput per device with one repeat is no more a loss than a rise is a win.
+    assert verdict_of(arm("mps", 6.0, 300.0, 2, repeats=1), arm("exclusive", 10.0, 300.0, 2, repeats=1)).call == \
+        inconclusive(1)
+
+
+def test_one_pair_is_inconclusive_even_when_each_arm_has_more_repeats() -> None:
+    control = arm("exclusive", 10.0, 300.0, 2)
+    for t in control[1:]:
+        t.stages[0].status = "interrupted"  # only repeat 1 of the control measured the stage
+    v = verdict_of(arm("shared", 9.0, 400.0, 1), control)
+    assert v.call == inconclusive(1) and v.pairs == 1
+
+
+def test_two_pairs_are_enough_to_call_a_loss() -> None:
+    v = verdict_of(arm("mps", 6.0, 300.0, 2, repeats=2), arm("exclusive", 10.0, 300.0, 2, repeats=2))
+    assert v.call == LOSS and v.pairs == 2
+
+
+def test_no_goodput_in_some_repeat_is_a_loss_not_a_geometric_mean_over_the_rest() -> None:
+    shared = arm("shared", 9.0, 400.0, 1)
+    shared[0].stages[0].classes = {n: stats(9.0, 400.0, goodput=0.0) for n in ("llm", "embedding")}
+    v = verdict_of(shared, arm("exclusive", 10.0, 300.0, 2))
+    assert v.call == LOSS and v.pairs == 3
+    assert "1 of 3 repeats left out (a geometric mean needs positive ratios): 0 not positive" in v.reasons[0]
+    assert v.reasons[1] == "no request of this arm met every SLO in 1 of 3 paired repeats (goodput per device 0)"
 
 
 def test_not_compared_without_a_control_measurement() -> None:
@@ -114,3 +154,48 @@ def test_not_compared_says_which_side_was_skipped() -> None:
         t.stages[0].status = "skipped"
     v = verdict_of(arm("shared", 9.0, 400.0, 1), control)
     assert v.call == NOT_COMPARED and v.reasons[0].startswith("the control has no complete measurement")
+
+
+def test_a_one_repeat_campaign_is_inconclusive_overall_with_its_reasons() -> None:
+    control = arm("exclusive", 10.0, 300.0, 2, repeats=1, stages=3)
+    shared = arm("shared", 9.0, 400.0, 1, repeats=1, stages=3)
+    comparison = build_comparison([*control, *shared], SCENARIO, CONDITIONS, OBJ)
+    result = comparison.arms["shared"]
+    assert [s.verdict.call for s in result.stages if s.verdict] == [inconclusive(1)] * 3
+    v = result.verdict
+    assert v is not None and v.call == "inconclusive (1 repeat)" and v.worth_it_up_to_stage is None
+    assert v.text.startswith("shared against exclusive: inconclusive (1 repeat) at stages 0-2 (llm 1 req/s, "
+                             "embedding 2 req/s): goodput per device 18 vs 10 req/s within SLO, 1.80x the control's "
+                             "(one repeat: no spread, so no significant difference); every class kept its SLOs")
+    assert "run at least 2 repeats" in v.text and "loss" not in v.text
+    assert ", 1 repeat; another device" in v.text
+
+
+def test_enough_repeats_at_one_stage_decide_the_arm_over_an_inconclusive_one() -> None:
+    control = arm("exclusive", 10.0, 300.0, 2, stages=2)
+    shared = arm("shared", 6.0, 300.0, 2, stages=2)
+    for t in shared[1:]:
+        t.stages[1].status = "interrupted"  # stage 1 measured in repeat 1 only
+    result = build_comparison([*control, *shared], SCENARIO, CONDITIONS, OBJ).arms["shared"]
+    assert [s.verdict.call for s in result.stages if s.verdict] == [LOSS, inconclusive(1)]
+    assert result.verdict is not None and result.verdict.call == LOSS
+    assert "; inconclusive (1 repeat) above, at stage 1" in result.verdict.text
+
+
+def capacity(per_device: list[float]) -> ArmCapacity:
+    repeats = tuple(RepeatCapacity(r, "found", 1.0, 5, 50, c) for r, c in enumerate(per_device, 1))
+    return ArmCapacity({"llm": 1.0}, repeats, spread([1.0] * len(per_device)), spread(per_device), None)
+
+
+def test_a_searched_arm_with_one_repeat_is_inconclusive() -> None:
+    mine, theirs = capacity([3.0]), capacity([1.0])
+    mine = ArmCapacity(mine.mix, mine.per_repeat, mine.scale, mine.capacity_per_device, ratio_figure([3.0]))
+    call, text = capacity_text("shared", "exclusive", mine, theirs)
+    assert call == inconclusive(1)
+    assert text.startswith("shared is inconclusive (1 repeat): capacity within SLOs 3.00 req/s per device against "
+                           "1.00 for exclusive, 3.00x the control's (one repeat: no spread, so no significant "
+                           "difference); 1 paired repeat has no spread")
+    two = ArmCapacity(mine.mix, mine.per_repeat, mine.scale, mine.capacity_per_device, ratio_figure([3.0, 2.9]))
+    assert capacity_text("shared", "exclusive", two, theirs)[0] == WORTH_IT
+    low = ArmCapacity(mine.mix, mine.per_repeat, mine.scale, mine.capacity_per_device, ratio_figure([0.5, 2.5]))
+    assert capacity_text("shared", "exclusive", low, theirs)[0] == LOSS
