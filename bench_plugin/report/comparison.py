@@ -6,8 +6,13 @@ without a control. Reports call :func:`read_comparison` and get ``None`` then, a
 is lenient on purpose: a missing figure becomes ``None`` and is shown as "-", never an exception,
 so a report can always be written from whatever summary.json holds.
 
-A *figure* is a spread over repeats, ``{"mean", "ci95", "n", "values"}``; a *significant figure*
-adds ``"significant"`` and ``"call"`` ("higher", "lower", "no significant difference").
+A *figure* is a spread over repeats, ``{"kind", "mean", "ci95", "lo", "hi", "n", "values", "note"}``;
+a *significant figure* adds ``"no_change"``, ``"significant"`` and ``"call"`` ("higher", "lower",
+"no significant difference"). Its ``kind`` says how it was summarised: a ``value`` or ``difference``
+by its arithmetic mean and a 95% half-width ``ci95`` (shown ``1.60 ± 0.05``), a ``ratio`` by its
+geometric mean and an asymmetric 95% interval [``lo``, ``hi``] with no half-width (shown
+``1.71x [0.90, 3.20]``), a ``complement`` (1 - a ratio) by 1 - that mean and [``lo``, ``hi``].
+Summaries written before figures had a kind have only ``mean`` and ``ci95``; they show as before.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench_plugin.analysis.boundary import format_offered
+from bench_plugin.analysis.statistics import fixed
+from bench_plugin.analysis.verdict import INCONCLUSIVE, is_inconclusive
 
 Figure = dict[str, Any]
 """A spread over repeats as it appears in summary.json."""
@@ -124,22 +131,65 @@ NO_COMPARISON = ("The comparison with the control (verdict, operating boundary, 
 """What a report says in place of the verdict when summary.json has no comparison."""
 
 
+RATIO_UNIT = "x"
+"""The unit shown after a ratio's mean: ``1.71x [0.90, 3.20]``."""
+
+
+def interval(fig: Figure | None) -> tuple[float, float] | None:
+    """A figure's 95% interval [lo, hi]: its own ends, else mean ± ci95; None without one."""
+    if not fig or fig.get("mean") is None:
+        return None
+    lo, hi = fig.get("lo"), fig.get("hi")
+    if isinstance(lo, int | float) and isinstance(hi, int | float):
+        return float(lo), float(hi)
+    ci = fig.get("ci95")
+    if isinstance(ci, int | float):
+        return float(fig["mean"]) - ci, float(fig["mean"]) + ci
+    return None
+
+
+def error_bars(fig: Figure | None) -> tuple[float, float]:
+    """How far a figure's interval reaches below and above its mean (0, 0 without one): a ratio's differ."""
+    ends = interval(fig)
+    if fig is None or ends is None:
+        return 0.0, 0.0
+    mean = float(fig["mean"])
+    return max(0.0, mean - ends[0]), max(0.0, ends[1] - mean)
+
+
 def spread_text(fig: Figure | None, digits: int = 1, suffix: str = "") -> str:
-    """``mean ± ci95`` (just the mean with one repeat; ``-`` when missing)."""
+    """``mean ± ci95`` for a value, ``1.71x [lo, hi]`` for a ratio; the mean alone with one repeat; ``-`` if missing.
+
+    A ratio's interval is asymmetric (it is symmetric on the log scale), so it is given by its ends;
+    ``suffix`` follows the mean there (``1.71x [0.90, 3.20]``) and the half-width elsewhere (``2.1 ± 0.3 ms``).
+    """
     if not fig or fig.get("mean") is None:
         return "-"
-    text = f"{fig['mean']:.{digits}f}"
+    text = fixed(float(fig["mean"]), digits)
     if fig.get("ci95") is not None:
-        text += f" ± {fig['ci95']:.{digits}f}"
+        return f"{text} ± {fixed(float(fig['ci95']), digits)}{suffix}"
+    ends = interval(fig)
+    if ends is not None:
+        return f"{text}{suffix} [{fixed(ends[0], digits)}, {fixed(ends[1], digits)}]"
     return text + suffix
 
 
+def ratio_text(fig: Figure | None, digits: int = 2) -> str:
+    """A ratio with its unit and interval: ``1.71x [0.90, 3.20]``."""
+    return spread_text(fig, digits, RATIO_UNIT)
+
+
 def significance_text(fig: Figure | None, digits: int = 2, suffix: str = "") -> str:
-    """A figure with its call against the control, e.g. ``0.82 ± 0.05x (lower)``."""
+    """A figure with its call against the control, e.g. ``0.82x [0.77, 0.88] (lower)``."""
     text = spread_text(fig, digits, suffix)
     if fig and fig.get("call"):
         text += f" ({fig['call']})"
     return text
+
+
+def call_kind(call: str | None) -> str | None:
+    """A verdict call without its count of repeats: ``inconclusive`` for ``inconclusive (1 repeat)``."""
+    return INCONCLUSIVE if is_inconclusive(call) else call
 
 
 offered_text = format_offered

@@ -25,10 +25,12 @@ from typing import Any
 
 from bench_plugin.report.comparison import (
     NO_COMPARISON,
+    RATIO_UNIT,
     ArmComparison,
     Comparison,
     boundary_short,
     boundary_text,
+    call_kind,
     offered_text,
     read_comparison,
     significance_text,
@@ -53,7 +55,11 @@ from bench_plugin.report.tables import Raw, conditions_section, errors_table, es
 from bench_plugin.report.telemetry import drawn_metrics
 from bench_plugin.report.timeline import timeline_plot
 
-VERDICT_CSS = {"worth it": "good", "trade-off": "mixed", "loss": "bad"}
+VERDICT_CSS = {"worth it": "good", "trade-off": "mixed", "loss": "bad", "inconclusive": "unsure"}
+"""Badge class per verdict call (an inconclusive call, whatever its count of repeats, is ``unsure``)."""
+
+BADGE_CSS = ".badge.unsure { background: #dde6f6; color: #1c3f73; border: 1px dashed #5a7bb0; }"
+"""The colour of an inconclusive verdict: neither good nor bad, and dashed, for "not decided yet"."""
 
 
 def write_report(results_dir: Path, max_points: int = MAX_POINTS) -> Path:
@@ -136,7 +142,8 @@ def _fairness_note(comparison: Comparison | None) -> str:
 
 
 def _badge(call: str | None) -> Raw:
-    return Raw(f'<span class="badge {VERDICT_CSS.get(call or "", "none")}">{esc(call or "no verdict")}</span>')
+    css = VERDICT_CSS.get(call_kind(call) or "", "none")
+    return Raw(f'<span class="badge {css}">{esc(call or "no verdict")}</span>')
 
 
 def _verdict(summary: dict[str, Any], comparison: Comparison | None) -> str:
@@ -173,10 +180,10 @@ def _arm_detail(comp: ArmComparison, names: list[str]) -> str:
 def _arm_stages(comp: ArmComparison, names: list[str]) -> str:
     rows = []
     for st in comp.stages:
-        slowdown = "<br>".join(esc(f"{cls} {significance_text(figs.get('slowdown_p95'), 2, 'x')}")
+        slowdown = "<br>".join(esc(f"{cls} {significance_text(figs.get('slowdown_p95'), 2, RATIO_UNIT)}")
                                for cls, figs in st.classes.items() if figs.get("slowdown_p95"))
         rows.append([names[st.index] if st.index < len(names) else st.index, offered_text(st.offered),
-                     significance_text(st.goodput_per_device_ratio, 2, "x"), spread_text(st.fairness, 2),
+                     significance_text(st.goodput_per_device_ratio, 2, RATIO_UNIT), spread_text(st.fairness, 2),
                      spread_text(st.consolidation_gain, 2), Raw(slowdown or "-"), _badge(st.verdict),
                      Raw("<br>".join(esc(r) for r in st.reasons) or "-")])
     return table(["stage", "offered", "goodput/device vs control", "fairness", "consolidation gain",
@@ -219,7 +226,8 @@ def _page(summary: dict[str, Any], meta: dict[str, Any], sections: list[tuple[st
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{esc(title)}</title>
-<style>{CSS}</style>
+<style>{CSS}{BADGE_CSS}
+</style>
 </head>
 <body>
 <main>
@@ -230,8 +238,10 @@ def _page(summary: dict[str, Any], meta: dict[str, Any], sections: list[tuple[st
 </header>
 {body}
 <footer>Written by bench_plugin.report from results.sqlite and summary.json ({esc(summary.get('schema'))}).
-Figures are means over repeats with 95% confidence intervals (Student t); latency is measured from each request's
-intended send time.</footer>
+Figures are means over repeats with 95% confidence intervals (Student t): mean ± half-width for values and
+differences; for ratios to the control (1.71x [0.90, 3.20]), the geometric mean and its interval [lo, hi],
+computed on the log scale. An arm with fewer than 2 paired repeats at a stage is inconclusive there. Latency is
+measured from each request's intended send time.</footer>
 </main>
 </body>
 </html>

@@ -16,6 +16,7 @@ from typing import Any
 
 from bench_plugin.report.comparison import (
     NO_COMPARISON,
+    RATIO_UNIT,
     Comparison,
     boundary_short,
     boundary_text,
@@ -25,6 +26,11 @@ from bench_plugin.report.comparison import (
 from bench_plugin.report.comparison import offered_text as _offered
 from bench_plugin.report.comparison import spread_text as _fmt
 from bench_plugin.report.stage_series import TrialSeries, markdown_section
+
+SPREAD_NOTE = ("Figures are mean ± 95% CI half-width over repeats (Student t; none with one repeat). Ratios to "
+               "the control (1.71x [0.90, 3.20]) are geometric means with their 95% CI [lo, hi], computed on the "
+               "log scale, so it is asymmetric and never reaches zero.")
+"""How to read a figure's interval, said once above the tables."""
 
 
 def _trials_table(summary: dict[str, Any]) -> list[str]:
@@ -47,7 +53,7 @@ def _stage_table(summary: dict[str, Any], index: int) -> list[str]:
             continue
         for name, fig in figures["stages"][index]["classes"].items():
             norm = fig.get("normalised_throughput")
-            norm_text = "control" if arm == summary.get("control") else _fmt(norm, 2, "x")
+            norm_text = "control" if arm == summary.get("control") else _fmt(norm, 2, RATIO_UNIT)
             err = fig.get("error_rate") or {}
             err_text = "-" if err.get("mean") is None else f"{100 * err['mean']:.1f}%"
             lines.append(
@@ -76,7 +82,7 @@ def render_summary(summary: dict[str, Any]) -> str:
     backend = (summary.get("conditions") or {}).get("backend", {})
     lines.append(f"- backend: {backend.get('backend')}; devices: "
                  + ", ".join(f"{d['name']} ({d['model']})" for d in backend.get("devices", [])))
-    lines += ["", "Figures are mean ± 95% CI half-width over repeats (Student t; none with one repeat). "
+    lines += ["", f"{SPREAD_NOTE} "
               "Latency is measured from each request's intended send time; percentiles come from exact samples. "
               "Throughput counts successful requests over the time it took to serve the stage's requests "
               "(at least the stage's duration); throughput vs control is the per-repeat ratio to the control "
@@ -130,7 +136,7 @@ def _verdict_section(summary: dict[str, Any], comparison: Comparison) -> list[st
         for st in comp.stages:
             lines.append(
                 f"| {_cell(labels.get(st.index, st.index))} | {_offered(st.offered)} "
-                f"| {significance_text(st.goodput_per_device_ratio, 2, 'x')} | {_fmt(st.fairness, 2)} "
+                f"| {significance_text(st.goodput_per_device_ratio, 2, RATIO_UNIT)} | {_fmt(st.fairness, 2)} "
                 f"| {_fmt(st.consolidation_gain, 2)} | {_cell(st.verdict)} | {_cell('; '.join(st.reasons) or '-')} |")
     return [*lines, ""]
 
@@ -197,7 +203,7 @@ def render_report(summary: dict[str, Any], *, started_s: float | None = None,
     else:
         lines += ["## Verdict", "", NO_COMPARISON, ""]
     lines += ["## Per-stage figures", "",
-              "Mean ± 95% CI half-width over repeats; latency from each request's intended send time.", ""]
+              f"{SPREAD_NOTE} Latency is from each request's intended send time.", ""]
     first_arm: dict[str, Any] = next(iter((summary.get("arms") or {}).values()), {"stages": []})
     for stage in first_arm["stages"]:
         offered = _offered(stage["offered"], _arrival(summary, stage["index"]))

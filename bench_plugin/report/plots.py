@@ -1,6 +1,7 @@
 """Plots against offered load: latency per class, LLM streaming times, normalised throughput, fairness.
 
-Every point is a figure over repeats from summary.json ("arms": mean and 95% CI); every line is an
+Every point is a figure over repeats from summary.json ("arms": mean and 95% CI; a ratio to the control
+has its geometric mean and asymmetric interval [lo, hi], drawn as unequal bars); every line is an
 arm, in the arm's colour and marker (figures.py). Offered load is the class's own rate at each stage,
 so each class has its own x axis. Latency axes are logarithmic: a P95 of 15 ms and an SLO of 2 s must
 both be readable on one plot, and saturation shows as a steep rise either way. Points of different
@@ -16,7 +17,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from bench_plugin.report.comparison import Comparison
+from bench_plugin.report.comparison import Comparison, error_bars
 from bench_plugin.report.figures import (
     SLO_COLOUR,
     SLO_STYLE,
@@ -74,9 +75,13 @@ def classes_of(summary: dict[str, Any]) -> list[str]:
     return sorted(seen, key=lambda n: order.index(n) if n in order else len(order))
 
 
-def _series(summary: dict[str, Any], arm: str, cls: str, key: str) -> tuple[list[float], list[float], list[float]]:
-    """x (offered load), mean and CI half-width (0 without one) of one figure over an arm's stages."""
-    xs, means, cis = [], [], []
+Series = tuple[list[float], list[float], list[float], list[float]]
+"""x (offered load), mean, and how far the 95% CI reaches below and above the mean."""
+
+
+def _series(summary: dict[str, Any], arm: str, cls: str, key: str) -> Series:
+    """One figure over an arm's stages: x, mean and the CI's reach below and above it (0 without one)."""
+    xs, means, below, above = [], [], [], []
     for stage in (summary.get("arms") or {}).get(arm, {}).get("stages") or []:
         fig = (stage.get("classes") or {}).get(cls, {}).get(key)
         load = (stage.get("offered") or {}).get(cls)
@@ -84,8 +89,10 @@ def _series(summary: dict[str, Any], arm: str, cls: str, key: str) -> tuple[list
             continue
         xs.append(float(load))
         means.append(float(fig["mean"]))
-        cis.append(float(fig.get("ci95") or 0.0))
-    return xs, means, cis
+        down, up = error_bars(fig)
+        below.append(down)
+        above.append(up)
+    return xs, means, below, above
 
 
 def _dodge(xs: list[float], rank: int, n_arms: int, span: float) -> list[float]:
@@ -146,19 +153,19 @@ def _metric_panel(ax: Axes, summary: dict[str, Any], cls: str, key: str, styles:
     span = _x_span(summary, cls)
     lows, highs = [], []
     for rank, (arm, st) in enumerate(styles.items()):
-        xs, means, cis = _series(summary, arm, cls, key)
+        xs, means, below, above = _series(summary, arm, cls, key)
         if not xs:
             continue
         mean = np.asarray(means)
-        ci = np.asarray(cis)
+        down, up = np.asarray(below), np.asarray(above)
         positive = mean[mean > 0]
         if positive.size:
             lows.append(float(positive.min()))
-        highs.append(float((mean + ci).max()))
+        highs.append(float((mean + up).max()))
         # Log axes cannot show a lower bound at or below zero: such a bar runs to the bottom edge,
         # which reads as "the interval reaches down to nothing", as it does.
-        lower = np.where(mean - ci > 0, ci, mean * 0.999)
-        container = ax.errorbar(_dodge(xs, rank, len(styles), span), means, yerr=[lower, ci], color=st.colour,
+        lower = np.where(mean - down > 0, down, mean * 0.999)
+        container = ax.errorbar(_dodge(xs, rank, len(styles), span), means, yerr=[lower, up], color=st.colour,
                                 marker=st.marker, markersize=5, linewidth=1.6, capsize=3, label=arm)
         marks.tag(container)
     if not lows:
@@ -239,13 +246,14 @@ def throughput_plot(summary: dict[str, Any], styles: dict[str, ArmStyle]) -> Plo
                         xytext=(-4, 3), textcoords="offset points", ha="right", va="bottom", fontsize=8.5)
             values = [1.0]
             for rank, (arm, st) in enumerate(sharing.items()):
-                xs, means, cis = _series(summary, arm, cls, "normalised_throughput")
+                xs, means, below, above = _series(summary, arm, cls, "normalised_throughput")
                 if not xs:
                     continue
-                values += [m + c for m, c in zip(means, cis, strict=True)] + [m - c for m, c in
-                                                                              zip(means, cis, strict=True)]
-                marks.tag(ax.errorbar(_dodge(xs, rank, len(sharing), span), means, yerr=cis, color=st.colour,
-                                      marker=st.marker, markersize=5, linewidth=1.6, capsize=3, label=arm))
+                values += [m + u for m, u in zip(means, above, strict=True)]
+                values += [m - d for m, d in zip(means, below, strict=True)]
+                marks.tag(ax.errorbar(_dodge(xs, rank, len(sharing), span), means, yerr=[below, above],
+                                      color=st.colour, marker=st.marker, markersize=5, linewidth=1.6, capsize=3,
+                                      label=arm))
             low, high = min(values), max(values)
             pad = max(0.1, (high - low) * 0.15)
             ax.set_ylim(max(0.0, low - pad), high + pad)
@@ -256,7 +264,8 @@ def throughput_plot(summary: dict[str, Any], styles: dict[str, ArmStyle]) -> Plo
         _legend(fig, axes)
         svg = figure_svg(fig, "throughput")
     caption = ("Successful requests per second of each sharing arm divided by the control's at the same stage "
-               "and repeat (1 = the same as running alone). Below 1, the class loses throughput to sharing.")
+               "and repeat (1 = the same as running alone): the geometric mean over repeats, with its 95% CI "
+               "from the log scale, so the bars are not even. Below 1, the class loses throughput to sharing.")
     return Plot("throughput", "Normalised throughput per class vs offered load", svg, caption)
 
 
@@ -292,9 +301,10 @@ def fairness_plot(comparison: Comparison | None, styles: dict[str, ArmStyle], st
                     continue
                 xs = [i + (rank - (len(arms) - 1) / 2) * 0.04 for i, _ in pts]
                 st = styles[arm]
-                marks.tag(ax.errorbar(xs, [f["mean"] for _, f in pts], yerr=[f.get("ci95") or 0.0 for _, f in pts],
-                                      color=st.colour, marker=st.marker, markersize=5, linewidth=1.6, capsize=3,
-                                      label=arm))
+                bars = [error_bars(f) for _, f in pts]
+                yerr = [[d for d, _ in bars], [u for _, u in bars]]
+                marks.tag(ax.errorbar(xs, [f["mean"] for _, f in pts], yerr=yerr, color=st.colour, marker=st.marker,
+                                      markersize=5, linewidth=1.6, capsize=3, label=arm))
             if key == "fairness":
                 ax.set_ylim(0.0, 1.1)
             else:  # room above the reference line for its label

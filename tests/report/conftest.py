@@ -165,19 +165,28 @@ def add_telemetry(path: Path) -> None:
 
 
 def fig(mean: float, ci: float | None = 0.05, n: int = 2, **extra: Any) -> dict[str, Any]:
-    """A figure over repeats in summary.json's shape."""
-    return {"mean": mean, "ci95": ci, "n": n, "values": [mean] * n, **extra}
+    """A value over repeats in summary.json's shape: arithmetic mean ± ci95 = [lo, hi]."""
+    lo, hi = (mean - ci, mean + ci) if ci is not None else (None, None)
+    return {"kind": "value", "mean": mean, "ci95": ci, "lo": lo, "hi": hi, "n": n, "values": [mean] * n,
+            "note": None, **extra}
+
+
+def ratio(mean: float, factor: float | None = 1.05, n: int = 2, **extra: Any) -> dict[str, Any]:
+    """A ratio over repeats in summary.json's shape: geometric mean, interval [mean / factor, mean · factor]."""
+    lo, hi = (mean / factor, mean * factor) if factor is not None else (None, None)
+    return {"kind": "ratio", "mean": mean, "ci95": None, "lo": lo, "hi": hi, "n": n, "values": [mean] * n,
+            "note": None, **extra}
 
 
 def comparison_section() -> dict[str, Any]:
     """A hand-made "comparison" section in the shape bench_plugin.analysis is going to write."""
-    def stage(index: int, verdict: str, gain: float, ratio: float, reasons: list[str]) -> dict[str, Any]:
-        classes = {n: {"normalised_throughput": fig(1.0 - 0.1 * index, significant=index > 0,
-                                                    call="lower" if index else "no significant difference"),
-                       "slowdown_p95": fig(1.5 + index, significant=True, call="higher")} for n in CLASSES}
-        return {"index": index, "offered": STAGES[index][1], "classes": classes, "consolidation_gain": fig(gain),
+    def stage(index: int, verdict: str, gain: float, gpd: float, reasons: list[str]) -> dict[str, Any]:
+        classes = {n: {"normalised_throughput": ratio(1.0 - 0.1 * index, significant=index > 0,
+                                                      call="lower" if index else "no significant difference"),
+                       "slowdown_p95": ratio(1.5 + index, significant=True, call="higher")} for n in CLASSES}
+        return {"index": index, "offered": STAGES[index][1], "classes": classes, "consolidation_gain": ratio(gain),
                 "fairness": fig(0.98 - 0.1 * index), "goodput_per_device": fig(10.0 - index),
-                "goodput_per_device_ratio": fig(ratio, significant=True, call="higher" if ratio > 1 else "lower"),
+                "goodput_per_device_ratio": ratio(gpd, significant=True, call="higher" if gpd > 1 else "lower"),
                 "verdict": verdict, "reasons": reasons}
     return {
         "control": "exclusive",

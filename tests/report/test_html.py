@@ -117,6 +117,22 @@ def test_verdict_per_arm_and_boundaries_when_the_comparison_is_there(make_campai
     assert "<dt>verdict</dt><dd>shared: worth it up to stage 0 low</dd>" in text
     assert "boundary shared" in figure_html(text, "latency-llm")
     assert "Jain" in figure_html(text, "fairness")
+    assert "<td>1.60x [1.52, 1.68] (higher)</td>" in verdict  # goodput per device: a ratio's asymmetric interval
+    assert "llm 2.50x [2.38, 2.62] (higher)" in verdict  # P95 slowdown
+
+
+def test_an_inconclusive_verdict_has_its_own_badge_and_colour(make_campaign: MakeCampaign) -> None:
+    results = make_campaign()
+    summary = json.loads((results / "summary.json").read_text())
+    shared = summary["comparison"]["arms"]["shared"]
+    shared["verdict"].update(call="inconclusive (1 repeat)", worth_it_up_to_stage=None)
+    shared["stages"][0]["verdict"] = "inconclusive (1 repeat)"
+    (results / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
+    text, _ = parse(write_report(results))
+    verdict = text.split('<section id="verdict">')[1].split("</section>")[0]
+    assert verdict.count('<span class="badge unsure">inconclusive (1 repeat)</span>') == 2  # the arm and stage 0
+    assert ".badge.unsure {" in text and "<dt>verdict</dt><dd>shared: inconclusive (1 repeat)</dd>" in text
+    assert "<summary>shared (inconclusive (1 repeat))</summary>" in verdict
 
 
 def test_renders_the_comparison_the_analysis_writes(make_campaign: MakeCampaign) -> None:

@@ -7,7 +7,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench_plugin.report.comparison import NO_COMPARISON, read_comparison
+import pytest
+
+from bench_plugin.report.comparison import (
+    NO_COMPARISON,
+    error_bars,
+    interval,
+    ratio_text,
+    read_comparison,
+    significance_text,
+    spread_text,
+)
 from bench_plugin.report.markdown import render_report, render_summary
 
 MakeCampaign = Callable[..., Path]  # the make_campaign fixture of this folder's conftest.py
@@ -29,7 +39,8 @@ def test_verdict_comes_first_then_stages_then_boundaries_then_conditions(make_ca
     assert row in verdict
     assert "| exclusive | exclusive | control |" in verdict
     assert "worth it up to stage 0 (low); a trade-off above it" in verdict
-    assert "| 1 high | llm 4 req/s, embedding 8 req/s, asr 2 req/s | 1.60 ± 0.05x (higher) |" in verdict
+    assert "| 1 high | llm 4 req/s, embedding 8 req/s, asr 2 req/s | 1.60x [1.52, 1.68] (higher) | 0.88 ± 0.05 " \
+        "| 2.40 [2.29, 2.52] | trade-off |" in verdict
     assert "llm P95 1.9x the control; errors 2% > budget 1%" in verdict
     assert "- **exclusive**: every stage met its SLOs" in text
     assert "2027-01-15 08:00 UTC" in text and '`{"sharing": "time-slicing"}`' in text
@@ -66,3 +77,43 @@ def test_summary_md_still_renders_with_a_comparison_section(make_campaign: MakeC
     text = render_summary(summary_of(make_campaign()))
     assert text.startswith("# Campaign synthetic")
     assert "## Stage 0: offered llm 2 req/s, embedding 4 req/s, asr 1 req/s" in text
+
+
+def test_a_ratio_shows_its_asymmetric_interval_and_a_value_its_half_width() -> None:
+    ratio = {"kind": "ratio", "mean": 1.71, "ci95": None, "lo": 0.9, "hi": 3.2, "n": 3, "values": [1.0, 1.5, 3.4]}
+    assert ratio_text(ratio) == "1.71x [0.90, 3.20]"
+    assert significance_text({**ratio, "call": "no significant difference"}, 2, "x") == \
+        "1.71x [0.90, 3.20] (no significant difference)"
+    assert interval(ratio) == (0.9, 3.2) and error_bars(ratio) == (pytest.approx(0.81), pytest.approx(1.49))
+    tiny = {**ratio, "mean": 0.58, "lo": 0.0012, "hi": 57.7}
+    assert ratio_text(tiny) == "0.58x [0.0012, 57.70]"  # a small lower end is never shown as 0.00
+    value = {"kind": "value", "mean": 12.0, "ci95": 4.97, "lo": 7.03, "hi": 16.97, "n": 3, "values": []}
+    assert spread_text(value, 1, " ms") == "12.0 ± 5.0 ms" and error_bars(value) == (pytest.approx(4.97),) * 2
+    one = {"kind": "ratio", "mean": 1.8, "ci95": None, "lo": None, "hi": None, "n": 1, "values": [1.8]}
+    assert ratio_text(one) == "1.80x" and error_bars(one) == (0.0, 0.0)
+    legacy = {"mean": 1.6, "ci95": 0.05, "n": 2, "values": [1.6, 1.6]}  # a summary.json written before kinds
+    assert significance_text({**legacy, "call": "higher"}, 2, "x") == "1.60 ± 0.05x (higher)"
+    assert spread_text(None) == "-" and interval({"mean": None}) is None
+
+
+def test_an_inconclusive_verdict_is_shown_as_such(make_campaign: MakeCampaign) -> None:
+    summary = summary_of(make_campaign())
+    shared = summary["comparison"]["arms"]["shared"]
+    shared["verdict"].update(call="inconclusive (1 repeat)", worth_it_up_to_stage=None,
+                             text="shared against exclusive: inconclusive (1 repeat) at stages 0-2")
+    for st in shared["stages"]:
+        st["verdict"] = "inconclusive (1 repeat)"
+    text = render_report(summary)
+    assert "| shared | time-slicing | **inconclusive (1 repeat)** | - |" in text
+    assert "shared against exclusive: inconclusive (1 repeat) at stages 0-2" in text
+    assert text.count("| inconclusive (1 repeat) |") == 3 and "loss" not in text.split("## Per-stage")[0]
+
+
+def test_the_analysis_writes_ratio_intervals_the_report_shows(make_campaign: MakeCampaign) -> None:
+    summary = summary_of(make_campaign(comparison="analysis"))
+    norm = summary["arms"]["shared"]["stages"][0]["classes"]["llm"]["normalised_throughput"]
+    assert norm["kind"] == "ratio" and norm["ci95"] is None and 0 < norm["lo"] <= norm["mean"] <= norm["hi"]
+    text = render_summary(summary)
+    assert f"| {ratio_text(norm)} |" in text and "geometric means" in text
+    ratio = summary["comparison"]["arms"]["shared"]["stages"][0]["goodput_per_device_ratio"]
+    assert ratio["kind"] == "ratio" and f"| {significance_text(ratio, 2, 'x')} |" in render_report(summary)
