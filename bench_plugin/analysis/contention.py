@@ -60,6 +60,7 @@ class StageContention:
 
     index: int
     offered: dict[str, float]
+    """Class -> the load the stage really offered (its realised rate: records.StageSummary.load)."""
     arrival: dict[str, str]
     classes: dict[str, ClassContention]
     goodput_per_device: Spread
@@ -195,7 +196,7 @@ def stage_contention(
     theirs = judged_runs(control, index) if control is not None else {}
     names = class_names([*runs.values(), *theirs.values()])
     first = next(iter(runs.values()), None) or next(iter(theirs.values()), None)
-    offered = first[1].offered if first else {}
+    offered = first[1].load if first else {}
     classes: dict[str, ClassContention] = {}
     for name in names:
         stats = [stage.classes.get(name) for _, stage in runs.values() if name in stage.offered]

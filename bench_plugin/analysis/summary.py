@@ -280,7 +280,8 @@ def _arm_figures(trials: list[TrialSummary], arm: str, control: str | None) -> l
                 fig["tpot_p95_ms"] = spread([s.tpot_ms["p95"] if s.tpot_ms else None for _, s in runs]).to_dict()
             stage_classes[name] = fig
         offered = present[0].offered if present else {}
-        out.append({"index": index, "offered": offered, "classes": stage_classes})
+        realised = present[0].load if present else {}
+        out.append({"index": index, "offered": offered, "realised": realised, "classes": stage_classes})
     return out
 
 

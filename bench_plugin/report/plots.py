@@ -60,7 +60,12 @@ def load_label(summary: dict[str, Any], cls: str) -> str:
     """The x-axis label of a class's offered load, with its unit."""
     if _arrival(summary, cls) == "closed":
         return f"{cls} offered load (users, closed loop)"
-    return f"{cls} offered load (req/s)"
+    return f"{cls} offered load (req/s, realised)"
+
+
+def _load(stage: dict[str, Any]) -> dict[str, float]:
+    """A stage's load per class as plotted: the realised rate (summaries before it existed: the nominal one)."""
+    return dict(stage.get("realised") or stage.get("offered") or {})
 
 
 def classes_of(summary: dict[str, Any]) -> list[str]:
@@ -84,7 +89,7 @@ def _series(summary: dict[str, Any], arm: str, cls: str, key: str) -> Series:
     xs, means, below, above = [], [], [], []
     for stage in (summary.get("arms") or {}).get(arm, {}).get("stages") or []:
         fig = (stage.get("classes") or {}).get(cls, {}).get(key)
-        load = (stage.get("offered") or {}).get(cls)
+        load = _load(stage).get(cls)
         if not fig or fig.get("mean") is None or load is None:
             continue
         xs.append(float(load))
@@ -100,8 +105,8 @@ def _dodge(xs: list[float], rank: int, n_arms: int, span: float) -> list[float]:
 
 
 def _x_span(summary: dict[str, Any], cls: str) -> float:
-    loads = [float(s["offered"][cls]) for f in (summary.get("arms") or {}).values()
-             for s in f.get("stages") or [] if cls in (s.get("offered") or {})]
+    loads = [float(_load(s)[cls]) for f in (summary.get("arms") or {}).values()
+             for s in f.get("stages") or [] if cls in _load(s)]
     if not loads:
         return 1.0
     return (max(loads) - min(loads)) or max(abs(max(loads)), 1.0)
@@ -109,8 +114,8 @@ def _x_span(summary: dict[str, Any], cls: str) -> float:
 
 def _load_ticks(ax: Axes, summary: dict[str, Any], cls: str) -> None:
     """Ticks at the offered loads themselves: stages are discrete steps, not a continuum."""
-    loads = sorted({float(s["offered"][cls]) for f in (summary.get("arms") or {}).values()
-                    for s in f.get("stages") or [] if cls in (s.get("offered") or {})})
+    loads = sorted({float(_load(s)[cls]) for f in (summary.get("arms") or {}).values()
+                    for s in f.get("stages") or [] if cls in _load(s)})
     if 0 < len(loads) <= 12:
         ax.set_xticks(loads, [f"{v:g}" for v in loads])
 
