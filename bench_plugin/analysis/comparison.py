@@ -20,6 +20,8 @@ from bench_plugin.analysis.verdict import Conditions, StageVerdict, Verdict, ove
 
 METHOD: dict[str, str] = {
     "pairing": "repeat r of each arm against repeat r of the control, at the same stage (same offered load)",
+    "offered": "a stage's load is its realised rate: arrivals sent / planned duration (exactly round(rate x "
+               "duration) arrivals with the default conditioned Poisson process)",
     "spread": "each figure says its kind. value and difference: arithmetic mean and Student-t 95% CI, "
               "mean ± ci95 = [lo, hi]; ratio (arm over control: normalised throughput, slowdowns, goodput "
               "and capacity per device ratios, consolidation gain): geometric mean exp(m) and the asymmetric "
@@ -37,7 +39,9 @@ METHOD: dict[str, str] = {
                           "charged to the trial (distinct devices per segment, summed over segments)",
     "boundary": "per repeat, linear interpolation of measured/limit ratios between the last passing stage "
                 "and the first failing one, where the worst reaches 1; mean and CI over repeats",
-    "verdict": "inconclusive (n repeats): fewer than 2 paired repeats measured goodput per device, so no "
+    "verdict": "generator-limited: the load generator fell behind in some run of the arm or the control "
+               "(send lag P99 > 10 ms or a generator process above 0.9 core), so nothing is concluded about "
+               "the GPU there; inconclusive (n repeats): fewer than 2 paired repeats measured goodput per device, so no "
                "spread can show a rise or its absence; otherwise worth it: goodput per device "
                "significantly higher and every class within its SLOs and error budget; trade-off: higher "
                "but some class breaks one; loss: not higher (lower or no significant difference, or no "
@@ -189,7 +193,8 @@ def _class_dict(c: ClassContention, is_control: bool) -> dict[str, Any]:
 def _stage_dict(stage: ArmStage, is_control: bool) -> dict[str, Any]:
     s = stage.figures
     out: dict[str, Any] = {"index": s.index, "offered": s.offered, "repeats": s.repeats,
-                           "classes": {n: _class_dict(c, is_control) for n, c in s.classes.items()}}
+                           "classes": {n: _class_dict(c, is_control) for n, c in s.classes.items()},
+                           "generator_limited": list(s.generator_limited), "host_busy": list(s.host_busy)}
     if is_control:
         return {**out, "goodput_per_device": s.goodput_per_device.to_dict()}
     return {

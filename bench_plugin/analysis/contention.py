@@ -72,6 +72,21 @@ class StageContention:
     fairness: Spread | None = None
     control_goodput_per_device: Spread | None = None
     goodput_per_device_ratio: Figure | None = None
+    generator_limited: tuple[str, ...] = ()
+    """``<arm> repeat r: <why>`` for each run (of this arm or the control) whose load generator fell behind."""
+    host_busy: tuple[str, ...] = ()
+    """``<arm> repeat r: <why>`` for each run measured while the host was busy with other work."""
+
+
+def _flags(runs: dict[int, Run], theirs: dict[int, Run], attribute: str) -> tuple[str, ...]:
+    """Each run's ``attribute`` reason (generator_limited, host_busy), named by its arm and repeat."""
+    out = []
+    for group in (runs, theirs):
+        for repeat, (trial, stage) in sorted(group.items()):
+            reason = getattr(stage, attribute)
+            if reason:
+                out.append(f"{trial.arm} repeat {repeat}: {reason}")
+    return tuple(out)
 
 
 def jain(values: list[float]) -> float | None:
@@ -202,8 +217,10 @@ def stage_contention(
         stats = [stage.classes.get(name) for _, stage in runs.values() if name in stage.offered]
         classes[name] = judge_class(name, stats, objectives.get(name))
     own = spread([goodput_per_device(run, names) for run in runs.values()])
+    limited, busy = _flags(runs, theirs, "generator_limited"), _flags(runs, theirs, "host_busy")
     if control is None:
-        return StageContention(index, offered, first[1].arrival if first else {}, classes, own, len(runs))
+        return StageContention(index, offered, first[1].arrival if first else {}, classes, own, len(runs),
+                               generator_limited=limited, host_busy=busy)
     pairs = [(runs[r], theirs[r]) for r in sorted(set(runs) & set(theirs))]
     classes = {name: _compare_class(c, name, pairs) for name, c in classes.items()}
     norms = [[_paired([pair], name, _THROUGHPUT)[0] for name in names] for pair in pairs]
@@ -214,4 +231,5 @@ def stage_contention(
         consolidation_gain=gain, fairness=fairness,
         control_goodput_per_device=spread([goodput_per_device(run, names) for run in theirs.values()]),
         goodput_per_device_ratio=ratio_figure([_ratio(a, b) for a, b in gpd]),
+        generator_limited=limited, host_busy=busy,
     )

@@ -10,7 +10,10 @@ Per stage, against the control at the same offered load:
   request of the arm met every SLO in some repeat (its goodput per device ratio is 0);
 - "inconclusive (n repeats)": fewer than two paired repeats measured goodput per device at this stage.
   One repeat has no spread, so it can show neither a rise nor its absence: it is never a loss;
-- "not compared": the arm or the control has no measurement to pair at this stage.
+- "not compared": the arm or the control has no measurement to pair at this stage;
+- "generator-limited": the load generator fell behind in some run of the arm or the control at this
+  stage (analysis/selfcheck.py), so its latency is partly the client's: nothing is concluded about the
+  GPU there. The figures stay in the summary; the fix is more load-generating processes.
 
 Overall, stages are read in load order: the arm is "worth it up to stage k" when every stage up to k is
 worth it, and the sentence says what happens above, with the numbers that decided it and the
@@ -34,6 +37,7 @@ LOSS = "loss"
 INCONCLUSIVE = "inconclusive"
 """The start of an inconclusive call; the call itself names the repeats: see :func:`inconclusive`."""
 NOT_COMPARED = "not compared"
+GENERATOR_LIMITED = "generator-limited"
 
 MIN_PAIRS = 2
 """Paired repeats needed before a stage can be called anything but inconclusive."""
@@ -41,7 +45,8 @@ MIN_PAIRS = 2
 CONTROLS = " the control's"
 KEPT = "every class kept its SLOs and error budget in every repeat"
 
-_ARTICLE = {WORTH_IT: "worth it", TRADE_OFF: "a trade-off", LOSS: "a loss", NOT_COMPARED: "not compared"}
+_ARTICLE = {WORTH_IT: "worth it", TRADE_OFF: "a trade-off", LOSS: "a loss", NOT_COMPARED: "not compared",
+            GENERATOR_LIMITED: "not judged (load generator limited)"}
 
 
 def inconclusive(pairs: int) -> str:
@@ -78,6 +83,11 @@ def stage_verdict(stage: StageContention) -> StageVerdict:
     # A zero ratio is left out of the geometric mean, but it was measured: the arm met no SLO there.
     zeros = sum(1 for v in ratio.spread.excluded if v is not None) if ratio else 0
     pairs = len(ratio.spread.values) + zeros if ratio else 0
+    if stage.generator_limited:
+        why = "the load generator fell behind, so latency here is partly the client's: " + "; ".join(
+            stage.generator_limited)
+        return StageVerdict(GENERATOR_LIMITED, (why, "rerun with more load-generating processes (--master with "
+                                                     "workers) or a lighter load per process"), pairs)
     if ratio is None or pairs == 0:
         return StageVerdict(NOT_COMPARED, (_not_compared(stage), *breaches))
     own, ref = stage.goodput_per_device.mean, (stage.control_goodput_per_device or stage.goodput_per_device).mean

@@ -199,3 +199,17 @@ def test_a_searched_arm_with_one_repeat_is_inconclusive() -> None:
     assert capacity_text("shared", "exclusive", two, theirs)[0] == WORTH_IT
     low = ArmCapacity(mine.mix, mine.per_repeat, mine.scale, mine.capacity_per_device, ratio_figure([0.5, 2.5]))
     assert capacity_text("shared", "exclusive", low, theirs)[0] == LOSS
+
+
+
+def test_a_generator_limited_stage_is_not_blamed_on_the_gpu() -> None:
+    from bench_plugin.analysis.verdict import GENERATOR_LIMITED
+
+    shared, control = arm("mps", 6.0, 300.0, 2), arm("exclusive", 10.0, 300.0, 2)
+    assert verdict_of(shared, control).call == LOSS
+    control[1].stages[0].generator_limited = "send lag P99 42.0 ms for llm (limit 10 ms)"
+    figures = stage_contention(0, shared, control, OBJ)
+    assert figures.generator_limited == ("exclusive repeat 2: send lag P99 42.0 ms for llm (limit 10 ms)",)
+    verdict = stage_verdict(figures)
+    assert verdict.call == GENERATOR_LIMITED
+    assert "load generator fell behind" in verdict.reasons[0] and "exclusive repeat 2" in verdict.reasons[0]
