@@ -41,8 +41,8 @@ METHOD: dict[str, str] = {
                 "and the first failing one, where the worst reaches 1; mean and CI over repeats",
     "verdict": "generator-limited: the load generator fell behind in some run of the arm or the control "
                "(send lag P99 > 10 ms or a generator process above 0.9 core), so nothing is concluded about "
-               "the GPU there; inconclusive (n repeats): fewer than 2 paired repeats measured goodput per device, so no "
-               "spread can show a rise or its absence; otherwise worth it: goodput per device "
+               "the GPU there; inconclusive (n repeats): fewer than 2 paired repeats measured goodput per "
+               "device, so no spread can show a rise or its absence; otherwise worth it: goodput per device "
                "significantly higher and every class within its SLOs and error budget; trade-off: higher "
                "but some class breaks one; loss: not higher (lower or no significant difference, or no "
                "goodput in some repeat). The arm's call is the first of worth it, trade-off, loss that a "

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench_plugin.report import checks
 from bench_plugin.report.comparison import (
     NO_COMPARISON,
     RATIO_UNIT,
@@ -114,6 +115,7 @@ def render_html(summary: dict[str, Any], db: sqlite3.Connection, max_points: int
         ("sharing", "Throughput and fairness", _figures(share_plots) + _fairness_note(comparison)),
         ("timelines", "Trial timelines", _figures(timelines)),
         *([("gpu-series", "GPU series per stage", html_section(stage_series))] if stage_series else []),
+        ("checks", "Measurement checks", checks.html_section(summary)),
         ("errors", "Errors", errors_table(trials, read_failures(db))),
         ("conditions", "Conditions (everything needed to run it again)", conditions_section(summary, meta, trials)),
     ]

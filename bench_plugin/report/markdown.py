@@ -14,6 +14,7 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
+from bench_plugin.report import checks
 from bench_plugin.report.comparison import (
     NO_COMPARISON,
     RATIO_UNIT,
@@ -209,6 +210,7 @@ def render_report(summary: dict[str, Any], *, started_s: float | None = None,
         offered = _offered(stage["offered"], _arrival(summary, stage["index"]))
         lines += [f"### Stage {stage['index']}: offered {offered}", "", *_stage_table(summary, stage["index"]), ""]
     lines += _boundary_section(comparison)
+    lines += checks.markdown_section(summary)
     lines += markdown_section(stage_series)
     lines += _conditions_section(summary, started_s, arm_settings)
     return "\n".join(lines)

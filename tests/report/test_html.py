@@ -92,7 +92,7 @@ def test_every_plot_is_there_in_order_with_data_marks(make_campaign: MakeCampaig
         assert re.search(rf'id="data-{plot_id}-\d+"', html), f"{plot_id} draws no data"
         assert "<figcaption>" in html, plot_id
     sections = re.findall(r'<section id="([^"]+)"', text)
-    assert sections == ["verdict", "load", "sharing", "timelines", "errors", "conditions"]
+    assert sections == ["verdict", "load", "sharing", "timelines", "checks", "errors", "conditions"]
 
 
 def test_ids_are_unique_across_all_inline_svgs(make_campaign: MakeCampaign) -> None:
@@ -314,3 +314,19 @@ def test_command_line_rewrites_the_report(make_campaign: MakeCampaign) -> None:
     missing = subprocess.run([sys.executable, "-m", "bench_plugin.report", str(results / "nowhere")],
                              capture_output=True, text=True, timeout=300, check=False)
     assert missing.returncode == 2 and "no summary.json" in missing.stderr
+
+
+def test_measurement_checks_show_realised_rates_intervals_and_flags(make_campaign: MakeCampaign) -> None:
+    results = make_campaign("analysis")
+    summary = json.loads((results / "summary.json").read_text())
+    stage = summary["trials"][0]["stages"][0]
+    stage["generator_limited"] = "send lag P99 42.0 ms for llm (limit 10 ms)"
+    stage["host_busy"] = "other processes used 1.6 of 2 cores (more than 0.5)"
+    (results / "summary.json").write_text(json.dumps(summary))
+    text = write_report(results).read_text()
+    checks = text.split('<section id="checks">')[1].split("</section>")[0]
+    assert "realised" in checks and "generator-limited: send lag P99 42.0 ms" in checks
+    assert "busy host: other processes used 1.6 of 2 cores" in checks
+    assert "(n=" in checks
+    md = (results / "report.md").read_text()
+    assert "## Measurement checks" in md and "generator-limited: send lag P99 42.0 ms" in md
