@@ -48,6 +48,8 @@ class SegmentRecord:
     applied_s: float | None
     ready: dict[str, float]
     released_s: float | None
+    warmup: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Class -> its unmeasured warm-up (started_s, ended_s, requests, errors); empty before warm-ups existed."""
 
 
 @dataclass
@@ -153,6 +155,7 @@ def read_trials(db: sqlite3.Connection) -> list[TrialRecord]:
                 index=seg["segment"], classes=json.loads(seg["classes"]),
                 placement=json.loads(seg["placement"] or "{}"), applied_s=seg["applied_s"],
                 ready=json.loads(seg["ready"] or "{}"), released_s=seg["released_s"],
+                warmup=json.loads((seg["warmup"] if "warmup" in seg.keys() else None) or "{}"),  # noqa: SIM118
             ))
         for st in db.execute("SELECT * FROM stages WHERE trial=? ORDER BY segment, stage", (trial.id,)):
             trial.stages.append(StageRecord(

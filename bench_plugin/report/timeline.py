@@ -99,13 +99,19 @@ def _placement_panel(ax: Axes, trial: TrialRecord, t0: float, end: float, classe
             marks.tag(ax.plot([ready], [row], marker="D", color=colour, markersize=6, linestyle="none")[0])
             ax.annotate(f"ready +{ready - applied:.1f} s", xy=(ready, row), xytext=(5, -4), textcoords="offset points",
                         fontsize=8, va="top", color=colour)
+            warm = seg.warmup.get(cls)
+            if warm and warm.get("started_s") and warm.get("ended_s"):  # unmeasured: hatched, never a sample
+                start = warm["started_s"] - t0
+                marks.tag(ax.broken_barh([(start, max(warm["ended_s"] - warm["started_s"], 0.0))], (row - 0.18, 0.36),
+                                         facecolor="none", edgecolor=colour, hatch="////", linewidth=0.6))
     _class_rows(ax, classes)
     ax.set_ylim(len(classes) - 0.45, -1.2)  # a free band on top for the "arm applied" labels
     handles = [ax.plot([], [], color="#777777", linewidth=1.2)[0],
                ax.plot([], [], marker="D", color="#777777", linestyle="none")[0],
-               Patch(color="#777777", alpha=0.22), ax.plot([], [], **_APPLIED)[0]]
-    ax.legend(handles, ["loading (applied → ready)", "ready: first real answer", "serving", "arm applied"],
-              **_RIGHT)
+               Patch(color="#777777", alpha=0.22), Patch(facecolor="none", edgecolor="#777777", hatch="////"),
+               ax.plot([], [], **_APPLIED)[0]]
+    ax.legend(handles, ["loading (applied → ready)", "ready: first real answer", "serving",
+                        "warm-up (unmeasured)", "arm applied"], **_RIGHT)
     ax.set_title("placement and readiness", loc="left")
 
 

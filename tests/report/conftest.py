@@ -82,6 +82,9 @@ def _segment(rec: Recorder, db_times: list[tuple[str, tuple[Any, ...]]], trial: 
     rec.segment_applied(trial, segment, classes, placement)
     db_times.append(("UPDATE segments SET applied_s=? WHERE trial=? AND segment=?", (t, trial, segment)))
     rec.segment_ready(trial, segment, {n: t + LOAD_S + 0.3 * i for i, n in enumerate(classes)})
+    rec.segment_warmed(trial, segment, {n: {"started_s": t + LOAD_S + 0.3 * i, "ended_s": t + LOAD_S + 0.45,
+                                            "requests": 4, "errors": 0, "error": None}
+                                        for i, n in enumerate(classes)})
     t += LOAD_S + 0.5
     for index, (name, load) in enumerate(STAGES):
         offered = {n: load[n] for n in classes}

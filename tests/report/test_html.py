@@ -163,7 +163,7 @@ def test_timeline_shows_placement_readiness_stages_failures_and_telemetry(make_c
                   "stages (offered load steps)", "aborted (rolled back)", "+1 skipped", "failed requests",
                   "llm: 2 failed", "latency of each successful request", "llm P95 SLO 2000 ms",
                   "GPU utilisation (%)", "VRAM used (MiB)", "cuda:0 (whole device)", "llm (pid 1040)",
-                  "asr (pid 1042)", "capacity", "seconds from the trial start"):
+                  "asr (pid 1042)", "capacity", "seconds from the trial start", "warm-up (unmeasured)"):
         assert words in shared, words
     assert "power (W)" not in shared and "1980" not in shared  # not recorded / recorded but not drawn
     exclusive = figure_html(text, "timeline-trial-1")
