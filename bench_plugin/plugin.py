@@ -28,7 +28,7 @@ from typing import Any, NoReturn
 import gevent
 from locust.argument_parser import get_parser
 from locust.env import Environment
-from locust.runners import MasterRunner, WorkerRunner
+from locust.runners import STATE_CLEANUP, STATE_STOPPED, STATE_STOPPING, MasterRunner, WorkerRunner
 
 from bench_plugin import webui
 from bench_plugin.campaign import plan_trials
@@ -292,18 +292,47 @@ def _register_worker(environment: Environment) -> None:
             fail(str(exc))
         hello = Hello(hello.identity, hello.classes, scenario_sha256(scenario),
                       {name: rs.sha256 for name, rs in own.items()})
+    _route_ctrl_c_to_main_greenlet(environment)
     WorkerLink(environment, state, hello).start()
 
 
-def _route_ctrl_c_to_main_greenlet() -> None:
-    """Deliver Ctrl-C to the main greenlet, where Locust's headless run stops the test cleanly.
+def _route_ctrl_c_to_main_greenlet(environment: Environment) -> None:
+    """Deliver Ctrl-C to the main greenlet, where Locust stops the test (or quits the worker) cleanly.
 
     Python raises KeyboardInterrupt in whatever code runs when SIGINT arrives. Under load that is often
-    a request greenlet (seen on the H200: in the middle of a JSON decode), which then dies with a
-    traceback instead of stopping the run. Called from the ``init`` listener, which runs in the main
-    greenlet.
+    a request greenlet (seen on the H200: in the middle of a JSON decode; on a worker, in a request's
+    connect), which then dies with a traceback instead of stopping the run. Workers need this as much
+    as the master: Ctrl-C in a terminal reaches every process of its group. Called from the ``init``
+    listener, which runs in the main greenlet.
+
+    Locust catches the KeyboardInterrupt only while the main greenlet waits for the test (a worker:
+    for its runner). A first Ctrl-C that comes when the process is already on its way out (the
+    headless test of a master or local runner stopping, e.g. because its last worker quit; Locust
+    quitting) is left to that stop: thrown into the main greenlet then, it would cut the shutdown
+    short with a traceback. A second Ctrl-C is always thrown. The check and the throw are one hub
+    callback, so the state checked is the state the main greenlet is in when it is thrown.
     """
-    gevent.signal_handler(signal.SIGINT, gevent.kill, gevent.getcurrent(), KeyboardInterrupt)
+    main = gevent.getcurrent()
+    hub = gevent.get_hub()
+    presses: list[bool] = []
+    quitting: list[bool] = []
+    environment.events.quitting.add_listener(lambda **_: quitting.append(True))
+
+    def deliver() -> None:
+        presses.append(True)
+        runner = environment.runner
+        headless = bool(getattr(environment.parsed_options, "headless", False))
+        stopping = headless and not isinstance(runner, WorkerRunner) and getattr(runner, "state", None) in _STOPPING
+        if len(presses) == 1 and (quitting or stopping):
+            logger.info("Ctrl-C: the run is already stopping (Ctrl-C again to force it)")
+            return
+        main.throw(KeyboardInterrupt)
+
+    gevent.signal_handler(signal.SIGINT, hub.loop.run_callback, deliver)
+
+
+_STOPPING = (STATE_CLEANUP, STATE_STOPPING, STATE_STOPPED)
+"""Runner states of a test that is stopping or stopped (headless: Locust quits next)."""
 
 
 def plugin_of(environment: Environment | None) -> BenchPlugin | None:
@@ -343,7 +372,7 @@ def register(environment: Environment) -> BenchPlugin | None:
         fail(f"{path}: {exc}")
     _check_prometheus(telemetry_options(environment))
     plugin = BenchPlugin(environment, scenario, request_sets, results_dir, backend, class_names)
-    _route_ctrl_c_to_main_greenlet()
+    _route_ctrl_c_to_main_greenlet(environment)
     _record_campaign(plugin, path, scenario, class_names)
     setattr(environment, PLUGIN_ATTRIBUTE, plugin)
     environment.bench_plugin_events = plugin.events  # type: ignore[attr-defined]

@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import signal
 import sqlite3
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
-from harness import pid_alive, scenario_variant, start_locust
+from harness import ROOT, pid_alive, scenario_variant, start_locust, start_worker, stop_process
+
+from bench_plugin.sharing.processes import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -26,23 +29,23 @@ def completed_stages(db_path: Path) -> int:
         db.close()
 
 
-def test_sigint_keeps_completed_stages_and_stops_servers(tmp_path: Path, no_leftover_servers: None) -> None:
-    scenario = scenario_variant(tmp_path, "short", repeats=1)
-    results = tmp_path / "results"
-    proc = start_locust(["-f", "locustfiles/mixed.py", "--scenario", str(scenario), "--results-dir", str(results),
-                         "--arm", "shared", "--stage-duration", "4"], tmp_path / "locust.log")
+def wait_inside_second_stage(proc: subprocess.Popen[bytes], results: Path, log: Path) -> None:
+    """Return 1 s into the second stage (the first one completed, the campaign still running)."""
     deadline = time.time() + 120
     while completed_stages(results / "results.sqlite") < 1 and time.time() < deadline and proc.poll() is None:
         time.sleep(0.2)
-    assert proc.poll() is None, (tmp_path / "locust.log").read_text()
+    assert proc.poll() is None, log.read_text()
     time.sleep(1.0)  # well inside the second stage
-    proc.send_signal(signal.SIGINT)
-    code = proc.wait(timeout=60)
-    output = (tmp_path / "locust.log").read_text()
-    assert code == 130, output
-    assert "Traceback" not in output
-    assert "campaign interrupted" in output
 
+
+def assert_clean_stop(output: str) -> None:
+    """No greenlet died of the Ctrl-C (gevent prints a traceback for each one that does)."""
+    assert "Traceback" not in output, output
+    assert "KeyboardInterrupt" not in output, output
+
+
+def assert_kept(results: Path) -> None:
+    """The completed stage and what the interrupted one measured are in the results; no server is left."""
     db = sqlite3.connect(results / "results.sqlite")
     stages = dict(db.execute("SELECT stage, status FROM stages").fetchall())
     assert stages[0] == "completed" and stages[1] == "interrupted"
@@ -55,3 +58,55 @@ def test_sigint_keeps_completed_stages_and_stops_servers(tmp_path: Path, no_left
     summary = json.loads((results / "summary.json").read_text())
     assert summary["status"]["status"] == "interrupted"
     assert summary["trials"][0]["stages"][0]["classes"]["llm"]["requests"] > 0
+
+
+def test_sigint_keeps_completed_stages_and_stops_servers(tmp_path: Path, no_leftover_servers: None) -> None:
+    scenario = scenario_variant(tmp_path, "short", repeats=1)
+    results, log = tmp_path / "results", tmp_path / "locust.log"
+    proc = start_locust(["-f", "locustfiles/mixed.py", "--scenario", str(scenario), "--results-dir", str(results),
+                         "--arm", "shared", "--stage-duration", "4"], log)
+    wait_inside_second_stage(proc, results, log)
+    proc.send_signal(signal.SIGINT)
+    code = proc.wait(timeout=60)
+    output = log.read_text()
+    assert code == 130, output
+    assert_clean_stop(output)
+    assert "campaign interrupted" in output
+    assert_kept(results)
+
+
+@pytest.mark.parametrize("order", ["together", "worker-first"])
+def test_sigint_to_master_and_worker(tmp_path: Path, no_leftover_servers: None, order: str) -> None:
+    """Ctrl-C in a terminal reaches every process of its group: the master and its worker alike.
+
+    A worker that left SIGINT to Python died with a KeyboardInterrupt traceback from whichever
+    request greenlet was running. ``worker-first``: the worker has quit and the master's Locust is
+    already stopping the test when the master's own Ctrl-C comes; thrown into its main greenlet then,
+    it cut the shutdown short with a traceback (exit -2) instead of ending the stop under way.
+    """
+    port = free_port()
+    results, log, worker_log = tmp_path / "results", tmp_path / "master.log", tmp_path / "worker.log"
+    worker = start_worker(port, worker_log)
+    proc = start_locust(["-f", "locustfiles/mixed.py", "--scenario", str(ROOT / "scenarios" / "distributed.yaml"),
+                         "--results-dir", str(results), "--stage-duration", "4", "--master",
+                         "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
+                         "--expect-workers", "1", "--expect-workers-max-wait", "60"], log)
+    try:
+        wait_inside_second_stage(proc, results, log)
+        worker.send_signal(signal.SIGINT)
+        if order == "worker-first":
+            deadline = time.time() + 30
+            while "The last worker quit" not in log.read_text() and time.time() < deadline:
+                time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=60)
+    finally:
+        stop_process(proc)
+        worker_code = stop_process(worker, timeout=30)
+    output, worker_output = log.read_text(), worker_log.read_text()
+    assert code == 130, output
+    assert worker_code != -9, worker_output  # it quit by itself, not by stop_process's SIGKILL
+    assert_clean_stop(output)
+    assert_clean_stop(worker_output)
+    assert "campaign interrupted" in output
+    assert_kept(results)
