@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 
 from bench_plugin.comparability import Campaign, differences
+from bench_plugin.results.store import StoreError
+from bench_plugin.results.summary import SummaryError, load_summary
 from bench_plugin.scenario import ScenarioError, load_scenario
 
 
@@ -32,23 +34,25 @@ def _results_dir(path: Path) -> Path:
 
 def regenerate(directory: Path) -> None:
     """Rewrite every derived file of one campaign from its results.sqlite."""
-    from bench_plugin.analysis.summary import write_summaries
-    from bench_plugin.report.html import write_report
+    from bench_plugin.outputs import write_outputs
 
     try:
-        write_summaries(directory)
+        write_outputs(directory)
     except sqlite3.DatabaseError as exc:
         raise CliError(f"{directory / 'results.sqlite'}: unreadable results store: {exc}") from None
-    write_report(directory)
+    except (StoreError, SummaryError) as exc:
+        raise CliError(str(exc)) from None
 
 
 def load_campaign(directory: Path) -> Campaign:
     """A campaign's summary and resolved scenario, for comparing."""
     try:
-        summary = json.loads((directory / "summary.json").read_text(encoding="utf-8"))
+        summary = load_summary(directory / "summary.json")
         scenario = json.loads((directory / "scenario.resolved.json").read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
-        raise CliError(f"{directory}: cannot read its summary: {exc}") from None
+        raise CliError(f"{directory}: cannot read its scenario: {exc}") from None
+    except SummaryError as exc:
+        raise CliError(str(exc)) from None
     return Campaign(name=str(directory), summary=summary, scenario=scenario)
 
 

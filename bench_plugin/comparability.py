@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from bench_plugin.results.summary import Summary
+
 VERSIONED = ("bench-plugin", "locust", "torch")
 """Packages whose version is part of the fixed conditions (the load generator and the servers)."""
 
@@ -33,7 +35,7 @@ class Campaign:
     """What a results directory says about its campaign: its summary and its resolved scenario."""
 
     name: str
-    summary: dict[str, Any]
+    summary: Summary
     scenario: dict[str, Any]
 
 
@@ -48,10 +50,10 @@ def fixed_conditions(campaign: Campaign) -> dict[str, Any]:
         out[f"classes.{name}.model"] = spec.get("model")
         out[f"classes.{name}.server"] = spec.get("server")
         out[f"classes.{name}.arrival"] = spec.get("arrival")
-    for name, request_set in (summary.get("request_sets") or {}).items():
+    for name, request_set in (summary.request_sets or {}).items():
         out[f"request_sets.{name}.sha256"] = request_set.get("sha256")
     out["stages"] = [{k: v for k, v in stage.items() if k != "name"} for stage in campaign.scenario.get("stages", [])]
-    packages = (summary.get("conditions") or {}).get("packages") or {}
+    packages = (summary.conditions or {}).get("packages") or {}
     for name in VERSIONED:
         out[f"packages.{name}"] = packages.get(name)
     return out
@@ -59,7 +61,7 @@ def fixed_conditions(campaign: Campaign) -> dict[str, Any]:
 
 def context_conditions(campaign: Campaign) -> dict[str, Any]:
     """Conditions that may legitimately differ (they are what a comparison looks at)."""
-    conditions = campaign.summary.get("conditions") or {}
+    conditions = campaign.summary.conditions or {}
     backend = conditions.get("backend") or {}
     return {
         "host": conditions.get("host"),

@@ -22,7 +22,6 @@ import gevent
 
 from bench_plugin.analysis.boundary import stage_margin
 from bench_plugin.analysis.objectives import ClassObjectives
-from bench_plugin.analysis.records import StageSummary
 from bench_plugin.analysis.search import BoundarySearch, fixed_sweep_runs
 from bench_plugin.analysis.summary import class_stats
 from bench_plugin.campaign import Trial
@@ -32,7 +31,8 @@ from bench_plugin.inputs import RequestSet
 from bench_plugin.loadgen.fleet import LOCAL, Fleet, NoLoadGenerators, on_this_host
 from bench_plugin.loadgen.ledger import StageKey, StageLedger
 from bench_plugin.readiness import NotReady, wait_until_ready
-from bench_plugin.recorder import Recorder
+from bench_plugin.results.recorder import Recorder
+from bench_plugin.results.summary import StageSummary
 from bench_plugin.rollback import RollbackGuard, StageTally
 from bench_plugin.samples import Sample
 from bench_plugin.scenario import LLMClass, Scenario, Search, Stage

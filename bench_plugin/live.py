@@ -158,15 +158,15 @@ class LiveView:
 
     def update_verdicts(self, store: Path) -> None:
         """The verdict per arm over the trials so far, from the summary of ``store``; a failure only logs."""
-        from bench_plugin.analysis.summary import build_summary
+        from bench_plugin.outputs import summarise
 
         try:
-            arms = build_summary(store)["comparison"]["arms"]
+            arms = summarise(store.parent).comparison.arms
         except Exception:  # the live view must never stop a campaign; the final summary says what is wrong
             logger.exception("the verdict so far could not be computed")
             return
-        self.verdicts = {arm: (fig.get("verdict") or {}).get("text") or "-" for arm, fig in arms.items()
-                         if not fig.get("is_control")}
+        self.verdicts = {arm: fig.verdict.text if fig.verdict else "-" for arm, fig in arms.items()
+                         if not fig.is_control}
 
     def on_sample(self, sample: Sample) -> None:
         """One finished request, as the master received it."""

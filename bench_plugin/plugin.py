@@ -42,7 +42,7 @@ from bench_plugin.loadgen.fleet import Fleet
 from bench_plugin.loadgen.protocol import Hello, Identity
 from bench_plugin.loadgen.worker import WorkerLink
 from bench_plugin.options import HOST_OPTIONS
-from bench_plugin.recorder import Recorder
+from bench_plugin.results.recorder import Recorder
 from bench_plugin.samples import Sample
 from bench_plugin.scenario import Scenario, ScenarioError, load_scenario, scenario_sha256
 from bench_plugin.scenario.checks import sample_warnings
@@ -148,14 +148,12 @@ class BenchPlugin:
         if not self.conductor.finished:  # test stopped before the conductor ever ran
             self.backend.restore()
             self.conductor.status = "interrupted"
-        from bench_plugin.analysis.summary import write_summaries
-        from bench_plugin.report.html import write_report
+        from bench_plugin.outputs import write_outputs
 
         try:
             self.recorder.set_meta("load_generators", self.fleet.describe())
             self.recorder.close()
-            write_summaries(self.results_dir)
-            write_report(self.results_dir)
+            write_outputs(self.results_dir)
         except Exception as exc:  # Locust would swallow it: say it and fail the exit code instead
             logger.exception("writing the summary or the report failed")
             sys.stderr.write(f"bench_plugin: error: writing the summary or the report failed: {exc}\n")

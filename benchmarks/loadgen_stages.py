@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from loadgen_procs import CpuSampler
 
-from bench_plugin.recorder import read_samples
+from bench_plugin.results.store import read_samples
 
 MIN_SENT = 0.98
 MAX_LAG_P99_MS = 5.0

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from harness import Campaign, pid_alive
 
+from bench_plugin.users.arrivals import arrival_count
+
 pytestmark = pytest.mark.slow
 
 
@@ -27,7 +29,7 @@ def test_writes_every_output_and_says_where(campaign: tuple[Path, str]) -> None:
 
 def test_trials_are_interleaved_arms_times_repeats(campaign: tuple[Path, str]) -> None:
     summary = json.loads((campaign[0] / "summary.json").read_text())
-    assert summary["schema"] == "bench_plugin.summary/1"
+    assert summary["schema"] == "bench_plugin.summary/2"
     assert [(t["arm"], t["repeat"]) for t in summary["trials"]] == [
         ("exclusive", 1), ("shared", 1), ("exclusive", 2), ("shared", 2)
     ]
@@ -79,3 +81,30 @@ def test_conditions_and_hashes_are_recorded(campaign: tuple[Path, str]) -> None:
     assert conditions["packages"]["locust"] and conditions["backend"]["backend"] == "local"
     assert (campaign[0] / "inputs" / "llm.jsonl").is_file()
 
+
+
+def test_every_stage_sends_round_rate_times_duration_in_every_arm_and_repeat(campaign: tuple[Path, str]) -> None:
+    summary = json.loads((campaign[0] / "summary.json").read_text())
+    seen = set()
+    for trial in summary["trials"]:
+        for stage in trial["stages"]:
+            for name, rate in stage["offered"].items():
+                expected = arrival_count(rate, stage["planned_s"])
+                assert stage["arrivals"][name] == stage["classes"][name]["requests"] == expected, (
+                    trial["arm"], trial["repeat"], stage["index"], name)
+                assert stage["realised"][name] == pytest.approx(expected / stage["planned_s"])
+                seen.add((trial["arm"], trial["repeat"]))
+    assert seen == {("exclusive", 1), ("exclusive", 2), ("shared", 1), ("shared", 2)}
+
+
+def test_each_segment_warms_up_before_its_first_stage_and_none_of_it_is_a_sample(campaign: tuple[Path, str]) -> None:
+    db = sqlite3.connect(campaign[0] / "results.sqlite")
+    rows = db.execute("SELECT trial, segment, warmup FROM segments").fetchall()
+    for trial, segment, warmup in rows:
+        (first,) = db.execute("SELECT MIN(started_s) FROM stages WHERE trial=? AND segment=?",
+                              (trial, segment)).fetchone()
+        sent = json.loads(warmup)
+        assert sent and all(w["requests"] >= 1 and w["errors"] == 0 and w["ended_s"] <= first for w in sent.values())
+    (early,) = db.execute("SELECT COUNT(*) FROM samples s JOIN stages g ON s.trial=g.trial AND s.segment=g.segment "
+                          "AND s.stage=g.stage WHERE s.intended_s < g.started_s").fetchone()
+    assert early == 0

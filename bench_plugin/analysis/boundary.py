@@ -23,8 +23,8 @@ from collections import Counter
 from dataclasses import dataclass
 
 from bench_plugin.analysis.objectives import ClassObjectives, Criterion, class_criteria
-from bench_plugin.analysis.records import StageSummary, TrialSummary
 from bench_plugin.analysis.statistics import Spread, spread
+from bench_plugin.results.summary import StageSummary, TrialSummary
 
 REACHED = "reached"
 NOT_REACHED = "not reached"

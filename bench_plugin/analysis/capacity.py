@@ -17,12 +17,11 @@ definition, keeps every SLO.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from bench_plugin.analysis.records import TrialSummary
-from bench_plugin.analysis.significance import HIGHER, Figure, describe, ratio_figure
+from bench_plugin.analysis.significance import HIGHER, Judged, describe, ratio_figure
 from bench_plugin.analysis.statistics import Spread, spread
 from bench_plugin.analysis.verdict import CONTROLS, LOSS, MIN_PAIRS, NOT_COMPARED, WORTH_IT, inconclusive, too_few
+from bench_plugin.results.summary import TrialSummary
 
 FOUND = "found"
 
@@ -52,7 +51,7 @@ class ArmCapacity:
     per_repeat: tuple[RepeatCapacity, ...]
     scale: Spread
     capacity_per_device: Spread
-    ratio: Figure | None
+    ratio: Judged | None
     """Capacity per device against the control's, paired by repeat (None for the control)."""
 
     @property
@@ -60,14 +59,6 @@ class ArmCapacity:
         """Per class, the load at the mean boundary scale."""
         return {} if self.scale.mean is None else {n: r * self.scale.mean for n, r in self.mix.items()}
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (the ``search`` entry of an arm in the comparison)."""
-        return {
-            "mix": self.mix, "scale": self.scale.to_dict(), "offered": self.offered,
-            "capacity_per_device": self.capacity_per_device.to_dict(),
-            "capacity_per_device_ratio": self.ratio.to_dict() if self.ratio else None,
-            "per_repeat": [r.__dict__ for r in self.per_repeat],
-        }
 
 
 def _repeat(trial: TrialSummary) -> RepeatCapacity | None:

@@ -1,22 +1,35 @@
 """Comparison: every arm against the control, stage by stage, with its boundary and verdict.
 
-This assembles the typed results of contention (per-stage figures), boundary and verdict into the
-``comparison`` section of summary.json, and is the only place that turns them into dictionaries.
+This assembles the results of contention (per-stage figures), boundary and verdict into the typed
+``comparison`` section of summary.json (results.summary.Comparison).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from bench_plugin.analysis.boundary import Boundary, RepeatBoundary, arm_boundary, format_offered, load_order
+from bench_plugin.analysis.boundary import Boundary as BoundaryFigures
+from bench_plugin.analysis.boundary import arm_boundary, format_offered, load_order
 from bench_plugin.analysis.capacity import ArmCapacity, arm_capacity, capacity_text
 from bench_plugin.analysis.contention import ClassContention, StageContention, stage_contention
 from bench_plugin.analysis.objectives import ClassObjectives
-from bench_plugin.analysis.records import TrialSummary
-from bench_plugin.analysis.significance import Figure
-from bench_plugin.analysis.statistics import Spread, spread
-from bench_plugin.analysis.verdict import Conditions, StageVerdict, Verdict, overall_verdict, stage_verdict
+from bench_plugin.analysis.statistics import spread
+from bench_plugin.analysis.verdict import Conditions as ConditionsFigures
+from bench_plugin.analysis.verdict import StageVerdict, overall_verdict, stage_verdict
+from bench_plugin.analysis.verdict import Verdict as VerdictFigures
+from bench_plugin.results.summary import (
+    ArmComparison,
+    Boundary,
+    Capacity,
+    ClassComparison,
+    Comparison,
+    Conditions,
+    RepeatBoundary,
+    RepeatCapacity,
+    StageComparison,
+    TrialSummary,
+    Verdict,
+)
 
 METHOD: dict[str, str] = {
     "pairing": "repeat r of each arm against repeat r of the control, at the same stage (same offered load)",
@@ -50,42 +63,6 @@ METHOD: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True)
-class ArmStage:
-    """One stage of one arm: its figures and, for a non-control arm, its verdict."""
-
-    figures: StageContention
-    verdict: StageVerdict | None
-
-
-@dataclass(frozen=True)
-class ArmComparison:
-    """One arm: its boundary, its stages against the control, its verdict."""
-
-    name: str
-    sharing: str | None
-    is_control: bool
-    devices_charged: Spread
-    boundary: Boundary
-    stages: tuple[ArmStage, ...]
-    verdict: Verdict | None
-    capacity: ArmCapacity | None = None
-    """Adaptive campaigns: the searched boundary and capacity per device (then ``stages`` is empty)."""
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """The comparison section of a summary."""
-
-    control: str | None
-    arms: dict[str, ArmComparison]
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON-ready ``comparison`` section."""
-        return {"control": self.control, "method": METHOD,
-                "arms": {name: _arm_dict(arm) for name, arm in self.arms.items()}}
-
-
 def _device_name(placement: dict[str, Any], models: dict[str, Any]) -> str:
     """``cuda:0 (NVIDIA H200)``; a MIG instance also names the GPU under it."""
     device, gpu = str(placement.get("device")), placement.get("gpu")
@@ -95,7 +72,7 @@ def _device_name(placement: dict[str, Any], models: dict[str, Any]) -> str:
 
 
 def _conditions(arm: dict[str, Any], control: dict[str, Any] | None, trials: list[TrialSummary],
-                conditions: dict[str, Any]) -> Conditions:
+                conditions: dict[str, Any]) -> ConditionsFigures:
     backend = conditions.get("backend") or {}
     models = {d.get("name"): d.get("model") for d in backend.get("devices") or []}
     used = sorted({_device_name(p, models) for t in trials for p in t.placement.values() if p.get("device")})
@@ -104,9 +81,9 @@ def _conditions(arm: dict[str, Any], control: dict[str, Any] | None, trials: lis
     for trial in trials:
         for stage in trial.stages:
             arrival.update(stage.arrival)
-            for name, load in stage.offered.items():
+            for name, load in stage.load.items():
                 loads.setdefault(name, []).append(load)
-    return Conditions(
+    return ConditionsFigures(
         backend=backend.get("backend"),
         devices=tuple(used),
         driver=backend.get("driver"),
@@ -120,7 +97,7 @@ def _conditions(arm: dict[str, Any], control: dict[str, Any] | None, trials: lis
 
 def build_comparison(trials: list[TrialSummary], scenario_meta: dict[str, Any], conditions: dict[str, Any],
                      objectives: dict[str, ClassObjectives]) -> Comparison:
-    """Compare every arm of the stored scenario with its control arm."""
+    """Compare every arm of the stored scenario with its control arm: the summary's ``comparison`` section."""
     arms = (scenario_meta.get("resolved") or {}).get("arms") or []
     control = next((a for a in arms if a.get("control")), None)
     control_trials = [t for t in trials if control and t.arm == control["name"]]
@@ -143,11 +120,12 @@ def build_comparison(trials: list[TrialSummary], scenario_meta: dict[str, Any], 
             verdict = overall_verdict(arm["name"], control["name"], [(stages[i], verdicts[i]) for i in order],
                                       boundary, _conditions(arm, control, mine, conditions))
         out[arm["name"]] = ArmComparison(
-            name=arm["name"], sharing=arm.get("sharing"), is_control=is_control,
-            devices_charged=spread([t.devices_charged for t in mine]), boundary=boundary,
-            stages=tuple(ArmStage(stages[i], verdicts.get(i)) for i in sorted(stages)), verdict=verdict,
+            sharing=arm.get("sharing"), is_control=is_control,
+            devices_charged=spread([t.devices_charged for t in mine]), boundary=_boundary(boundary),
+            stages=[_stage(stages[i], verdicts.get(i), is_control) for i in sorted(stages)],
+            verdict=_verdict(verdict),
         )
-    return Comparison(control["name"] if control else None, out)
+    return Comparison(control=control["name"] if control else None, method=METHOD, arms=out)
 
 
 def _searched_arm(arm: dict[str, Any], mine: list[TrialSummary], reference: list[TrialSummary] | None,
@@ -165,71 +143,66 @@ def _searched_arm(arm: dict[str, Any], mine: list[TrialSummary], reference: list
         sweep = spread([r.fixed_sweep_runs for r in capacity.per_repeat]).mean or 0
         text += (f". The search took {runs:.0f} stage-runs per trial; an even sweep to the same precision "
                  f"would have needed {sweep:.0f}.")
-    boundary = Boundary(status, text, capacity.scale if capacity else spread([]), offered, None, (), ())
+    boundary = Boundary(status=status, text=text, stage_position=capacity.scale if capacity else spread([]),
+                        offered=offered, limiting=None)
     verdict = None
     ref_capacity = arm_capacity(control_trials, None) if reference is not None else None
     if capacity is not None and ref_capacity is not None and control is not None:
         call, sentence = capacity_text(arm["name"], control["name"], capacity, ref_capacity)
-        verdict = Verdict(call, sentence, None, _conditions(arm, control, mine, conditions))
-    return ArmComparison(name=arm["name"], sharing=arm.get("sharing"), is_control=reference is None,
+        verdict = _verdict(VerdictFigures(call, sentence, None, _conditions(arm, control, mine, conditions)))
+    return ArmComparison(sharing=arm.get("sharing"), is_control=reference is None,
                          devices_charged=spread([t.devices_charged for t in mine]), boundary=boundary,
-                         stages=(), verdict=verdict, capacity=capacity)
+                         verdict=verdict, search=_capacity(capacity))
 
 
-def _fig(fig: Figure | None) -> dict[str, Any] | None:
-    return fig.to_dict() if fig is not None else None
-
-
-def _class_dict(c: ClassContention, is_control: bool) -> dict[str, Any]:
-    own = {"slo_attainment": c.slo_attainment.to_dict(), "goodput_rps": c.goodput_rps.to_dict(),
-           "meets_slo": c.meets_slo, "within_error_budget": c.within_error_budget, "breaches": list(c.breaches)}
+def _class(c: ClassContention, is_control: bool) -> ClassComparison:
+    own = ClassComparison(slo_attainment=c.slo_attainment, goodput_rps=c.goodput_rps, meets_slo=c.meets_slo,
+                          within_error_budget=c.within_error_budget, breaches=list(c.breaches))
     if is_control:
         return own
-    return {"normalised_throughput": _fig(c.normalised_throughput), "throughput_loss": _fig(c.throughput_loss),
-            "slowdown_p95": _fig(c.slowdown_p95), "slowdown_ttft_p95": _fig(c.slowdown_ttft_p95),
-            "slowdown_tpot_p95": _fig(c.slowdown_tpot_p95), **own}
+    return own.model_copy(update={
+        "normalised_throughput": c.normalised_throughput, "throughput_loss": c.throughput_loss,
+        "slowdown_p95": c.slowdown_p95, "slowdown_ttft_p95": c.slowdown_ttft_p95,
+        "slowdown_tpot_p95": c.slowdown_tpot_p95})
 
 
-def _stage_dict(stage: ArmStage, is_control: bool) -> dict[str, Any]:
-    s = stage.figures
-    out: dict[str, Any] = {"index": s.index, "offered": s.offered, "repeats": s.repeats,
-                           "classes": {n: _class_dict(c, is_control) for n, c in s.classes.items()},
-                           "generator_limited": list(s.generator_limited), "host_busy": list(s.host_busy)}
+def _stage(s: StageContention, verdict: StageVerdict | None, is_control: bool) -> StageComparison:
+    out = StageComparison(index=s.index, offered=s.offered, repeats=s.repeats,
+                          classes={n: _class(c, is_control) for n, c in s.classes.items()},
+                          generator_limited=list(s.generator_limited), host_busy=list(s.host_busy),
+                          goodput_per_device=s.goodput_per_device)
     if is_control:
-        return {**out, "goodput_per_device": s.goodput_per_device.to_dict()}
-    return {
-        **out, "paired_repeats": s.paired, "consolidation_gain": _fig(s.consolidation_gain),
-        "fairness": s.fairness.to_dict() if s.fairness else None,
-        "goodput_per_device": s.goodput_per_device.to_dict(),
-        "control_goodput_per_device": s.control_goodput_per_device.to_dict() if s.control_goodput_per_device else None,
-        "goodput_per_device_ratio": _fig(s.goodput_per_device_ratio),
-        "verdict": stage.verdict.call if stage.verdict else None,
-        "reasons": list(stage.verdict.reasons) if stage.verdict else [],
-    }
+        return out
+    return out.model_copy(update={
+        "paired_repeats": s.paired, "consolidation_gain": s.consolidation_gain, "fairness": s.fairness,
+        "control_goodput_per_device": s.control_goodput_per_device,
+        "goodput_per_device_ratio": s.goodput_per_device_ratio,
+        "verdict": verdict.call if verdict else None, "reasons": list(verdict.reasons) if verdict else []})
 
 
-def _repeat_dict(b: RepeatBoundary) -> dict[str, Any]:
-    return {"repeat": b.repeat, "status": b.status, "stage_position": b.position, "offered": b.offered,
-            "limiting": b.limiting, "between": list(b.between) if b.between else None, "note": b.note}
+def _boundary(b: BoundaryFigures) -> Boundary:
+    return Boundary(status=b.status, text=b.text, stage_position=b.stage_position, offered=b.offered,
+                    limiting=b.limiting, stage_order=list(b.stage_order),
+                    per_repeat=[RepeatBoundary(repeat=r.repeat, status=r.status, stage_position=r.position,
+                                               offered=r.offered, limiting=r.limiting,
+                                               between=list(r.between) if r.between else None, note=r.note)
+                                for r in b.per_repeat])
 
 
-def _boundary_dict(b: Boundary) -> dict[str, Any]:
-    return {"status": b.status, "text": b.text, "stage_position": b.stage_position.to_dict(), "offered": b.offered,
-            "limiting": b.limiting, "stage_order": list(b.stage_order),
-            "per_repeat": [_repeat_dict(r) for r in b.per_repeat]}
+def _verdict(v: VerdictFigures | None) -> Verdict | None:
+    if v is None:
+        return None
+    c = v.conditions
+    return Verdict(call=v.call, text=v.text, worth_it_up_to_stage=v.worth_it_up_to_stage, conditions=Conditions(
+        backend=c.backend, devices=list(c.devices), driver=c.driver, sharing=c.sharing,
+        control_sharing=c.control_sharing, load_range=dict(c.load_range), arrival=c.arrival, repeats=c.repeats))
 
 
-def _arm_dict(arm: ArmComparison) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "sharing": arm.sharing, "is_control": arm.is_control, "devices_charged": arm.devices_charged.to_dict(),
-        "boundary": _boundary_dict(arm.boundary),
-        "stages": [_stage_dict(s, arm.is_control) for s in arm.stages],
-        "search": arm.capacity.to_dict() if arm.capacity else None,
-    }
-    if arm.verdict is not None:
-        v = arm.verdict
-        out["verdict"] = {"call": v.call, "text": v.text, "worth_it_up_to_stage": v.worth_it_up_to_stage,
-                          "conditions": v.conditions.to_dict()}
-    else:
-        out["verdict"] = None
-    return out
+def _capacity(c: ArmCapacity | None) -> Capacity | None:
+    if c is None:
+        return None
+    return Capacity(mix=c.mix, scale=c.scale, offered=c.offered, capacity_per_device=c.capacity_per_device,
+                    capacity_per_device_ratio=c.ratio,
+                    per_repeat=[RepeatCapacity(repeat=r.repeat, status=r.status, scale=r.scale, runs=r.runs,
+                                               fixed_sweep_runs=r.fixed_sweep_runs,
+                                               capacity_per_device=r.capacity_per_device) for r in c.per_repeat])

@@ -26,9 +26,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from bench_plugin.analysis.objectives import ClassObjectives, Criterion, class_criteria
-from bench_plugin.analysis.records import ClassStats, StageSummary, TrialSummary
-from bench_plugin.analysis.significance import Figure, complement_figure, ratio_figure
+from bench_plugin.analysis.significance import Judged, complement_figure, ratio_figure
 from bench_plugin.analysis.statistics import Spread, spread
+from bench_plugin.results.summary import ClassStats, StageSummary, TrialSummary
 from bench_plugin.scenario import WORKLOAD_CLASSES
 
 Run = tuple[TrialSummary, StageSummary]
@@ -47,11 +47,11 @@ class ClassContention:
     """Error rate within the budget in every repeat."""
     breaches: tuple[str, ...] = ()
     """Plain-language reasons for meets_slo or within_error_budget being false."""
-    normalised_throughput: Figure | None = None
-    throughput_loss: Figure | None = None
-    slowdown_p95: Figure | None = None
-    slowdown_ttft_p95: Figure | None = None
-    slowdown_tpot_p95: Figure | None = None
+    normalised_throughput: Judged | None = None
+    throughput_loss: Judged | None = None
+    slowdown_p95: Judged | None = None
+    slowdown_ttft_p95: Judged | None = None
+    slowdown_tpot_p95: Judged | None = None
 
 
 @dataclass(frozen=True)
@@ -68,10 +68,10 @@ class StageContention:
     """Repeats of the arm with this stage judged."""
     paired: int = 0
     """Repeats with this stage judged in both the arm and the control."""
-    consolidation_gain: Figure | None = None
+    consolidation_gain: Judged | None = None
     fairness: Spread | None = None
     control_goodput_per_device: Spread | None = None
-    goodput_per_device_ratio: Figure | None = None
+    goodput_per_device_ratio: Judged | None = None
     generator_limited: tuple[str, ...] = ()
     """``<arm> repeat r: <why>`` for each run (of this arm or the control) whose load generator fell behind."""
     host_busy: tuple[str, ...] = ()
@@ -191,7 +191,7 @@ def _compare_class(base: ClassContention, name: str, pairs: list[tuple[Run, Run]
     )
 
 
-def _gain_and_fairness(norms: list[list[float | None]], n_classes: int) -> tuple[Figure, Spread]:
+def _gain_and_fairness(norms: list[list[float | None]], n_classes: int) -> tuple[Judged, Spread]:
     """Per repeat, the sum and Jain's index of the classes' normalised throughputs (complete repeats only).
 
     The gain is a sum of positive ratios, so it is summarised like one (geometric mean, log-scale

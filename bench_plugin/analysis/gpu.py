@@ -12,43 +12,20 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
 
+from bench_plugin.results.summary import MeanPeak, StageGpu
 from bench_plugin.telemetry import fields as F
 from bench_plugin.telemetry.attribution import class_series
 from bench_plugin.telemetry.rows import TelemetryRow
 
-
-@dataclass(frozen=True)
-class MeanPeak:
-    """The mean and the peak of a series over a stage, and how many polls it rests on."""
-
-    mean: float
-    peak: float
-    points: int
-
-
-@dataclass
-class StageGpu:
-    """A stage's GPU figures: per device, and per class."""
-
-    devices: dict[str, dict[str, MeanPeak]] = field(default_factory=dict)
-    """Device -> ``util_pct`` / ``vram_used_mib`` -> figures."""
-    classes: dict[str, dict[str, MeanPeak]] = field(default_factory=dict)
-    """Class -> ``vram_mib`` / ``sm_util_pct`` -> figures (its processes summed at each poll)."""
-
-    def to_dict(self) -> dict[str, dict[str, dict[str, dict[str, float]]]]:
-        """JSON-ready form."""
-        return {"devices": {d: {k: asdict(v) for k, v in m.items()} for d, m in self.devices.items()},
-                "classes": {c: {k: asdict(v) for k, v in m.items()} for c, m in self.classes.items()}}
-
-
 DEVICE_FIGURES: dict[str, str] = {"util_pct": F.GPU_UTIL, "vram_used_mib": F.FB_USED}
 CLASS_FIGURES: dict[str, str] = {"vram_mib": F.PROCESS_MEMORY, "sm_util_pct": F.PROCESS_SM_UTIL}
+GPU_METRICS: tuple[str, ...] = (*DEVICE_FIGURES.values(), *CLASS_FIGURES.values())
+"""Every telemetry metric the stage's GPU figures read."""
 
 
 def _figures(values: list[float]) -> MeanPeak:
-    return MeanPeak(sum(values) / len(values), max(values), len(values))
+    return MeanPeak(mean=sum(values) / len(values), peak=max(values), points=len(values))
 
 
 def stage_gpu(rows: Iterable[TelemetryRow], process_classes: Mapping[str, str]) -> StageGpu:

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.stats import binom
+
+from bench_plugin.results.summary import Interval
 
 CONFIDENCE: float = 0.95
 """A percentile is bounded when an equal-tailed 95% order-statistic interval exists.
@@ -31,28 +32,6 @@ B ~ Binomial(n, q): then x_(1) and x_(n) can serve as the ranks, and an interval
 QUANTILES: tuple[float, ...] = (0.5, 0.95, 0.99)
 
 IntArray = NDArray[np.int64]
-
-
-@dataclass(frozen=True)
-class PercentileInterval:
-    """A percentile of n samples, with its order-statistic confidence interval [lo, hi].
-
-    ``lo`` is None when no lower rank exists, ``hi`` when no upper rank exists; ``bounded`` is True only
-    when both exist.
-    """
-
-    q: float
-    n: int
-    estimate: float | None
-    lo: float | None
-    hi: float | None
-    bounded: bool
-    confidence: float
-
-    def to_dict(self) -> dict[str, object]:
-        """JSON-ready form."""
-        return {"q": self.q, "n": self.n, "estimate": self.estimate, "lo": self.lo, "hi": self.hi,
-                "bounded": self.bounded, "confidence": self.confidence}
 
 
 def order_ranks(n: ArrayLike, q: float, confidence: float = CONFIDENCE) -> tuple[IntArray, IntArray]:
@@ -71,22 +50,23 @@ def order_ranks(n: ArrayLike, q: float, confidence: float = CONFIDENCE) -> tuple
     return _narrow(counts, q, confidence, lo, hi)
 
 
-def percentile_interval(values: Sequence[float], q: float, confidence: float = CONFIDENCE) -> PercentileInterval:
+def percentile_interval(values: Sequence[float], q: float, confidence: float = CONFIDENCE) -> Interval:
     """The q-quantile of ``values`` (numpy's linear interpolation) and its order-statistic interval."""
     _check(q, confidence)
     n = len(values)
     if n == 0:
-        return PercentileInterval(q, 0, None, None, None, False, confidence)
+        return Interval(q=q, n=0, estimate=None, lo=None, hi=None, bounded=False, confidence=confidence)
     ordered = np.sort(np.asarray(values, dtype=float))
     lo_rank, hi_rank = _ranks_of(n, q, confidence)
     lo = float(ordered[lo_rank - 1]) if lo_rank >= 1 else None
     hi = float(ordered[hi_rank - 1]) if hi_rank <= n else None
     estimate = float(np.quantile(ordered, q))
-    return PercentileInterval(q, n, estimate, lo, hi, lo is not None and hi is not None, confidence)
+    return Interval(q=q, n=n, estimate=estimate, lo=lo, hi=hi, bounded=lo is not None and hi is not None,
+                    confidence=confidence)
 
 
 def intervals(values: Sequence[float], qs: Sequence[float] = QUANTILES,
-              confidence: float = CONFIDENCE) -> dict[str, PercentileInterval]:
+              confidence: float = CONFIDENCE) -> dict[str, Interval]:
     """``percentile_interval`` for each of ``qs``, keyed "p50", "p95", "p99"."""
     return {quantile_key(q): percentile_interval(values, q, confidence) for q in qs}
 

@@ -12,10 +12,9 @@ spread, so it is never significant, and the figure says so.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
 
-from bench_plugin.analysis.statistics import DIFFERENCE, RATIO, Kind, Spread, complement, fixed, interval_text, spread
+from bench_plugin.analysis.statistics import DIFFERENCE, RATIO, complement, fixed, interval_text, spread
+from bench_plugin.results.summary import Judged, Kind, Spread
 
 HIGHER = "higher"
 LOWER = "lower"
@@ -24,70 +23,46 @@ ONE_REPEAT = "one repeat: no spread"
 NO_PAIRS = "no paired repeats"
 
 
-@dataclass(frozen=True)
-class Figure:
-    """A paired arm-vs-control figure: its spread over repeats and the significance call."""
-
-    spread: Spread
-    no_change: float
-    """The value meaning "same as the control" (1 for ratios, 0 for differences)."""
-    significant: bool
-    call: str
-    """``higher``, ``lower`` or ``no significant difference``."""
-    note: str | None = None
-    """Why no call could be made (one repeat, no pairs), or None."""
-
-    @property
-    def mean(self) -> float | None:
-        """The mean of the paired values (geometric for a ratio)."""
-        return self.spread.mean
-
-    @property
-    def notes(self) -> str | None:
-        """Why no call could be made and why values were left out, in one text (None when neither)."""
-        return "; ".join(n for n in (self.note, self.spread.note) if n) or None
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form: the spread's keys plus the call; ``note`` holds both kinds of note."""
-        return {**self.spread.to_dict(), "no_change": self.no_change, "significant": self.significant,
-                "call": self.call, "note": self.notes}
+def _judged(s: Spread, no_change: float, significant: bool, call: str, reason: str | None = None) -> Judged:
+    return Judged(kind=s.kind, mean=s.mean, ci95=s.ci95, lo=s.lo, hi=s.hi, values=s.values, note=s.note,
+                  excluded=s.excluded, no_change=no_change, significant=significant, call=call, reason=reason)
 
 
-def judge(s: Spread, no_change: float) -> Figure:
+def judge(s: Spread, no_change: float) -> Judged:
     """The call on spread ``s`` against ``no_change``: significant when its 95% interval excludes it."""
     if s.mean is None:  # nothing kept: the spread's note says why when values were left out
-        return Figure(s, no_change, False, NO_DIFFERENCE, None if s.excluded else NO_PAIRS)
+        return _judged(s, no_change, False, NO_DIFFERENCE, None if s.excluded else NO_PAIRS)
     if s.lo is None or s.hi is None:
-        return Figure(s, no_change, False, NO_DIFFERENCE, ONE_REPEAT)
+        return _judged(s, no_change, False, NO_DIFFERENCE, ONE_REPEAT)
     if s.lo > no_change:
-        return Figure(s, no_change, True, HIGHER)
+        return _judged(s, no_change, True, HIGHER)
     if s.hi < no_change:
-        return Figure(s, no_change, True, LOWER)
-    return Figure(s, no_change, False, NO_DIFFERENCE)
+        return _judged(s, no_change, True, LOWER)
+    return _judged(s, no_change, False, NO_DIFFERENCE)
 
 
-def figure(values: Sequence[float | None], no_change: float, kind: Kind = DIFFERENCE) -> Figure:
+def figure(values: Sequence[float | None], no_change: float, kind: Kind = DIFFERENCE) -> Judged:
     """The figure of per-repeat paired ``values`` of this ``kind`` against ``no_change``."""
     return judge(spread(values, kind), no_change)
 
 
-def ratio_figure(values: Sequence[float | None], no_change: float = 1.0) -> Figure:
+def ratio_figure(values: Sequence[float | None], no_change: float = 1.0) -> Judged:
     """A figure of per-repeat ratios (positive values; no change = 1 unless told): geometric, log-scale interval."""
     return figure(values, no_change, RATIO)
 
 
-def complement_figure(ratio: Figure) -> Figure:
+def complement_figure(ratio: Judged) -> Judged:
     """1 minus a ratio figure (throughput loss from normalised throughput): no change 0, the call turned over."""
     return judge(complement(ratio.spread), 1.0 - ratio.no_change)
 
 
-def describe(fig: Figure, unit: str = "x", what: str = "") -> str:
+def describe(fig: Judged, unit: str = "x", what: str = "") -> str:
     """``1.42x the control's (geometric mean of 3 repeats, 95% CI [1.30, 1.55]: higher)``, or why no call was made."""
     if fig.mean is None:
         return f"not measured ({fig.notes})"
     s = fig.spread
     left_out = f"; {s.note}" if s.note else ""
-    if fig.note == ONE_REPEAT:
+    if fig.reason == ONE_REPEAT:
         return f"{fixed(fig.mean)}{unit}{what} (one repeat: no spread, so {fig.call}{left_out})"
     over = f"{s.n} repeat{'s' if s.n != 1 else ''}"
     interval = interval_text(s)

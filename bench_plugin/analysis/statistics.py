@@ -27,15 +27,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 from scipy import stats as scipy_stats
 
+from bench_plugin.results.summary import Kind, Spread
+
 PERCENTILES: tuple[int, ...] = (50, 90, 95, 99)
 
-Kind = Literal["value", "difference", "ratio", "complement"]
 VALUE: Kind = "value"
 DIFFERENCE: Kind = "difference"
 RATIO: Kind = "ratio"
@@ -54,37 +53,6 @@ def percentiles(values: Sequence[float]) -> dict[str, float | None]:
     return out
 
 
-@dataclass(frozen=True)
-class Spread:
-    """A figure over repeats: its mean, 95% interval and values, and which kind of figure it is.
-
-    For ``value`` and ``difference`` the mean is arithmetic and ``ci95`` the interval's half-width; for
-    ``ratio`` the mean is geometric, ``ci95`` is None and [``lo``, ``hi``] is the asymmetric interval.
-    """
-
-    mean: float | None
-    ci95: float | None
-    values: list[float]
-    kind: Kind = VALUE
-    lo: float | None = None
-    hi: float | None = None
-    """The 95% interval's ends (None below two values)."""
-    note: str | None = None
-    """Why some per-repeat values were left out (ratios only), or None."""
-    excluded: tuple[float | None, ...] = ()
-    """The per-repeat inputs left out: None where missing, the value where it was not positive."""
-
-    @property
-    def n(self) -> int:
-        """How many per-repeat values the figure is over."""
-        return len(self.values)
-
-    def to_dict(self) -> dict[str, object]:
-        """JSON-ready form."""
-        return {"kind": self.kind, "mean": self.mean, "ci95": self.ci95, "lo": self.lo, "hi": self.hi,
-                "n": self.n, "values": self.values, "note": self.note}
-
-
 def _t95(n: int) -> float:
     return float(scipy_stats.t.ppf(0.975, n - 1))
 
@@ -97,12 +65,12 @@ def spread(values: Sequence[float | None], kind: Kind = VALUE) -> Spread:
         raise ValueError(f"spread of kind {kind!r}: use ratio_spread and complement for ratios")
     kept = [float(v) for v in values if v is not None and not math.isnan(v)]
     if not kept:
-        return Spread(None, None, [], kind)
+        return Spread(kind=kind, mean=None, ci95=None, values=[])
     mean = float(np.mean(kept))
     if len(kept) < 2:
-        return Spread(mean, None, kept, kind)
+        return Spread(kind=kind, mean=mean, ci95=None, values=kept)
     ci = _t95(len(kept)) * float(np.std(kept, ddof=1)) / math.sqrt(len(kept))
-    return Spread(mean, ci, kept, kind, mean - ci, mean + ci)
+    return Spread(kind=kind, mean=mean, ci95=ci, lo=mean - ci, hi=mean + ci, values=kept)
 
 
 def _excluded_note(excluded: Sequence[float | None], total: int) -> str | None:
@@ -129,17 +97,17 @@ def ratio_spread(values: Sequence[float | None]) -> Spread:
             kept.append(float(v))
     note = _excluded_note(excluded, len(values))
     if not kept:
-        return Spread(None, None, [], RATIO, note=note, excluded=tuple(excluded))
+        return Spread(kind=RATIO, mean=None, ci95=None, values=[], note=note, excluded=tuple(excluded))
     logs = np.log(kept)
     if min(kept) == max(kept):  # exactly one value: keep it exact rather than exp(log(x))
         mean, sd = kept[0], 0.0
     else:
         mean, sd = float(np.exp(logs.mean())), float(np.std(logs, ddof=1))
     if len(kept) < 2:
-        return Spread(mean, None, kept, RATIO, note=note, excluded=tuple(excluded))
+        return Spread(kind=RATIO, mean=mean, ci95=None, values=kept, note=note, excluded=tuple(excluded))
     half = _t95(len(kept)) * sd / math.sqrt(len(kept))
     lo, hi = (mean, mean) if half == 0 else (float(np.exp(logs.mean() - half)), float(np.exp(logs.mean() + half)))
-    return Spread(mean, None, kept, RATIO, lo, hi, note, tuple(excluded))
+    return Spread(kind=RATIO, mean=mean, ci95=None, lo=lo, hi=hi, values=kept, note=note, excluded=tuple(excluded))
 
 
 def complement(ratio: Spread) -> Spread:
@@ -149,8 +117,8 @@ def complement(ratio: Spread) -> Spread:
     def flip(v: float | None) -> float | None:
         return None if v is None else 1.0 - v
 
-    return Spread(flip(ratio.mean), None, [1.0 - v for v in ratio.values], COMPLEMENT, flip(ratio.hi),
-                  flip(ratio.lo), ratio.note, ratio.excluded)
+    return Spread(kind=COMPLEMENT, mean=flip(ratio.mean), ci95=None, values=[1.0 - v for v in ratio.values],
+                  lo=flip(ratio.hi), hi=flip(ratio.lo), note=ratio.note, excluded=ratio.excluded)
 
 
 def fixed(value: float, digits: int = 2) -> str:

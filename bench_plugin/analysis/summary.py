@@ -8,36 +8,43 @@ Each class also gets its goodput (requests within every SLO; objectives.py), eac
 it was charged, and the ``comparison`` section (comparison.py: every arm against the control, its
 operating boundary and its verdict) is added; docs/analysis.md explains every figure.
 
-summary.json (schema ``bench_plugin.summary/1``) is a contract that other tools read.
+The analysis reads the store only through results.store.CampaignReader and returns the typed
+document (results.summary.Summary): no SQL, no files and no report here.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import sqlite3
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 from bench_plugin.analysis.comparison import build_comparison
-from bench_plugin.analysis.gpu import CLASS_FIGURES, DEVICE_FIGURES, StageGpu, stage_gpu
+from bench_plugin.analysis.gpu import GPU_METRICS, stage_gpu
 from bench_plugin.analysis.intervals import duration_needed_s, intervals, samples_needed
 from bench_plugin.analysis.objectives import ClassObjectives, objectives_from_scenario, sample_meets_slo
-from bench_plugin.analysis.records import ClassStats, StageSummary, TrialSummary
 from bench_plugin.analysis.selfcheck import generator_limited
 from bench_plugin.analysis.statistics import percentiles, spread
-from bench_plugin.recorder import read_samples
+from bench_plugin.results.store import CampaignReader, StageRecord, TrialRecord
+from bench_plugin.results.summary import (
+    ArmClassFigures,
+    ArmFigures,
+    ArmStageFigures,
+    CampaignStatus,
+    ClassStats,
+    GeneratorUse,
+    HostLoad,
+    Interval,
+    ScenarioRef,
+    StageGpu,
+    StageSummary,
+    Summary,
+    TrialSummary,
+)
 from bench_plugin.samples import Sample
 from bench_plugin.scenario import WORKLOAD_CLASSES
-from bench_plugin.telemetry.rows import TelemetryRow
 
-SCHEMA = "bench_plugin.summary/1"
-
-__all__ = ["SCHEMA", "ClassStats", "StageSummary", "TrialSummary", "build_summary", "class_stats",
-           "devices_charged", "trial_summary", "write_summaries"]
+__all__ = ["build_summary", "class_stats", "devices_charged", "trial_summary"]
 
 
 def class_stats(samples: list[Sample], workload: str, duration_s: float,
@@ -85,8 +92,8 @@ def class_stats(samples: list[Sample], workload: str, duration_s: float,
     return stats
 
 
-def _intervals(values: list[float]) -> dict[str, dict[str, Any]]:
-    return {key: interval.to_dict() for key, interval in intervals(values).items()}
+def _intervals(values: list[float]) -> dict[str, Interval]:
+    return intervals(values)
 
 
 def p95_note(n: int, rate_per_s: float) -> str | None:
@@ -99,7 +106,7 @@ def p95_note(n: int, rate_per_s: float) -> str | None:
     return f"P95 of {n} requests is not bounded (a 95% order-statistic interval needs {needed}){hint}"
 
 
-def devices_charged(db: sqlite3.Connection, trial: int) -> int:
+def devices_charged(trial: TrialRecord) -> int:
     """Devices charged to a trial: per segment the distinct devices its classes ran on, summed.
 
     An exclusive arm that measured three classes alone in turn, or on three GPUs, is charged three
@@ -107,18 +114,8 @@ def devices_charged(db: sqlite3.Connection, trial: int) -> int:
     where it is recorded, else its ``device``, so MIG slices of one GPU are charged one GPU. A placement
     that names neither (the manual backend) counts as one device.
     """
-    total = 0
-    for seg in db.execute("SELECT placement FROM segments WHERE trial=?", (trial,)):
-        placement = json.loads(seg["placement"] or "{}")
-        total += len({where.get("gpu") or where.get("device") for where in placement.values()})
-    return total
-
-
-def _stage_rows(db: sqlite3.Connection, trial: int) -> dict[int, list[sqlite3.Row]]:
-    rows: dict[int, list[sqlite3.Row]] = {}
-    for row in db.execute("SELECT * FROM stages WHERE trial=? ORDER BY stage, segment", (trial,)):
-        rows.setdefault(row["stage"], []).append(row)
-    return rows
+    return sum(len({where.get("gpu") or where.get("device") for where in seg.placement.values()})
+               for seg in trial.segments)
 
 
 def _merge_status(statuses: list[str]) -> str:
@@ -128,99 +125,85 @@ def _merge_status(statuses: list[str]) -> str:
     return "completed"
 
 
-def trial_summary(db: sqlite3.Connection, trial_row: sqlite3.Row,
+def trial_summary(reader: CampaignReader, trial: TrialRecord,
                   objectives: dict[str, ClassObjectives] | None = None) -> TrialSummary:
     """The summary of one trial from the store, judged by ``objectives`` (per class) where given."""
     objectives = objectives or {}
-    trial = trial_row["id"]
-    samples = read_samples(db, "trial=?", (trial,))
     by_key: dict[tuple[int, int, str], list[Sample]] = {}
-    for s in samples:
+    for s in reader.samples(trial.id):
         by_key.setdefault((s.segment, s.stage, s.workload), []).append(s)
     placement: dict[str, Any] = {}
-    for seg in db.execute("SELECT * FROM segments WHERE trial=? ORDER BY segment", (trial,)):
-        for name, where in json.loads(seg["placement"] or "{}").items():
-            placement[name] = {**where, "segment": seg["segment"], "ready": json.loads(seg["ready"] or "{}").get(name)}
-    processes: dict[int, dict[str, str]] = {}  # segment -> GPU process (pid text) -> class, as the sampler saw them
-    for (detail,) in db.execute("SELECT detail FROM events WHERE trial=? AND kind='telemetry'", (trial,)):
-        event = json.loads(detail)
-        processes[int(event.get("segment", 0))] = dict(event.get("processes") or {})
-    search = [json.loads(row["detail"]) for row in
-              db.execute("SELECT detail FROM events WHERE trial=? AND kind='search_result' ORDER BY t", (trial,))]
-    grouped = sorted(_stage_rows(db, trial).items())
+    for seg in trial.segments:
+        for name, where in seg.placement.items():
+            placement[name] = {**where, "segment": seg.index, "ready": seg.ready.get(name)}
+    processes = reader.gpu_processes(trial.id)
+    search = reader.search_results(trial.id)
+    grouped: list[tuple[int, list[StageRecord]]] = []
+    for record in sorted(trial.stages, key=lambda r: (r.index, r.segment)):
+        if grouped and grouped[-1][0] == record.index:
+            grouped[-1][1].append(record)
+        else:
+            grouped.append((record.index, [record]))
     if search:  # searched stages differ per segment: keep each (segment, stage) apart, in run order
-        rows_in_order = sorted((r for _, rows in grouped for r in rows), key=lambda r: r["started_s"] or 0.0)
-        grouped = [(i, [row]) for i, row in enumerate(rows_in_order)]
-    stages = []
-    for index, rows in grouped:
-        offered: dict[str, float] = {}
-        arrival: dict[str, str] = {}
-        classes: dict[str, ClassStats] = {}
-        arrivals: dict[str, int] = {}
-        realised: dict[str, float] = {}
-        generators: dict[str, dict[str, float]] = {}
-        durations, planned = [], []
-        gpu = StageGpu()
-        for row in rows:
-            seg_offered = json.loads(row["offered"])
-            offered.update(seg_offered)
-            seg_arrival = json.loads(row["arrival"])
-            arrival.update(seg_arrival)
-            if row["duration_s"] is None:
-                continue
-            durations.append(row["duration_s"])
-            window = _telemetry(db, trial, row["started_s"], row["ended_s"])
+        in_order = sorted(trial.stages, key=lambda r: r.started_s or 0.0)
+        grouped = [(i, [record]) for i, record in enumerate(in_order)]
+    stages = [_stage(reader, trial.id, index, rows, by_key, processes, objectives) for index, rows in grouped]
+    return TrialSummary(id=trial.id, arm=trial.arm, repeat=trial.repeat, status=trial.status, reason=trial.reason,
+                        placement=placement, stages=stages, devices_charged=devices_charged(trial), search=search)
+
+
+def _stage(reader: CampaignReader, trial: int, index: int, rows: list[StageRecord],
+           by_key: dict[tuple[int, int, str], list[Sample]], processes: dict[int, dict[str, str]],
+           objectives: dict[str, ClassObjectives]) -> StageSummary:
+    """One stage of a trial: its records over the segments that ran it, merged."""
+    offered: dict[str, float] = {}
+    arrival: dict[str, str] = {}
+    classes: dict[str, ClassStats] = {}
+    arrivals: dict[str, int] = {}
+    realised: dict[str, float] = {}
+    generators: dict[str, GeneratorUse] = {}
+    gpu = StageGpu()
+    durations, planned = [], []
+    for row in rows:
+        offered.update(row.offered)
+        arrival.update(row.arrival)
+        if row.duration_s is None:
+            continue
+        durations.append(row.duration_s)
+        if row.started_s is not None and row.ended_s is not None:
+            window = reader.telemetry(trial, row.started_s, row.ended_s, GPU_METRICS)
             if window:
-                seg_gpu = stage_gpu(window, processes.get(row["segment"], {}))
+                seg_gpu = stage_gpu(window, processes.get(row.segment, {}))
                 gpu.devices.update(seg_gpu.devices)
                 gpu.classes.update(seg_gpu.classes)
-            planned_s = _column(row, "planned_s") or row["duration_s"]
-            planned.append(planned_s)
-            for member, used in json.loads(_column(row, "generators") or "{}").items():
-                if used["cores"] >= generators.get(member, {"cores": -1.0})["cores"]:  # segments: the busiest
-                    generators[member] = used
-            counted = json.loads(_column(row, "arrivals") or "{}")
-            for name in seg_offered:
-                mine = by_key.get((row["segment"], row["stage"], name), [])
-                classes[name] = class_stats(mine, name, row["duration_s"], objectives.get(name), row["started_s"])
-                if seg_arrival.get(name) == "closed":
-                    continue
-                # Stores from before the count was kept: every arrival left one sample (stage accounting).
-                n = counted.get(name) if counted.get(name) is not None else len(mine)
-                arrivals[name] = int(n)
-                realised[name] = n / planned_s if planned_s else 0.0
-        reasons = [row["reason"] for row in rows if row["reason"]]
-        stats = _ordered(classes)
-        hosts = [json.loads(h) for row in rows if (h := _column(row, "host"))]
-        host = max(hosts, key=lambda h: h.get("others_cores") or 0.0) if hosts else None  # segments: the busiest
-        stages.append(StageSummary(
-            index=index, name=rows[0]["name"], offered=_ordered(offered), arrival=_ordered(arrival),
-            duration_s=max(durations) if durations else None, status=_merge_status([r["status"] for r in rows]),
-            reason="; ".join(reasons) or None, classes=stats, planned_s=max(planned) if planned else None,
-            arrivals=_ordered(arrivals), realised=_ordered(realised), generators=generators,
-            generator_limited=generator_limited({n: c.send_lag_ms.get("p99") for n, c in stats.items()},
-                                                {m: g["cores"] for m, g in generators.items()}),
-            host=host, host_busy=host.get("reason") if host else None,
-            gpu=gpu.to_dict() if gpu.devices or gpu.classes else None,
-        ))
-    return TrialSummary(trial, trial_row["arm"], trial_row["repeat"], trial_row["status"], trial_row["reason"],
-                        placement, stages, devices_charged(db, trial), search)
-
-
-def _telemetry(db: sqlite3.Connection, trial: int, start_s: float | None, end_s: float | None) -> list[TelemetryRow]:
-    """The telemetry rows of ``trial`` in a stage's window that the GPU figures read; [] without the table."""
-    if start_s is None or end_s is None or db.execute(
-            "SELECT 1 FROM sqlite_master WHERE type='table' AND name='telemetry'").fetchone() is None:
-        return []
-    metrics = [*DEVICE_FIGURES.values(), *CLASS_FIGURES.values()]
-    rows = db.execute(f"SELECT t, device, metric, value, process FROM telemetry WHERE trial=? AND t BETWEEN ? AND ? "
-                      f"AND metric IN ({','.join('?' * len(metrics))})", (trial, start_s, end_s, *metrics))
-    return [TelemetryRow(*row) for row in rows]
-
-
-def _column(row: sqlite3.Row, name: str) -> Any:
-    """``row[name]``, or None where the store predates that column."""
-    return row[name] if name in row.keys() else None  # noqa: SIM118 (a Row is not a dict)
+        planned_s = row.planned_s or row.duration_s
+        planned.append(planned_s)
+        for member, used in row.generators.items():
+            if used["cores"] >= (generators[member].cores if member in generators else -1.0):  # the busiest
+                generators[member] = GeneratorUse(**used)
+        for name in row.offered:
+            mine = by_key.get((row.segment, row.index, name), [])
+            classes[name] = class_stats(mine, name, row.duration_s, objectives.get(name), row.started_s)
+            if row.arrival.get(name) == "closed":
+                continue
+            # Version-1 stores kept no count: every arrival left one sample (the stage's accounting).
+            counted = row.arrivals.get(name)
+            n = counted if counted is not None else len(mine)
+            arrivals[name] = int(n)
+            realised[name] = n / planned_s if planned_s else 0.0
+    stats = _ordered(classes)
+    hosts = [HostLoad.model_validate(row.host) for row in rows if row.host]
+    host = max(hosts, key=lambda h: h.others_cores or 0.0) if hosts else None  # segments: the busiest
+    return StageSummary(
+        index=index, name=rows[0].name, offered=_ordered(offered), arrival=_ordered(arrival),
+        duration_s=max(durations) if durations else None, status=_merge_status([r.status for r in rows]),
+        reason="; ".join(r.reason for r in rows if r.reason) or None, classes=stats,
+        planned_s=max(planned) if planned else None, arrivals=_ordered(arrivals), realised=_ordered(realised),
+        generators=generators,
+        generator_limited=generator_limited({n: c.send_lag_ms.get("p99") for n, c in stats.items()},
+                                            {m: g.cores for m, g in generators.items()}),
+        host=host, host_busy=host.reason if host else None, gpu=gpu if gpu.devices or gpu.classes else None,
+    )
 
 
 def _ordered(mapping: dict[str, Any]) -> dict[str, Any]:
@@ -244,7 +227,7 @@ def _aligned(trials: list[TrialSummary]) -> tuple[list[Any], Callable[[TrialSumm
     return sorted(loads, key=lambda key: (sum(v for _, v in key), key)), by_load
 
 
-def _arm_figures(trials: list[TrialSummary], arm: str, control: str | None) -> list[dict[str, Any]]:
+def _arm_figures(trials: list[TrialSummary], arm: str, control: str | None) -> ArmFigures:
     """Per stage and class: figures over the arm's repeats, and throughput normalised to the control."""
     mine = [t for t in trials if t.arm == arm]
     theirs = {t.repeat: t for t in trials if t.arm == control}
@@ -253,9 +236,9 @@ def _arm_figures(trials: list[TrialSummary], arm: str, control: str | None) -> l
     def stages_of(trial: TrialSummary) -> dict[Any, StageSummary]:  # an invalid stage's load was not the stated one
         return {key: st for key, st in aligned(trial).items() if st.status != "invalid"}
 
-    out = []
+    out: list[ArmStageFigures] = []
     for index, key in enumerate(keys):
-        stage_classes: dict[str, Any] = {}
+        stage_classes: dict[str, ArmClassFigures] = {}
         present = [stages_of(t)[key] for t in mine if key in stages_of(t)]
         names = [n for n in WORKLOAD_CLASSES if any(n in s.classes for s in present)]
         for name in names:
@@ -268,59 +251,43 @@ def _arm_figures(trials: list[TrialSummary], arm: str, control: str | None) -> l
                 ref_stats = ref_stage.classes.get(name) if ref_stage else None
                 if ref_stats is not None and ref_stats.throughput_rps > 0:
                     ratios.append(stats.throughput_rps / ref_stats.throughput_rps)
-            fig: dict[str, Any] = {
-                "throughput_rps": spread([s.throughput_rps for _, s in runs]).to_dict(),
-                "latency_p50_ms": spread([s.latency_ms["p50"] for _, s in runs]).to_dict(),
-                "latency_p95_ms": spread([s.latency_ms["p95"] for _, s in runs]).to_dict(),
-                "error_rate": spread([s.errors / s.requests if s.requests else None for _, s in runs]).to_dict(),
-                "normalised_throughput": spread(ratios, "ratio").to_dict() if control else None,
-            }
+            fig = ArmClassFigures(
+                throughput_rps=spread([s.throughput_rps for _, s in runs]),
+                latency_p50_ms=spread([s.latency_ms["p50"] for _, s in runs]),
+                latency_p95_ms=spread([s.latency_ms["p95"] for _, s in runs]),
+                error_rate=spread([s.errors / s.requests if s.requests else None for _, s in runs]),
+                normalised_throughput=spread(ratios, "ratio") if control else None,
+            )
             if name == "llm":
-                fig["ttft_p95_ms"] = spread([s.ttft_ms["p95"] if s.ttft_ms else None for _, s in runs]).to_dict()
-                fig["tpot_p95_ms"] = spread([s.tpot_ms["p95"] if s.tpot_ms else None for _, s in runs]).to_dict()
+                fig.ttft_p95_ms = spread([s.ttft_ms["p95"] if s.ttft_ms else None for _, s in runs])
+                fig.tpot_p95_ms = spread([s.tpot_ms["p95"] if s.tpot_ms else None for _, s in runs])
             stage_classes[name] = fig
         offered = present[0].offered if present else {}
         realised = present[0].load if present else {}
-        out.append({"index": index, "offered": offered, "realised": realised, "classes": stage_classes})
-    return out
+        out.append(ArmStageFigures(index=index, offered=offered, realised=realised, classes=stage_classes))
+    return ArmFigures(stages=out)
 
 
-def build_summary(db_path: Path) -> dict[str, Any]:
-    """The summary.json document of the campaign stored at ``db_path``."""
-    db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
-    db.row_factory = sqlite3.Row
-    try:
-        meta = {row["key"]: json.loads(row["value"]) for row in db.execute("SELECT key, value FROM meta")}
-        objectives = objectives_from_scenario(meta.get("scenario", {}))
-        trial_rows = list(db.execute("SELECT * FROM trials ORDER BY position"))
-        trials = [trial_summary(db, row, objectives) for row in trial_rows if row["status"] != "planned"]
-    finally:
-        db.close()
+def build_summary(reader: CampaignReader) -> Summary:
+    """The summary.json document of the campaign the reader reads."""
+    meta = reader.meta()
+    objectives = objectives_from_scenario(meta.get("scenario", {}))
+    trials = [trial_summary(reader, trial, objectives) for trial in reader.trials()]
     scenario = meta.get("scenario", {})
     resolved = scenario.get("resolved", {})
     arm_names = [a["name"] for a in resolved.get("arms", [])]
     control = next((a["name"] for a in resolved.get("arms", []) if a.get("control")), None)
-    return {
-        "schema": SCHEMA,
-        "scenario": {"name": scenario.get("name"), "sha256": scenario.get("sha256"), "path": scenario.get("path")},
-        "status": meta.get("status", {"status": "interrupted", "reason": "the run ended without closing the store"}),
-        "overrides": meta.get("overrides"),
-        "classes": meta.get("classes"),
-        "control": control,
-        "request_sets": meta.get("request_sets"),
-        "conditions": meta.get("conditions"),
-        "slo": {name: spec.get("slo") for name, spec in (resolved.get("classes") or {}).items() if spec},
-        "trials": [asdict(t) for t in trials],
-        "arms": {arm: {"stages": _arm_figures(trials, arm, control if arm != control else None)} for arm in arm_names},
-        "comparison": build_comparison(trials, scenario, meta.get("conditions") or {}, objectives).to_dict(),
-    }
-
-
-def write_summaries(results_dir: Path) -> dict[str, Any]:
-    """Write summary.json and summary.md into ``results_dir``; return the summary."""
-    from bench_plugin.report.markdown import render_summary
-
-    summary = build_summary(results_dir / "results.sqlite")
-    (results_dir / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=False) + "\n", encoding="utf-8")
-    (results_dir / "summary.md").write_text(render_summary(summary), encoding="utf-8")
-    return summary
+    status = meta.get("status", {"status": "interrupted", "reason": "the run ended without closing the store"})
+    return Summary(
+        scenario=ScenarioRef(name=scenario.get("name"), sha256=scenario.get("sha256"), path=scenario.get("path")),
+        status=CampaignStatus.model_validate(status),
+        overrides=meta.get("overrides"),
+        classes=meta.get("classes"),
+        control=control,
+        request_sets=meta.get("request_sets"),
+        conditions=meta.get("conditions"),
+        slo={name: spec.get("slo") for name, spec in (resolved.get("classes") or {}).items() if spec},
+        trials=trials,
+        arms={arm: _arm_figures(trials, arm, control if arm != control else None) for arm in arm_names},
+        comparison=build_comparison(trials, scenario, meta.get("conditions") or {}, objectives),
+    )

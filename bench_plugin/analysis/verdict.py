@@ -25,7 +25,6 @@ else not compared.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from bench_plugin.analysis.boundary import Boundary, format_offered
 from bench_plugin.analysis.contention import StageContention
@@ -143,12 +142,6 @@ class Conditions:
                 f"sharing {self.sharing}{against}, loads {loads}, {repeats}; another device "
                 "model, driver or load range may give a different result.")
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {"backend": self.backend, "devices": list(self.devices), "driver": self.driver,
-                "sharing": self.sharing, "control_sharing": self.control_sharing,
-                "load_range": {k: list(v) for k, v in self.load_range.items()}, "arrival": self.arrival,
-                "repeats": self.repeats}
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,9 @@
-"""``python -m bench_plugin.report RESULTS_DIR``: (re)write report.html and report.md from a results folder."""
+"""``python -m bench_plugin.report RESULTS_DIR``: (re)write report.html and report.md from a results folder.
+
+A folder this bench-plugin cannot report (no summary.json or results.sqlite, a summary.json of
+another schema version, a store of an unknown version) ends it with one line on stderr and exit
+status 2, never a traceback.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,8 @@ import time
 from pathlib import Path
 
 from bench_plugin.report.html import write_report
+from bench_plugin.results.store import StoreError
+from bench_plugin.results.summary import SummaryError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,8 +26,8 @@ def main(argv: list[str] | None = None) -> int:
         start = time.perf_counter()
         try:
             path = write_report(folder)
-        except FileNotFoundError as exc:
-            print(f"bench_plugin.report: error: {exc}", file=sys.stderr)
+        except (SummaryError, StoreError, FileNotFoundError) as exc:
+            print(f"bench_plugin: error: {exc}", file=sys.stderr)
             return 2
         print(f"{path} ({time.perf_counter() - start:.1f} s)")
     return 0

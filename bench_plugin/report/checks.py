@@ -1,19 +1,19 @@
 """The "Measurement checks" section: did each stage send what it said, and can its figures be trusted?
 
-Per trial, stage and class, from summary.json: the nominal and the realised offered rate (arrivals /
-planned duration), the requests, the P95 with its order-statistic 95% interval and sample count (or
-why it is not bounded and how long the stage would have to be), how late the load generator sent
-(send lag P99) and how many requests waited for a free slot, the load generators' CPU and the host's
-other work. A stage flagged generator-limited or run on a busy host says so in its last column; the
+Per trial, stage and class, from the typed summary (results.summary): the nominal and the realised
+offered rate (arrivals / planned duration), the requests, the P95 with its order-statistic 95% interval
+and sample count (or why it is not bounded and how long the stage would have to be), how late the load
+generator sent (send lag P99) and how many requests waited for a free slot, the load generators' CPU
+and the host's other work. A stage flagged generator-limited or run on a busy host says so in its last column; the
 verdict does not blame the GPU for a generator-limited stage (docs/analysis.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 from bench_plugin.report.tables import esc, table
+from bench_plugin.results.summary import ClassStats, StageSummary, Summary
 
 HEADERS = ("trial", "stage", "class", "offered", "realised", "requests", "P95 ms [95% interval] (n)",
            "send lag P99 ms", "slot waits", "generator cores", "host: other work (cores)", "flags")
@@ -28,65 +28,60 @@ INTRO = ("Each stage sends exactly round(rate x duration) arrivals by default, s
          "the run used during the stage; above max(0.5, 25% of the cores) the stage is flagged.")
 
 
-def _number(value: Any, digits: str = ".1f") -> str:
+def _number(value: float | None, digits: str = ".1f") -> str:
     return "-" if value is None else format(float(value), digits)
 
 
-def _p95(figures: dict[str, Any]) -> str:
-    ci = (figures.get("latency_ci_ms") or {}).get("p95") or {}
-    p95 = (figures.get("latency_ms") or {}).get("p95")
-    n = ci.get("n", figures.get("requests"))
+def _p95(figures: ClassStats) -> str:
+    ci = figures.latency_ci_ms.get("p95")
+    p95 = figures.latency_ms.get("p95")
     if p95 is None:
         return "-"
-    lo, hi = ci.get("lo"), ci.get("hi")
-    if not ci:
-        return f"{p95:.1f} (n={n})"
-    bounds = f"[{_number(lo)}, {_number(hi) if hi is not None else 'unbounded'}]"
-    return f"{p95:.1f} {bounds} (n={n})"
+    if ci is None:
+        return f"{p95:.1f} (n={figures.requests})"
+    bounds = f"[{_number(ci.lo)}, {_number(ci.hi) if ci.hi is not None else 'unbounded'}]"
+    return f"{p95:.1f} {bounds} (n={ci.n})"
 
 
-def _flags(stage: dict[str, Any], figures: dict[str, Any]) -> str:
+def _flags(stage: StageSummary, figures: ClassStats) -> str:
     flags = []
-    if stage.get("generator_limited"):
-        flags.append(f"generator-limited: {stage['generator_limited']}")
-    if stage.get("host_busy"):
-        flags.append(f"busy host: {stage['host_busy']}")
-    if figures.get("p95_note"):
-        flags.append(str(figures["p95_note"]))
-    if stage.get("status") not in (None, "completed"):
-        flags.append(f"stage {stage['status']}")
+    if stage.generator_limited:
+        flags.append(f"generator-limited: {stage.generator_limited}")
+    if stage.host_busy:
+        flags.append(f"busy host: {stage.host_busy}")
+    if figures.p95_note:
+        flags.append(figures.p95_note)
+    if stage.status != "completed":
+        flags.append(f"stage {stage.status}")
     return "; ".join(flags) or "-"
 
 
-def rows(summary: dict[str, Any]) -> Iterator[list[str]]:
+def rows(summary: Summary) -> Iterator[list[str]]:
     """One row per trial, stage and class, in run order."""
-    for trial in summary.get("trials") or []:
-        for stage in trial.get("stages") or []:
-            generators = stage.get("generators") or {}
-            cores = max((g.get("cores") or 0.0 for g in generators.values()), default=None)
-            host = stage.get("host") or {}
-            label = f"{stage['index']} {stage['name']}" if stage.get("name") else str(stage["index"])
-            for name, figures in (stage.get("classes") or {}).items():
-                offered = (stage.get("offered") or {}).get(name)
-                realised = (stage.get("realised") or {}).get(name)
-                yield [f"{trial['id']} {trial['arm']} r{trial['repeat']}", label, name, _number(offered, "g"),
-                       _number(realised, ".3g"), str(figures.get("requests", "-")), _p95(figures),
-                       _number((figures.get("send_lag_ms") or {}).get("p99")), str(figures.get("slot_waits", "-")),
-                       _number(cores, ".2f"), _number(host.get("others_cores"), ".2f"), _flags(stage, figures)]
+    for trial in summary.trials:
+        for stage in trial.stages:
+            cores = max((g.cores for g in stage.generators.values()), default=None)
+            others = stage.host.others_cores if stage.host else None
+            label = f"{stage.index} {stage.name}" if stage.name else str(stage.index)
+            for name, figures in stage.classes.items():
+                yield [f"{trial.id} {trial.arm} r{trial.repeat}", label, name, _number(stage.offered.get(name), "g"),
+                       _number(stage.realised.get(name), ".3g"), str(figures.requests), _p95(figures),
+                       _number(figures.send_lag_ms.get("p99")), str(figures.slot_waits),
+                       _number(cores, ".2f"), _number(others, ".2f"), _flags(stage, figures)]
 
 
-def flagged(summary: dict[str, Any]) -> int:
+def flagged(summary: Summary) -> int:
     """How many (trial, stage, class) rows carry a flag."""
     return sum(1 for row in rows(summary) if row[-1] != "-")
 
 
-def html_section(summary: dict[str, Any]) -> str:
+def html_section(summary: Summary) -> str:
     """The report.html section: the intro and one table."""
     body = table(list(HEADERS), rows(summary), "checks")
     return f"<p>{esc(INTRO)}</p>\n{body}"
 
 
-def markdown_section(summary: dict[str, Any]) -> list[str]:
+def markdown_section(summary: Summary) -> list[str]:
     """The report.md section."""
     lines = ["## Measurement checks", "", INTRO, "", "| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
     lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows(summary)]

@@ -17,7 +17,6 @@ beside NVML's (only where the campaign queried one), the errors, and every condi
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,13 +26,11 @@ from bench_plugin.report import checks
 from bench_plugin.report.comparison import (
     NO_COMPARISON,
     RATIO_UNIT,
-    ArmComparison,
-    Comparison,
     boundary_short,
     boundary_text,
     call_kind,
+    compared,
     offered_text,
-    read_comparison,
     significance_text,
     spread_text,
 )
@@ -42,7 +39,10 @@ from bench_plugin.report.figures import Plot, arm_styles
 from bench_plugin.report.markdown import render_report
 from bench_plugin.report.plots import classes_of, fairness_plot, latency_plot, streaming_plot, throughput_plot
 from bench_plugin.report.stage_series import html_section, read_trial_series
-from bench_plugin.report.store import (
+from bench_plugin.report.tables import Raw, conditions_section, errors_table, esc, table, when
+from bench_plugin.report.telemetry import drawn_metrics
+from bench_plugin.report.timeline import timeline_plot
+from bench_plugin.results.store import (
     MAX_POINTS,
     count_requests,
     open_store,
@@ -52,9 +52,7 @@ from bench_plugin.report.store import (
     read_telemetry,
     read_trials,
 )
-from bench_plugin.report.tables import Raw, conditions_section, errors_table, esc, table, when
-from bench_plugin.report.telemetry import drawn_metrics
-from bench_plugin.report.timeline import timeline_plot
+from bench_plugin.results.summary import ArmComparison, Comparison, Summary, load_summary
 
 VERDICT_CSS = {"worth it": "good", "trade-off": "mixed", "loss": "bad", "inconclusive": "unsure"}
 """Badge class per verdict call (an inconclusive call, whatever its count of repeats, is ``unsure``)."""
@@ -63,16 +61,20 @@ BADGE_CSS = ".badge.unsure { background: #dde6f6; color: #1c3f73; border: 1px da
 """The colour of an inconclusive verdict: neither good nor bad, and dashed, for "not decided yet"."""
 
 
-def write_report(results_dir: Path, max_points: int = MAX_POINTS) -> Path:
-    """Write report.html and report.md into ``results_dir`` from its results.sqlite and summary.json.
+def write_report(results_dir: Path, summary: Summary | None = None, max_points: int = MAX_POINTS) -> Path:
+    """Write report.html and report.md into ``results_dir`` from its results.sqlite and its summary.
 
+    ``summary`` is the campaign's typed summary; without it, ``results_dir``'s summary.json is read
+    (results.summary.load_summary: a file of another schema version raises SummaryError, one line).
     ``max_points`` caps the successful-request points drawn per trial timeline (failed requests are
     all drawn). Returns the path of report.html.
     """
-    summary_path = results_dir / "summary.json"
-    if not summary_path.is_file():
-        raise FileNotFoundError(f"no summary.json in {results_dir} (bench_plugin.analysis.summary writes it)")
-    summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    if summary is None:
+        summary_path = results_dir / "summary.json"
+        if not summary_path.is_file():
+            raise FileNotFoundError(f"no summary.json in {results_dir} (`bench-plugin report DIR` writes it "
+                                    "from results.sqlite)")
+        summary = load_summary(summary_path)
     with open_store(results_dir / "results.sqlite") as db:
         page = render_html(summary, db, max_points)
         meta = read_meta(db)
@@ -89,19 +91,19 @@ def write_report(results_dir: Path, max_points: int = MAX_POINTS) -> Path:
     return out
 
 
-def render_html(summary: dict[str, Any], db: sqlite3.Connection, max_points: int = MAX_POINTS) -> str:
+def render_html(summary: Summary, db: sqlite3.Connection, max_points: int = MAX_POINTS) -> str:
     """The report.html text for a summary and its open results store."""
     meta = read_meta(db)
     trials = read_trials(db)
-    comparison = read_comparison(summary)
-    styles = arm_styles(summary.get("arms") or {}, summary.get("control"))
+    comparison = summary.comparison
+    styles = arm_styles(summary.arms, summary.control)
     load_plots = [latency_plot(summary, cls, styles, comparison) for cls in classes_of(summary)]
     if "llm" in classes_of(summary):
         load_plots.append(streaming_plot(summary, styles, comparison))
     share_plots = [p for p in (throughput_plot(summary, styles),
                                fairness_plot(comparison, styles, stage_names(summary))) if p is not None]
     timelines = []
-    slo = summary.get("slo") or {}
+    slo = summary.slo
     counts = count_requests(db)
     for trial in trials:
         requests = read_requests(db, trial.id, counts, max_points)
@@ -122,12 +124,12 @@ def render_html(summary: dict[str, Any], db: sqlite3.Connection, max_points: int
     return _page(summary, meta, sections, comparison)
 
 
-def stage_names(summary: dict[str, Any]) -> list[str]:
+def stage_names(summary: Summary) -> list[str]:
     """``"0 low"``, ``"1 high"``...: each stage's index and name, from the first trial that ran it."""
     names: dict[int, str] = {}
-    for trial in summary.get("trials") or []:
-        for stage in trial.get("stages") or []:
-            names.setdefault(stage["index"], f"{stage['index']} {stage.get('name') or ''}".strip())
+    for trial in summary.trials:
+        for stage in trial.stages:
+            names.setdefault(stage.index, f"{stage.index} {stage.name or ''}".strip())
     return [names[i] for i in sorted(names)]
 
 
@@ -137,8 +139,8 @@ def _figures(plots: Sequence[Plot]) -> str:
         f"<figcaption>{esc(p.caption)}</figcaption>\n</figure>" for p in plots)
 
 
-def _fairness_note(comparison: Comparison | None) -> str:
-    if comparison is None:
+def _fairness_note(comparison: Comparison) -> str:
+    if not compared(comparison):
         return f'<p class="note">Fairness per arm: {esc(NO_COMPARISON)}</p>'
     return ""
 
@@ -148,27 +150,35 @@ def _badge(call: str | None) -> Raw:
     return Raw(f'<span class="badge {css}">{esc(call or "no verdict")}</span>')
 
 
-def _verdict(summary: dict[str, Any], comparison: Comparison | None) -> str:
-    if comparison is None:
+def _call(comp: ArmComparison) -> str | None:
+    return comp.verdict.call if comp.verdict else None
+
+
+def _upto(comp: ArmComparison) -> int | None:
+    return comp.verdict.worth_it_up_to_stage if comp.verdict else None
+
+
+def _verdict(summary: Summary, comparison: Comparison) -> str:
+    if not compared(comparison):
         return f'<p class="note">{esc(NO_COMPARISON)} The figures below still compare the arms side by side.</p>'
     names = stage_names(summary)
     rows: list[list[Any]] = []
     for arm, comp in comparison.arms.items():
-        upto = comp.worth_it_up_to_stage
+        upto = _upto(comp)
         rows.append([arm, comp.sharing,
-                     Raw('<span class="badge none">control</span>') if comp.is_control else _badge(comp.call),
+                     Raw('<span class="badge none">control</span>') if comp.is_control else _badge(_call(comp)),
                      names[upto] if upto is not None and upto < len(names) else ("-" if upto is None else upto),
                      boundary_short(comp.boundary)])
     parts = [table(["arm", "sharing", "verdict", "worth it up to stage", "operating boundary"], rows, "verdict")]
-    parts += [_arm_detail(comp, names) for comp in comparison.arms.values()]
+    parts += [_arm_detail(arm, comp, names) for arm, comp in comparison.arms.items()]
     return "\n".join(parts)
 
 
-def _arm_detail(comp: ArmComparison, names: list[str]) -> str:
+def _arm_detail(arm: str, comp: ArmComparison, names: list[str]) -> str:
     """The analysis's own sentences for one arm (why this verdict, where the boundary is) and its stages."""
-    role = "control: the reference every other arm is compared with" if comp.is_control else (comp.call or "")
-    parts = [f'<details open class="arm"><summary>{esc(comp.name)} ({esc(role)})</summary>']
-    text = comp.text if comp.text and not comp.is_control else ""
+    role = "control: the reference every other arm is compared with" if comp.is_control else (_call(comp) or "")
+    parts = [f'<details open class="arm"><summary>{esc(arm)} ({esc(role)})</summary>']
+    text = comp.verdict.text if comp.verdict and comp.verdict.text and not comp.is_control else ""
     if text:
         parts.append(f"<p>{esc(text)}</p>")
     boundary = boundary_text(comp.boundary)
@@ -182,8 +192,8 @@ def _arm_detail(comp: ArmComparison, names: list[str]) -> str:
 def _arm_stages(comp: ArmComparison, names: list[str]) -> str:
     rows = []
     for st in comp.stages:
-        slowdown = "<br>".join(esc(f"{cls} {significance_text(figs.get('slowdown_p95'), 2, RATIO_UNIT)}")
-                               for cls, figs in st.classes.items() if figs.get("slowdown_p95"))
+        slowdown = "<br>".join(esc(f"{cls} {significance_text(figs.slowdown_p95, 2, RATIO_UNIT)}")
+                               for cls, figs in st.classes.items() if figs.slowdown_p95 is not None)
         rows.append([names[st.index] if st.index < len(names) else st.index, offered_text(st.offered),
                      significance_text(st.goodput_per_device_ratio, 2, RATIO_UNIT), spread_text(st.fairness, 2),
                      spread_text(st.consolidation_gain, 2), Raw(slowdown or "-"), _badge(st.verdict),
@@ -192,36 +202,36 @@ def _arm_stages(comp: ArmComparison, names: list[str]) -> str:
                   "P95 slowdown vs control", "verdict", "reasons"], rows)
 
 
-def _verdict_fact(summary: dict[str, Any], comparison: Comparison | None) -> str:
+def _verdict_fact(summary: Summary, comparison: Comparison) -> str:
     """The verdict of every sharing arm in a few words, for the header."""
-    if comparison is None:
-        return "not available (no comparison in summary.json)"
+    if not compared(comparison):
+        return "not available (no control arm to compare with)"
     names = stage_names(summary)
     calls = []
     for arm, comp in comparison.arms.items():
         if comp.is_control:
             continue
-        upto = comp.worth_it_up_to_stage
+        upto = _upto(comp)
         where = "" if upto is None else f" up to stage {names[upto] if upto < len(names) else upto}"
-        calls.append(f"{arm}: {comp.call or 'no verdict'}{where}")
+        calls.append(f"{arm}: {_call(comp) or 'no verdict'}{where}")
     return "; ".join(calls) or "no sharing arm"
 
 
-def _page(summary: dict[str, Any], meta: dict[str, Any], sections: list[tuple[str, str, str]],
-          comparison: Comparison | None) -> str:
-    scenario = summary.get("scenario") or {}
-    status = summary.get("status") or {}
-    state = str(status.get("status"))
-    facts = [("scenario", f"{scenario.get('name')} ({scenario.get('path')})"),
-             ("status", state + (f": {status['reason']}" if status.get("reason") else "")),
-             ("date", when(meta.get("started_s"))), ("control arm", summary.get("control") or "none"),
-             ("arms", ", ".join(summary.get("arms") or {})), ("repeats", _repeats(summary)),
+def _page(summary: Summary, meta: dict[str, Any], sections: list[tuple[str, str, str]],
+          comparison: Comparison) -> str:
+    scenario = summary.scenario
+    status = summary.status
+    state = status.status
+    facts = [("scenario", f"{scenario.name} ({scenario.path})"),
+             ("status", state + (f": {status.reason}" if status.reason else "")),
+             ("date", when(meta.get("started_s"))), ("control arm", summary.control or "none"),
+             ("arms", ", ".join(summary.arms)), ("repeats", _repeats(summary)),
              ("verdict", _verdict_fact(summary, comparison))]
     header = "".join(f"<div><dt>{esc(k)}</dt><dd>{esc(v)}</dd></div>" for k, v in facts)
     nav = " · ".join(f'<a href="#{sid}">{esc(title.split(" (")[0])}</a>' for sid, title, _ in sections)
     body = "\n".join(f'<section id="{sid}">\n<h2>{esc(title)}</h2>\n{content}\n</section>'
                      for sid, title, content in sections)
-    title = f"GPU sharing report: {scenario.get('name')}"
+    title = f"GPU sharing report: {scenario.name}"
     return f"""<!doctype html>
 <html lang="en">
 <head>
@@ -239,7 +249,7 @@ def _page(summary: dict[str, Any], meta: dict[str, Any], sections: list[tuple[st
 <nav>{nav}</nav>
 </header>
 {body}
-<footer>Written by bench_plugin.report from results.sqlite and summary.json ({esc(summary.get('schema'))}).
+<footer>Written by bench_plugin.report from results.sqlite and summary.json ({esc(summary.schema_)}).
 Figures are means over repeats with 95% confidence intervals (Student t): mean ± half-width for values and
 differences; for ratios to the control (1.71x [0.90, 3.20]), the geometric mean and its interval [lo, hi],
 computed on the log scale. An arm with fewer than 2 paired repeats at a stage is inconclusive there. Latency is
@@ -250,8 +260,8 @@ measured from each request's intended send time.</footer>
 """
 
 
-def _repeats(summary: dict[str, Any]) -> str:
+def _repeats(summary: Summary) -> str:
     counts: dict[str, int] = {}
-    for t in summary.get("trials") or []:
-        counts[t["arm"]] = counts.get(t["arm"], 0) + 1
+    for t in summary.trials:
+        counts[t.arm] = counts.get(t.arm, 0) + 1
     return ", ".join(f"{arm} {n}" for arm, n in counts.items()) or "none ran"

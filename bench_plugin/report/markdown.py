@@ -1,9 +1,10 @@
 """Markdown for terminals and pull requests: summary.md (the figures) and report.md (the answer first).
 
 summary.md lists per stage, arm and class the figures over repeats. report.md reads like report.html
-without the plots: the verdict per arm first (when summary.json has a "comparison" section), then the
-per-stage tables, the operating boundary per arm, the per-stage GPU series from Prometheus beside
-NVML's (when the campaign queried one), and the conditions of the run in short.
+without the plots: the verdict per arm first (when the campaign has a control to compare with), then
+the per-stage tables, the operating boundary per arm, the per-stage GPU series from Prometheus beside
+NVML's (when the campaign queried one), and the conditions of the run in short. Both read the typed
+summary (bench_plugin.results.summary.Summary) only.
 """
 
 from __future__ import annotations
@@ -18,15 +19,15 @@ from bench_plugin.report import checks
 from bench_plugin.report.comparison import (
     NO_COMPARISON,
     RATIO_UNIT,
-    Comparison,
     boundary_short,
     boundary_text,
-    read_comparison,
+    compared,
     significance_text,
 )
 from bench_plugin.report.comparison import offered_text as _offered
 from bench_plugin.report.comparison import spread_text as _fmt
 from bench_plugin.report.stage_series import TrialSeries, markdown_section
+from bench_plugin.results.summary import ArmStageFigures, Comparison, Summary
 
 SPREAD_NOTE = ("Figures are mean ± 95% CI half-width over repeats (Student t; none with one repeat). Ratios to "
                "the control (1.71x [0.90, 3.20]) are geometric means with their 95% CI [lo, hi], computed on the "
@@ -34,53 +35,65 @@ SPREAD_NOTE = ("Figures are mean ± 95% CI half-width over repeats (Student t; n
 """How to read a figure's interval, said once above the tables."""
 
 
-def _trials_table(summary: dict[str, Any]) -> list[str]:
+def _trials_table(summary: Summary) -> list[str]:
     lines = ["| trial | arm | repeat | status | stages (status) |", "|---|---|---|---|---|"]
-    for t in summary["trials"]:
-        stages = ", ".join(f"{s['index']}:{s['status']}" for s in t["stages"])
-        reason = f" ({t['reason']})" if t.get("reason") else ""
-        lines.append(f"| {t['id']} | {t['arm']} | {t['repeat']} | {t['status']}{reason} | {stages} |")
+    for t in summary.trials:
+        stages = ", ".join(f"{s.index}:{s.status}" for s in t.stages)
+        reason = f" ({t.reason})" if t.reason else ""
+        lines.append(f"| {t.id} | {t.arm} | {t.repeat} | {t.status}{reason} | {stages} |")
     return lines
 
 
-def _stage_table(summary: dict[str, Any], index: int) -> list[str]:
+def _stage_table(summary: Summary, index: int) -> list[str]:
     lines = [
         "| arm | class | throughput req/s | P50 ms | P95 ms | TTFT P95 ms | TPOT P95 ms | error rate "
         "| thr. vs control |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for arm, figures in summary["arms"].items():
-        if index >= len(figures["stages"]):
+    for arm, figures in summary.arms.items():
+        if index >= len(figures.stages):
             continue
-        for name, fig in figures["stages"][index]["classes"].items():
-            norm = fig.get("normalised_throughput")
-            norm_text = "control" if arm == summary.get("control") else _fmt(norm, 2, RATIO_UNIT)
-            err = fig.get("error_rate") or {}
-            err_text = "-" if err.get("mean") is None else f"{100 * err['mean']:.1f}%"
+        for name, fig in figures.stages[index].classes.items():
+            norm_text = "control" if arm == summary.control else _fmt(fig.normalised_throughput, 2, RATIO_UNIT)
+            err = fig.error_rate.mean
+            err_text = "-" if err is None else f"{100 * err:.1f}%"
             lines.append(
-                f"| {arm} | {name} | {_fmt(fig['throughput_rps'], 2)} | {_fmt(fig['latency_p50_ms'])} "
-                f"| {_fmt(fig['latency_p95_ms'])} | {_fmt(fig.get('ttft_p95_ms'))} | {_fmt(fig.get('tpot_p95_ms'))} "
+                f"| {arm} | {name} | {_fmt(fig.throughput_rps, 2)} | {_fmt(fig.latency_p50_ms)} "
+                f"| {_fmt(fig.latency_p95_ms)} | {_fmt(fig.ttft_p95_ms)} | {_fmt(fig.tpot_p95_ms)} "
                 f"| {err_text} | {norm_text} |"
             )
     return lines
 
 
-def render_summary(summary: dict[str, Any]) -> str:
+def _first_arm_stages(summary: Summary) -> list[ArmStageFigures]:
+    """The stages of the first arm: the per-stage tables follow them."""
+    first = next(iter(summary.arms.values()), None)
+    return first.stages if first is not None else []
+
+
+def _overrides(summary: Summary) -> dict[str, Any]:
+    return {k: v for k, v in (summary.overrides or {}).items() if v is not None}
+
+
+def _status(summary: Summary) -> str:
+    status = summary.status
+    return f"{status.status}" + (f" ({status.reason})" if status.reason else "")
+
+
+def render_summary(summary: Summary) -> str:
     """The markdown text of summary.md."""
-    scenario = summary["scenario"]
-    status = summary.get("status") or {}
-    overrides = {k: v for k, v in (summary.get("overrides") or {}).items() if v is not None}
+    scenario = summary.scenario
     lines = [
-        f"# Campaign {scenario['name']}",
+        f"# Campaign {scenario.name}",
         "",
-        f"- status: {status.get('status')}" + (f" ({status['reason']})" if status.get("reason") else ""),
-        f"- scenario sha256: `{scenario['sha256']}`",
-        f"- control arm: {summary.get('control')}",
-        f"- overrides: {overrides or 'none'}",
+        f"- status: {_status(summary)}",
+        f"- scenario sha256: `{scenario.sha256}`",
+        f"- control arm: {summary.control}",
+        f"- overrides: {_overrides(summary) or 'none'}",
     ]
-    for name, rs in (summary.get("request_sets") or {}).items():
+    for name, rs in (summary.request_sets or {}).items():
         lines.append(f"- request set {name}: {rs['count']} requests, sha256 `{rs['sha256'][:16]}…` ({rs['source']})")
-    backend = (summary.get("conditions") or {}).get("backend", {})
+    backend = (summary.conditions or {}).get("backend", {})
     lines.append(f"- backend: {backend.get('backend')}; devices: "
                  + ", ".join(f"{d['name']} ({d['model']})" for d in backend.get("devices", [])))
     lines += ["", f"{SPREAD_NOTE} "
@@ -89,15 +102,9 @@ def render_summary(summary: dict[str, Any]) -> str:
               "(at least the stage's duration); throughput vs control is the per-repeat ratio to the control "
               "arm at the same stage.", ""]
     lines += ["## Trials", "", *_trials_table(summary), ""]
-    first_arm: dict[str, Any] = next(iter(summary["arms"].values()), {"stages": []})
-    for stage in first_arm["stages"]:
-        arrival = None
-        for t in summary["trials"]:
-            if stage["index"] < len(t["stages"]):
-                arrival = t["stages"][stage["index"]]["arrival"]
-                break
-        lines += [f"## Stage {stage['index']}: offered {_offered(stage['offered'], arrival)}", ""]
-        lines += [*_stage_table(summary, stage["index"]), ""]
+    for stage in _first_arm_stages(summary):
+        lines += [f"## Stage {stage.index}: offered {_offered(stage.offered, _arrival(summary, stage.index))}", ""]
+        lines += [*_stage_table(summary, stage.index), ""]
     return "\n".join(lines)
 
 
@@ -106,30 +113,30 @@ def _cell(text: Any) -> str:
     return str(text if text is not None else "-").replace("|", "\\|").replace("\n", " ")
 
 
-def _stage_labels(summary: dict[str, Any]) -> dict[int, str]:
+def _stage_labels(summary: Summary) -> dict[int, str]:
     labels: dict[int, str] = {}
-    for t in summary.get("trials") or []:
-        for s in t.get("stages") or []:
-            labels.setdefault(s["index"], f"{s['index']} {s.get('name') or ''}".strip())
+    for t in summary.trials:
+        for s in t.stages:
+            labels.setdefault(s.index, f"{s.index} {s.name or ''}".strip())
     return labels
 
 
-def _verdict_section(summary: dict[str, Any], comparison: Comparison) -> list[str]:
+def _verdict_section(summary: Summary, comparison: Comparison) -> list[str]:
     labels = _stage_labels(summary)
     lines = ["## Verdict", "", "| arm | sharing | verdict | worth it up to stage | operating boundary |",
              "|---|---|---|---|---|"]
     for arm, comp in comparison.arms.items():
-        upto = comp.worth_it_up_to_stage
-        call = "control" if comp.is_control else f"**{_cell(comp.call)}**"
+        upto = comp.verdict.worth_it_up_to_stage if comp.verdict else None
+        call = "control" if comp.is_control else f"**{_cell(comp.verdict.call if comp.verdict else None)}**"
         lines.append(f"| {arm} | {_cell(comp.sharing)} | {call} | "
                      f"{_cell(labels.get(upto, upto) if upto is not None else None)} | "
                      f"{_cell(boundary_short(comp.boundary))} |")
-    for comp in comparison.arms.values():
+    for arm, comp in comparison.arms.items():
         if comp.is_control:
             continue
-        lines += ["", f"### {comp.name}", ""]
-        if comp.text:
-            lines += [comp.text, ""]
+        lines += ["", f"### {arm}", ""]
+        if comp.verdict and comp.verdict.text:
+            lines += [comp.verdict.text, ""]
         if not comp.stages:
             continue
         lines += ["| stage | offered | goodput/device vs control | fairness | consolidation gain | verdict | reasons |",
@@ -142,26 +149,25 @@ def _verdict_section(summary: dict[str, Any], comparison: Comparison) -> list[st
     return [*lines, ""]
 
 
-def _boundary_section(comparison: Comparison | None) -> list[str]:
+def _boundary_section(comparison: Comparison) -> list[str]:
     lines = ["## Operating boundary per arm", ""]
-    if comparison is None:
+    if not compared(comparison):
         return [*lines, NO_COMPARISON, ""]
     for arm, comp in comparison.arms.items():
         lines.append(f"- **{arm}**: {boundary_text(comp.boundary)}")
     return [*lines, ""]
 
 
-def _conditions_section(summary: dict[str, Any], started_s: float | None,
+def _conditions_section(summary: Summary, started_s: float | None,
                         arm_settings: dict[str, dict[str, Any]] | None) -> list[str]:
-    scenario = summary.get("scenario") or {}
-    cond = summary.get("conditions") or {}
+    scenario = summary.scenario
+    cond = summary.conditions or {}
     backend = cond.get("backend") or {}
     command = cond.get("command")
-    overrides = {k: v for k, v in (summary.get("overrides") or {}).items() if v is not None}
     started = dt.datetime.fromtimestamp(started_s, tz=dt.UTC).strftime("%Y-%m-%d %H:%M UTC") if started_s else "-"
     lines = [
         "## Conditions", "",
-        f"- scenario: `{scenario.get('path')}` sha256 `{scenario.get('sha256')}`; overrides: {overrides or 'none'}",
+        f"- scenario: `{scenario.path}` sha256 `{scenario.sha256}`; overrides: {_overrides(summary) or 'none'}",
         f"- started: {started}; host {cond.get('host')}; {cond.get('platform')}; python {cond.get('python')}",
         f"- source revision: `{cond.get('source_revision')}`",
         f"- command: `{shlex.join(command) if isinstance(command, list) else command}`",
@@ -169,7 +175,7 @@ def _conditions_section(summary: dict[str, Any], started_s: float | None,
         + (", ".join(f"{d.get('name')} ({d.get('model')})" for d in backend.get("devices") or []) or "-")
         + "".join(f"; {k}: {backend[k]}" for k in ("driver", "nvml", "cuda") if backend.get(k)),
     ]
-    for name, rs in (summary.get("request_sets") or {}).items():
+    for name, rs in (summary.request_sets or {}).items():
         lines.append(f"- request set {name}: {rs.get('count')} requests, sha256 `{rs.get('sha256')}` "
                      f"({rs.get('source')})")
     packages = cond.get("packages") or {}
@@ -181,7 +187,7 @@ def _conditions_section(summary: dict[str, Any], started_s: float | None,
     return [*lines, ""]
 
 
-def render_report(summary: dict[str, Any], *, started_s: float | None = None,
+def render_report(summary: Summary, *, started_s: float | None = None,
                   arm_settings: dict[str, dict[str, Any]] | None = None,
                   stage_series: Sequence[TrialSeries] = ()) -> str:
     """The markdown text of report.md: verdict first, then per-stage tables, boundaries and conditions.
@@ -190,25 +196,22 @@ def render_report(summary: dict[str, Any], *, started_s: float | None = None,
     recorded in trials.arm_config) and ``stage_series`` (report.stage_series.read_trial_series) come
     from results.sqlite; all are optional.
     """
-    scenario = summary.get("scenario") or {}
-    status = summary.get("status") or {}
-    comparison = read_comparison(summary)
+    comparison = summary.comparison
     lines = [
-        f"# GPU sharing report: {scenario.get('name')}", "",
-        f"- status: {status.get('status')}" + (f" ({status['reason']})" if status.get("reason") else ""),
-        f"- control arm: {summary.get('control')}",
-        f"- arms: {', '.join(summary.get('arms') or {})}", "",
+        f"# GPU sharing report: {summary.scenario.name}", "",
+        f"- status: {_status(summary)}",
+        f"- control arm: {summary.control}",
+        f"- arms: {', '.join(summary.arms)}", "",
     ]
-    if comparison is not None:
+    if compared(comparison):
         lines += _verdict_section(summary, comparison)
     else:
         lines += ["## Verdict", "", NO_COMPARISON, ""]
     lines += ["## Per-stage figures", "",
               f"{SPREAD_NOTE} Latency is from each request's intended send time.", ""]
-    first_arm: dict[str, Any] = next(iter((summary.get("arms") or {}).values()), {"stages": []})
-    for stage in first_arm["stages"]:
-        offered = _offered(stage["offered"], _arrival(summary, stage["index"]))
-        lines += [f"### Stage {stage['index']}: offered {offered}", "", *_stage_table(summary, stage["index"]), ""]
+    for stage in _first_arm_stages(summary):
+        offered = _offered(stage.offered, _arrival(summary, stage.index))
+        lines += [f"### Stage {stage.index}: offered {offered}", "", *_stage_table(summary, stage.index), ""]
     lines += _boundary_section(comparison)
     lines += checks.markdown_section(summary)
     lines += markdown_section(stage_series)
@@ -216,8 +219,9 @@ def render_report(summary: dict[str, Any], *, started_s: float | None = None,
     return "\n".join(lines)
 
 
-def _arrival(summary: dict[str, Any], index: int) -> dict[str, str] | None:
-    for t in summary.get("trials") or []:
-        if index < len(t["stages"]):
-            return dict(t["stages"][index]["arrival"])
+def _arrival(summary: Summary, index: int) -> dict[str, str] | None:
+    """The arrival process per class of stage ``index``, from the first trial that has that stage."""
+    for t in summary.trials:
+        if index < len(t.stages):
+            return dict(t.stages[index].arrival)
     return None

@@ -1,6 +1,6 @@
 """Plots against offered load: latency per class, LLM streaming times, normalised throughput, fairness.
 
-Every point is a figure over repeats from summary.json ("arms": mean and 95% CI; a ratio to the control
+Every point is a figure over repeats from the typed summary (``Summary.arms``: mean and 95% CI; a ratio to the control
 has its geometric mean and asymmetric interval [lo, hi], drawn as unequal bars); every line is an
 arm, in the arm's colour and marker (figures.py). Offered load is the class's own rate at each stage,
 so each class has its own x axis. Latency axes are logarithmic: a P95 of 15 ms and an SLO of 2 s must
@@ -10,14 +10,14 @@ arms at the same load are nudged sideways a little so their error bars do not hi
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from bench_plugin.report.comparison import Comparison, error_bars
+from bench_plugin.report.comparison import compared, error_bars
 from bench_plugin.report.figures import (
     SLO_COLOUR,
     SLO_STYLE,
@@ -31,6 +31,7 @@ from bench_plugin.report.figures import (
     new_figure,
     style,
 )
+from bench_plugin.results.summary import ArmClassFigures, ArmStageFigures, Comparison, Spread, StageComparison, Summary
 
 _DODGE = 0.02
 """Sideways nudge between arms, as a share of the x range."""
@@ -45,38 +46,51 @@ METRIC_LABELS: dict[str, tuple[str, str | None]] = {
     "ttft_p95_ms": ("TTFT P95 (ms)", "ttft_p95_ms"),
     "tpot_p95_ms": ("TPOT P95 (ms per token)", "tpot_p95_ms"),
 }
-"""summary.json figure -> (axis label, the SLO key that bounds it)."""
+"""A class's figure over repeats (ArmClassFigures) -> (axis label, the SLO key that bounds it)."""
+
+FIGURES: dict[str, Callable[[ArmClassFigures], Spread | None]] = {
+    "latency_p50_ms": lambda f: f.latency_p50_ms,
+    "latency_p95_ms": lambda f: f.latency_p95_ms,
+    "ttft_p95_ms": lambda f: f.ttft_p95_ms,
+    "tpot_p95_ms": lambda f: f.tpot_p95_ms,
+    "normalised_throughput": lambda f: f.normalised_throughput,
+}
+"""The figures drawn against offered load, by name."""
 
 
-def _arrival(summary: dict[str, Any], cls: str) -> str | None:
-    for trial in summary.get("trials") or []:
-        for stage in trial.get("stages") or []:
-            if cls in (stage.get("arrival") or {}):
-                return str(stage["arrival"][cls])
+def _arrival(summary: Summary, cls: str) -> str | None:
+    for trial in summary.trials:
+        for stage in trial.stages:
+            if cls in stage.arrival:
+                return stage.arrival[cls]
     return None
 
 
-def load_label(summary: dict[str, Any], cls: str) -> str:
+def load_label(summary: Summary, cls: str) -> str:
     """The x-axis label of a class's offered load, with its unit."""
     if _arrival(summary, cls) == "closed":
         return f"{cls} offered load (users, closed loop)"
     return f"{cls} offered load (req/s, realised)"
 
 
-def _load(stage: dict[str, Any]) -> dict[str, float]:
-    """A stage's load per class as plotted: the realised rate (summaries before it existed: the nominal one)."""
-    return dict(stage.get("realised") or stage.get("offered") or {})
+def _load(stage: ArmStageFigures) -> dict[str, float]:
+    """A stage's load per class as plotted: the realised rate (where none was counted: the nominal one)."""
+    return dict(stage.realised or stage.offered)
 
 
-def classes_of(summary: dict[str, Any]) -> list[str]:
+def _stages(summary: Summary) -> list[ArmStageFigures]:
+    """Every arm's stages."""
+    return [stage for figures in summary.arms.values() for stage in figures.stages]
+
+
+def classes_of(summary: Summary) -> list[str]:
     """The workload classes that have figures, in summary order."""
     seen: list[str] = []
-    for figures in (summary.get("arms") or {}).values():
-        for stage in figures.get("stages") or []:
-            for name in stage.get("classes") or {}:
-                if name not in seen:
-                    seen.append(name)
-    order = summary.get("classes") or []
+    for stage in _stages(summary):
+        for name in stage.classes:
+            if name not in seen:
+                seen.append(name)
+    order = summary.classes or []
     return sorted(seen, key=lambda n: order.index(n) if n in order else len(order))
 
 
@@ -84,16 +98,18 @@ Series = tuple[list[float], list[float], list[float], list[float]]
 """x (offered load), mean, and how far the 95% CI reaches below and above the mean."""
 
 
-def _series(summary: dict[str, Any], arm: str, cls: str, key: str) -> Series:
+def _series(summary: Summary, arm: str, cls: str, key: str) -> Series:
     """One figure over an arm's stages: x, mean and the CI's reach below and above it (0 without one)."""
     xs, means, below, above = [], [], [], []
-    for stage in (summary.get("arms") or {}).get(arm, {}).get("stages") or []:
-        fig = (stage.get("classes") or {}).get(cls, {}).get(key)
+    figures = summary.arms.get(arm)
+    for stage in figures.stages if figures else []:
+        of_class = stage.classes.get(cls)
+        fig = FIGURES[key](of_class) if of_class is not None else None
         load = _load(stage).get(cls)
-        if not fig or fig.get("mean") is None or load is None:
+        if fig is None or fig.mean is None or load is None:
             continue
         xs.append(float(load))
-        means.append(float(fig["mean"]))
+        means.append(fig.mean)
         down, up = error_bars(fig)
         below.append(down)
         above.append(up)
@@ -104,18 +120,16 @@ def _dodge(xs: list[float], rank: int, n_arms: int, span: float) -> list[float]:
     return [x + (rank - (n_arms - 1) / 2) * _DODGE * span for x in xs]
 
 
-def _x_span(summary: dict[str, Any], cls: str) -> float:
-    loads = [float(_load(s)[cls]) for f in (summary.get("arms") or {}).values()
-             for s in f.get("stages") or [] if cls in _load(s)]
+def _x_span(summary: Summary, cls: str) -> float:
+    loads = [float(_load(s)[cls]) for s in _stages(summary) if cls in _load(s)]
     if not loads:
         return 1.0
     return (max(loads) - min(loads)) or max(abs(max(loads)), 1.0)
 
 
-def _load_ticks(ax: Axes, summary: dict[str, Any], cls: str) -> None:
+def _load_ticks(ax: Axes, summary: Summary, cls: str) -> None:
     """Ticks at the offered loads themselves: stages are discrete steps, not a continuum."""
-    loads = sorted({float(_load(s)[cls]) for f in (summary.get("arms") or {}).values()
-                    for s in f.get("stages") or [] if cls in _load(s)})
+    loads = sorted({float(_load(s)[cls]) for s in _stages(summary) if cls in _load(s)})
     if 0 < len(loads) <= 12:
         ax.set_xticks(loads, [f"{v:g}" for v in loads])
 
@@ -134,14 +148,14 @@ def _slo_line(ax: Axes, value: float, label: str, colour: str = SLO_COLOUR) -> N
                 textcoords="offset points", ha="right", va="bottom", color=colour, fontsize=8.5)
 
 
-def _boundaries(ax: Axes, cls: str, comparison: Comparison | None, styles: dict[str, ArmStyle]) -> list[str]:
+def _boundaries(ax: Axes, cls: str, comparison: Comparison, styles: dict[str, ArmStyle]) -> list[str]:
     """Dotted vertical lines at each arm's boundary load for this class; the arms that have one."""
     marked: list[str] = []
-    if comparison is None:
+    if not compared(comparison):
         return marked
     for arm, comp in comparison.arms.items():
         b = comp.boundary
-        if b is None or b.status != "reached" or cls not in b.offered or arm not in styles:
+        if b.status != "reached" or cls not in b.offered or arm not in styles:
             continue
         ax.axvline(b.offered[cls], color=styles[arm].colour, linestyle=":", linewidth=1.6)
         ax.annotate(f"boundary {arm}", xy=(b.offered[cls], 1.0), xycoords=("data", "axes fraction"),
@@ -151,8 +165,8 @@ def _boundaries(ax: Axes, cls: str, comparison: Comparison | None, styles: dict[
     return marked
 
 
-def _metric_panel(ax: Axes, summary: dict[str, Any], cls: str, key: str, styles: dict[str, ArmStyle],
-                  marks: DataMarks, comparison: Comparison | None) -> bool:
+def _metric_panel(ax: Axes, summary: Summary, cls: str, key: str, styles: dict[str, ArmStyle],
+                  marks: DataMarks, comparison: Comparison) -> bool:
     """Draw one figure vs load, one line per arm, on a log y axis; False when there is nothing to draw."""
     label, slo_key = METRIC_LABELS[key]
     span = _x_span(summary, cls)
@@ -176,7 +190,7 @@ def _metric_panel(ax: Axes, summary: dict[str, Any], cls: str, key: str, styles:
     if not lows:
         ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center", color="#888888")
         return False
-    slo = ((summary.get("slo") or {}).get(cls) or {}).get(slo_key) if slo_key else None
+    slo = (summary.slo.get(cls) or {}).get(slo_key) if slo_key else None
     top = max([*highs, slo or 0.0])
     _log_y(ax, min(lows) / 1.6, top * 1.8)
     if slo:
@@ -201,7 +215,7 @@ def _legend(fig: Figure, axes: list[Axes]) -> None:
                    ncols=min(len(labels), 6))
 
 
-def latency_plot(summary: dict[str, Any], cls: str, styles: dict[str, ArmStyle], comparison: Comparison | None,
+def latency_plot(summary: Summary, cls: str, styles: dict[str, ArmStyle], comparison: Comparison,
                  keys: tuple[str, str] = ("latency_p50_ms", "latency_p95_ms"), plot_id: str | None = None,
                  title: str | None = None) -> Plot:
     """Two figures of one class against offered load, side by side (P50 and P95 by default)."""
@@ -214,9 +228,8 @@ def latency_plot(summary: dict[str, Any], cls: str, styles: dict[str, ArmStyle],
             _metric_panel(ax, summary, cls, key, styles, marks, comparison)
         _legend(fig, axes)
         svg = figure_svg(fig, plot_id)
-    has_boundary = comparison is not None and any(
-        (a.boundary is not None and a.boundary.status == "reached" and cls in a.boundary.offered)
-        for a in comparison.arms.values())
+    has_boundary = compared(comparison) and any(
+        a.boundary.status == "reached" and cls in a.boundary.offered for a in comparison.arms.values())
     caption = (f"How {cls} latency grows with its offered load, per arm (mean over repeats; bars: 95% CI). "
                "Read the P95 panel against the dashed SLO line: the arm whose line crosses it first degrades first.")
     if has_boundary:
@@ -224,7 +237,7 @@ def latency_plot(summary: dict[str, Any], cls: str, styles: dict[str, ArmStyle],
     return Plot(plot_id, title or f"{cls}: latency vs offered load", svg, caption)
 
 
-def streaming_plot(summary: dict[str, Any], styles: dict[str, ArmStyle], comparison: Comparison | None) -> Plot:
+def streaming_plot(summary: Summary, styles: dict[str, ArmStyle], comparison: Comparison) -> Plot:
     """LLM time to first token and time per output token (P95) against offered load."""
     plot = latency_plot(summary, "llm", styles, comparison, keys=("ttft_p95_ms", "tpot_p95_ms"),
                         plot_id="llm-streaming", title="llm: TTFT P95 and TPOT P95 vs offered load")
@@ -234,7 +247,7 @@ def streaming_plot(summary: dict[str, Any], styles: dict[str, ArmStyle], compari
     return Plot(plot.id, plot.title, plot.svg, caption)
 
 
-def throughput_plot(summary: dict[str, Any], styles: dict[str, ArmStyle]) -> Plot | None:
+def throughput_plot(summary: Summary, styles: dict[str, ArmStyle]) -> Plot | None:
     """Each class's throughput divided by the control's at the same stage, one panel per class."""
     classes = classes_of(summary)
     sharing = {arm: st for arm, st in styles.items() if not st.is_control}
@@ -247,7 +260,7 @@ def throughput_plot(summary: dict[str, Any], styles: dict[str, ArmStyle]) -> Plo
         for ax, cls in zip(axes, classes, strict=True):
             span = _x_span(summary, cls)
             ax.axhline(1.0, color="#222222", linestyle="--", linewidth=1.0)
-            ax.annotate(f"control ({summary.get('control')}) = 1", xy=(1.0, 1.0), xycoords=("axes fraction", "data"),
+            ax.annotate(f"control ({summary.control}) = 1", xy=(1.0, 1.0), xycoords=("axes fraction", "data"),
                         xytext=(-4, 3), textcoords="offset points", ha="right", va="bottom", fontsize=8.5)
             values = [1.0]
             for rank, (arm, st) in enumerate(sharing.items()):
@@ -274,20 +287,24 @@ def throughput_plot(summary: dict[str, Any], styles: dict[str, ArmStyle]) -> Plo
     return Plot("throughput", "Normalised throughput per class vs offered load", svg, caption)
 
 
-_FAIRNESS_PANELS: tuple[tuple[str, str, str, str], ...] = (
-    ("fairness", "fairness", "Jain's index over classes", "1 = equal shares"),
-    ("consolidation_gain", "consolidation gain", "sum of normalised throughputs", "{n} = each as fast as alone"),
-    ("goodput_per_device_ratio", "goodput per device", "arm / control", "control = 1"),
+StageFigure = Callable[[StageComparison], Spread | None]
+
+_FAIRNESS_PANELS: tuple[tuple[str, StageFigure, str, str, str], ...] = (
+    ("fairness", lambda s: s.fairness, "fairness", "Jain's index over classes", "1 = equal shares"),
+    ("consolidation_gain", lambda s: s.consolidation_gain, "consolidation gain", "sum of normalised throughputs",
+     "{n} = each as fast as alone"),
+    ("goodput_per_device_ratio", lambda s: s.goodput_per_device_ratio, "goodput per device", "arm / control",
+     "control = 1"),
 )
 
 
-def fairness_plot(comparison: Comparison | None, styles: dict[str, ArmStyle], stage_names: list[str]) -> Plot | None:
+def fairness_plot(comparison: Comparison, styles: dict[str, ArmStyle], stage_names: list[str]) -> Plot | None:
     """Fairness, consolidation gain and goodput per device of each sharing arm, per stage."""
-    if comparison is None:
+    if not compared(comparison):
         return None
     arms = {name: comp for name, comp in comparison.arms.items() if not comp.is_control and name in styles}
     panels = [p for p in _FAIRNESS_PANELS
-              if any(getattr(s, p[0]) is not None for comp in arms.values() for s in comp.stages)]
+              if any(p[1](s) is not None for comp in arms.values() for s in comp.stages)]
     if not panels:
         return None
     n_classes = max((len(s.classes) or len(s.offered) for c in arms.values() for s in c.stages), default=1)
@@ -295,20 +312,20 @@ def fairness_plot(comparison: Comparison | None, styles: dict[str, ArmStyle], st
     with style():
         fig = new_figure(HEIGHT_IN)
         axes = grid(fig, 1, len(panels), LAYOUT)
-        for ax, (key, title, label, ref_label) in zip(axes, panels, strict=True):
+        for ax, (key, figure, title, label, ref_label) in zip(axes, panels, strict=True):
             ref = float(n_classes) if key == "consolidation_gain" else 1.0
             ax.axhline(ref, color="#222222", linestyle="--", linewidth=1.0)
             ax.annotate(ref_label.format(n=n_classes), xy=(1.0, ref), xycoords=("axes fraction", "data"),
                         xytext=(-4, 3), textcoords="offset points", ha="right", va="bottom", fontsize=8.5)
             for rank, (arm, comp) in enumerate(arms.items()):
-                pts = [(s.index, f) for s in comp.stages if (f := getattr(s, key)) and f.get("mean") is not None]
+                pts = [(s.index, f.mean, f) for s in comp.stages if (f := figure(s)) is not None and f.mean is not None]
                 if not pts:
                     continue
-                xs = [i + (rank - (len(arms) - 1) / 2) * 0.04 for i, _ in pts]
+                xs = [i + (rank - (len(arms) - 1) / 2) * 0.04 for i, _, _ in pts]
                 st = styles[arm]
-                bars = [error_bars(f) for _, f in pts]
+                bars = [error_bars(f) for _, _, f in pts]
                 yerr = [[d for d, _ in bars], [u for _, u in bars]]
-                marks.tag(ax.errorbar(xs, [f["mean"] for _, f in pts], yerr=yerr, color=st.colour, marker=st.marker,
+                marks.tag(ax.errorbar(xs, [mean for _, mean, _ in pts], yerr=yerr, color=st.colour, marker=st.marker,
                                       markersize=5, linewidth=1.6, capsize=3, label=arm))
             if key == "fairness":
                 ax.set_ylim(0.0, 1.1)

@@ -6,13 +6,12 @@ differences (host, devices, driver, arms) head the page, since they are what is 
 
 from __future__ import annotations
 
-from typing import Any
-
 from bench_plugin.comparability import Campaign, Difference
+from bench_plugin.results.summary import Spread
 
 
-def _mean(fig: dict[str, Any] | None) -> float | None:
-    return None if not fig else fig.get("mean")
+def _mean(fig: Spread | None) -> float | None:
+    return None if fig is None else fig.mean
 
 
 def _cell(value: float | None, digits: int = 1) -> str:
@@ -25,16 +24,16 @@ def _ratio(a: float | None, b: float | None) -> str:
 
 def _rows(a: Campaign, b: Campaign, arm: str) -> list[str]:
     rows = []
-    stages_a = a.summary["arms"][arm]["stages"]
-    stages_b = b.summary["arms"][arm]["stages"]
+    stages_a = a.summary.arms[arm].stages
+    stages_b = b.summary.arms[arm].stages
     for stage_a, stage_b in zip(stages_a, stages_b, strict=False):
-        for name, fig_a in stage_a["classes"].items():
-            fig_b = stage_b["classes"].get(name)
+        for name, fig_a in stage_a.classes.items():
+            fig_b = stage_b.classes.get(name)
             if fig_b is None:
                 continue
-            thr_a, thr_b = _mean(fig_a["throughput_rps"]), _mean(fig_b["throughput_rps"])
-            p95_a, p95_b = _mean(fig_a["latency_p95_ms"]), _mean(fig_b["latency_p95_ms"])
-            rows.append(f"| {arm} | {stage_a['index']} | {name} | {_cell(thr_a, 2)} | {_cell(thr_b, 2)} "
+            thr_a, thr_b = _mean(fig_a.throughput_rps), _mean(fig_b.throughput_rps)
+            p95_a, p95_b = _mean(fig_a.latency_p95_ms), _mean(fig_b.latency_p95_ms)
+            rows.append(f"| {arm} | {stage_a.index} | {name} | {_cell(thr_a, 2)} | {_cell(thr_b, 2)} "
                         f"| {_ratio(thr_a, thr_b)} | {_cell(p95_a)} | {_cell(p95_b)} | {_ratio(p95_a, p95_b)} |")
     return rows
 
@@ -54,10 +53,10 @@ def render_side_by_side(a: Campaign, b: Campaign, context: list[Difference]) -> 
         "| arm | stage | class | thr. A req/s | thr. B req/s | B/A | P95 A ms | P95 B ms | B/A |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    shared = [arm for arm in a.summary["arms"] if arm in b.summary["arms"]]
+    shared = [arm for arm in a.summary.arms if arm in b.summary.arms]
     for arm in shared:
         lines += _rows(a, b, arm)
-    only = sorted(set(a.summary["arms"]) ^ set(b.summary["arms"]))
+    only = sorted(set(a.summary.arms) ^ set(b.summary.arms))
     if only:
         lines += ["", f"Arms in only one campaign (not compared): {', '.join(only)}"]
     return "\n".join(lines) + "\n"

@@ -17,8 +17,8 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bench_plugin.report.store import SampledFigures, StageRecord, TrialRecord, read_stage_series, telemetry_figures
 from bench_plugin.report.tables import esc, table
+from bench_plugin.results.store import SampledFigures, StageRecord, TrialRecord, read_stage_series, telemetry_figures
 from bench_plugin.telemetry.fields import FIELDS, PROFILING_FIELDS
 from bench_plugin.telemetry.stage_series import summarise
 

@@ -15,7 +15,8 @@ import shlex
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from bench_plugin.report.store import FailureGroup, TrialRecord
+from bench_plugin.results.store import FailureGroup, StageRecord, TrialRecord
+from bench_plugin.results.summary import Summary
 
 
 class Raw(str):
@@ -79,8 +80,8 @@ def errors_table(trials: Sequence[TrialRecord], failures: Sequence[FailureGroup]
                   "reason / example message"], rows, "errors")
 
 
-def _stage_name(stage: Any, index: int) -> str:
-    name = getattr(stage, "name", None)
+def _stage_name(stage: StageRecord | None, index: int) -> str:
+    name = stage.name if stage is not None else None
     return f"{index} {name}" if name else str(index)
 
 
@@ -88,21 +89,21 @@ def _kv(pairs: Iterable[tuple[str, Any]]) -> str:
     return table(["", ""], [[Raw(f"<b>{esc(k)}</b>"), v] for k, v in pairs], "kv")
 
 
-def conditions_section(summary: dict[str, Any], meta: dict[str, Any], trials: Sequence[TrialRecord]) -> str:
+def conditions_section(summary: Summary, meta: dict[str, Any], trials: Sequence[TrialRecord]) -> str:
     """Everything needed to rerun the campaign, as HTML."""
-    scenario = summary.get("scenario") or {}
-    cond = summary.get("conditions") or meta.get("conditions") or {}
-    status = summary.get("status") or {}
+    scenario = summary.scenario
+    cond = summary.conditions or meta.get("conditions") or {}
+    status = summary.status
     command = cond.get("command")
     shown = {"backend", "command", "host", "platform", "python", "packages", "source_revision"}
     parts = [
         "<h3>Campaign</h3>",
         _kv([
-            ("scenario", scenario.get("name")), ("scenario file", code(scenario.get("path"))),
-            ("scenario sha256", code(scenario.get("sha256"))),
-            ("overrides", {k: v for k, v in (summary.get("overrides") or {}).items() if v is not None} or "none"),
-            ("started", when(meta.get("started_s"))), ("ended", when(status.get("ended_s"))),
-            ("status", f"{status.get('status')}" + (f" ({status['reason']})" if status.get("reason") else "")),
+            ("scenario", scenario.name), ("scenario file", code(scenario.path)),
+            ("scenario sha256", code(scenario.sha256)),
+            ("overrides", {k: v for k, v in (summary.overrides or {}).items() if v is not None} or "none"),
+            ("started", when(meta.get("started_s"))), ("ended", when(status.ended_s)),
+            ("status", f"{status.status}" + (f" ({status.reason})" if status.reason else "")),
             ("command line", code(shlex.join(command) if isinstance(command, list) else command)),
             ("source revision", code(cond.get("source_revision"))),
             ("host", cond.get("host")), ("platform", cond.get("platform")), ("python", cond.get("python")),
@@ -111,12 +112,12 @@ def conditions_section(summary: dict[str, Any], meta: dict[str, Any], trials: Se
         "<h3>Request sets</h3>",
         table(["class", "requests", "sha256", "source"],
               [[name, rs.get("count"), code(rs.get("sha256")), rs.get("source")]
-               for name, rs in (summary.get("request_sets") or {}).items()]),
+               for name, rs in (summary.request_sets or {}).items()]),
         _backend(cond.get("backend") or {}),
         "<h3>Package versions</h3>",
         table(["package", "version"], sorted((cond.get("packages") or {}).items())),
         "<h3>Arms</h3>",
-        _arms(trials, summary.get("control")),
+        _arms(trials, summary.control),
         "<h3>Servers (each trial's command lines)</h3>",
         _servers(trials),
     ]

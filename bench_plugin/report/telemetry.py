@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from matplotlib.axes import Axes
 
 from bench_plugin.report.figures import DataMarks, class_colour
-from bench_plugin.report.store import TelemetrySeries, TrialRecord
+from bench_plugin.results.store import TelemetrySeries, TrialRecord
 
 _DEVICE_COLOURS = ("#333333", "#e6550d", "#3182bd", "#31a354", "#756bb1", "#636363")
 

@@ -39,8 +39,8 @@ from bench_plugin.report.figures import (
     new_figure,
     style,
 )
-from bench_plugin.report.store import ClassRequests, TelemetrySeries, TrialRecord
 from bench_plugin.report.telemetry import draw_panel, panels_with_data, process_names
+from bench_plugin.results.store import ClassRequests, TelemetrySeries, TrialRecord
 
 TICK_RESOLUTION = 5000
 """Failed-request ticks closer than 1/TICK_RESOLUTION of the trial are drawn once: below a pixel apart
@@ -48,6 +48,9 @@ at page width, so every failed request still has its tick while a storm of timeo
 
 LAYOUT = Layout(left=1.5, right=2.55, top=0.3, bottom=0.55, hgap=0.4)
 """Wide left margin for the per-class row labels, right margin for each panel's legend."""
+
+SLOs = dict[str, dict[str, float | None] | None]
+"""Class -> its SLOs (``p95_ms``...), as in the summary (results.summary.Summary.slo)."""
 
 _APPLIED: dict[str, Any] = {"color": "#555555", "linestyle": "-.", "linewidth": 1.0}
 _RIGHT: dict[str, Any] = {"loc": "center left", "bbox_to_anchor": (1.005, 0.5), "frameon": False}
@@ -166,7 +169,7 @@ def _error_panel(ax: Axes, requests: dict[str, ClassRequests], t0: float, span: 
     ax.set_title("failed requests (one tick each, at the intended send time)", loc="left")
 
 
-def _latency_panel(ax: Axes, requests: dict[str, ClassRequests], t0: float, slo: dict[str, Any],
+def _latency_panel(ax: Axes, requests: dict[str, ClassRequests], t0: float, slo: SLOs,
                    classes: list[str], marks: DataMarks) -> None:
     values = []
     for cls in classes:
@@ -199,8 +202,8 @@ def _latency_panel(ax: Axes, requests: dict[str, ClassRequests], t0: float, slo:
 
 
 def timeline_plot(trial: TrialRecord, requests: dict[str, ClassRequests], telemetry: Sequence[TelemetrySeries],
-                  slo: dict[str, Any]) -> Plot:
-    """The trial's timeline figure (see the module docstring for its panels)."""
+                  slo: SLOs) -> Plot:
+    """The trial's timeline figure (see the module docstring for its panels); ``slo`` is Summary.slo."""
     plot_id = f"timeline-trial-{trial.id}"
     times = [t for st in trial.stages for t in (st.started_s, st.ended_s) if t is not None]
     times += [t for seg in trial.segments for t in (seg.applied_s, seg.released_s) if t is not None]

@@ -18,7 +18,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from bench_plugin.recorder import Recorder
+from bench_plugin.results.recorder import Recorder
 from bench_plugin.sharing.base import Placement
 from bench_plugin.telemetry import fields as F
 from bench_plugin.telemetry.dcgm import DcgmScraper

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bench_plugin.analysis.objectives import ClassObjectives
-from bench_plugin.analysis.records import ClassStats, StageSummary, TrialSummary
+from bench_plugin.results.summary import ClassStats, StageSummary, TrialSummary
 from bench_plugin.scenario import Slo
 
 

@@ -8,7 +8,7 @@ import pytest
 from analysis_builders import objectives, stage, stats, trial
 
 from bench_plugin.analysis.boundary import BELOW, NOT_REACHED, REACHED, arm_boundary, load_order, repeat_boundary
-from bench_plugin.analysis.records import TrialSummary
+from bench_plugin.results.summary import TrialSummary
 
 OBJ = objectives(p95=1000.0, budget=0.01)
 

@@ -77,7 +77,7 @@ def test_one_repeat_is_never_significant_and_says_so() -> None:
     s = stage_contention(0, two_classes("b", 1, 5.0, 5.0), two_classes("a", 1, 10.0, 10.0), OBJ)
     fig = s.classes["llm"].normalised_throughput
     assert fig and fig.mean == pytest.approx(0.5)
-    assert (fig.significant, fig.call, fig.note) == (False, NO_DIFFERENCE, ONE_REPEAT)
+    assert (fig.significant, fig.call, fig.reason) == (False, NO_DIFFERENCE, ONE_REPEAT)
 
 
 def test_the_control_gets_its_own_figures_and_no_ratios() -> None:
@@ -150,7 +150,7 @@ def test_ratio_figures_are_geometric_and_the_loss_follows_from_them() -> None:
     assert s.consolidation_gain.spread.kind == RATIO and s.consolidation_gain.no_change == 2.0
     assert s.consolidation_gain.mean == pytest.approx(math.sqrt(1.5 * 3.0))
     assert s.goodput_per_device_ratio.spread.kind == RATIO
-    d = norm.to_dict()
+    d = norm.model_dump(mode="json")
     assert (d["kind"], d["ci95"], d["n"], d["call"]) == ("ratio", None, 2, NO_DIFFERENCE)
     assert 0 < d["lo"] < 1 < d["hi"]
     assert describe(norm).startswith("1.00x (geometric mean of 2 repeats, 95% CI [0.00")
@@ -161,9 +161,10 @@ def test_a_zero_ratio_is_left_out_of_the_geometric_mean_with_a_note() -> None:
     arm = [*two_classes("b", 1, 0.0, 10.0), *two_classes("b", 2, 5.0, 10.0), *two_classes("b", 3, 5.0, 10.0)]
     fig = stage_contention(0, arm, control, OBJ).classes["llm"].normalised_throughput
     assert fig and fig.spread.values == [0.5, 0.5] and fig.spread.excluded == (0.0,)
-    assert fig.to_dict()["note"] == "1 of 3 repeats left out (a geometric mean needs positive ratios): 0 not positive"
+    assert fig.model_dump(mode="json")["note"] == ("1 of 3 repeats left out (a geometric mean needs positive ratios): "
+                                                   "0 not positive")
     assert "1 of 3 repeats left out" in describe(fig)
     none = ratio_figure([None, None])
-    assert none.mean is None and none.note is None and none.notes == "2 of 2 repeats left out (a geometric mean "\
+    assert none.mean is None and none.reason is None and none.notes == "2 of 2 repeats left out (a geometric mean "\
         "needs positive ratios): 2 missing"
-    assert ratio_figure([]).note == NO_PAIRS
+    assert ratio_figure([]).reason == NO_PAIRS

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from bench_plugin.analysis.gpu import stage_gpu
-from bench_plugin.analysis.summary import build_summary
-from bench_plugin.recorder import Recorder
+from bench_plugin.outputs import summarise
+from bench_plugin.results.recorder import Recorder
 from bench_plugin.telemetry import fields as F
 from bench_plugin.telemetry.rows import TelemetryRow
 
@@ -58,7 +59,7 @@ def test_summary_json_carries_each_stage_s_gpu_figures(tmp_path: Path) -> None:
     rec.event("telemetry", 1, segment=0, processes={"11": "llm", "12": "llm", "21": "embedding"})
     rec.trial_ended(1, "completed")
     rec.close()
-    stages = build_summary(tmp_path / "results.sqlite")["trials"][0]["stages"]
+    stages = json.loads(summarise(tmp_path).to_json())["trials"][0]["stages"]
     assert [s["gpu"]["devices"]["cuda:0"]["util_pct"]["points"] for s in stages] == [5, 6]
     assert stages[1]["gpu"]["classes"]["llm"]["vram_mib"] == {"mean": pytest.approx(302.5), "peak": 305.0,
                                                               "points": 6}

@@ -7,7 +7,6 @@ import pytest
 from scipy.stats import binom, lognorm
 
 from bench_plugin.analysis.intervals import (
-    PercentileInterval,
     duration_needed_s,
     intervals,
     order_ranks,
@@ -95,8 +94,7 @@ def test_samples_needed_at_95_percent() -> None:
 
 def test_empty_input_has_no_estimate() -> None:
     interval = percentile_interval([], 0.95)
-    assert interval == PercentileInterval(0.95, 0, None, None, None, False, 0.95)
-    assert interval.to_dict() == {"q": 0.95, "n": 0, "estimate": None, "lo": None, "hi": None, "bounded": False,
+    assert interval.model_dump() == {"q": 0.95, "n": 0, "estimate": None, "lo": None, "hi": None, "bounded": False,
                                   "confidence": 0.95}
 
 

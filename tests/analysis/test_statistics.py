@@ -103,14 +103,14 @@ def test_identical_ratios_keep_their_exact_value_and_a_zero_width_interval() -> 
 
 def test_every_spread_says_its_kind_and_interval_in_json() -> None:
     s = spread([10.0, 12.0, 14.0])
-    value = s.to_dict()
-    assert list(value) == ["kind", "mean", "ci95", "lo", "hi", "n", "values", "note"]
+    value = s.model_dump(mode="json")
+    assert list(value) == ["kind", "mean", "ci95", "lo", "hi", "values", "note", "n"]  # not "excluded"
     assert s.ci95 is not None and value["kind"] == VALUE
     assert (value["lo"], value["hi"]) == (pytest.approx(12.0 - s.ci95), pytest.approx(12.0 + s.ci95))
-    assert spread([1.0, 2.0], DIFFERENCE).to_dict()["kind"] == DIFFERENCE
-    ratio = ratio_spread([2.0, 8.0]).to_dict()
+    assert spread([1.0, 2.0], DIFFERENCE).model_dump()["kind"] == DIFFERENCE
+    ratio = ratio_spread([2.0, 8.0]).model_dump(mode="json")
     assert ratio["kind"] == RATIO and ratio["ci95"] is None and ratio["n"] == 2
-    assert spread([5.0]).to_dict()["lo"] is None
+    assert spread([5.0]).model_dump()["lo"] is None
 
 
 def test_complement_turns_the_ratio_interval_over() -> None:

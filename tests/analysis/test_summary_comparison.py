@@ -8,14 +8,15 @@ shared arm runs both at once on cuda:0 (one device), two identical repeats each.
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bench_plugin.analysis.summary import build_summary, devices_charged
-from bench_plugin.recorder import Recorder
+from bench_plugin.analysis.summary import devices_charged
+from bench_plugin.outputs import summarise
+from bench_plugin.results.recorder import Recorder
+from bench_plugin.results.store import open_store, read_trials
 from bench_plugin.samples import Sample
 
 SCENARIO = {
@@ -80,7 +81,7 @@ def summary(tmp_path: Path) -> dict[str, Any]:
             position += 1
     rec.set_meta("status", {"status": "completed", "reason": None})
     rec.close()
-    out = build_summary(tmp_path / "results.sqlite")
+    out = json.loads(summarise(tmp_path).to_json())
     json.dumps(out, allow_nan=False)  # strict JSON: no NaN or Infinity anywhere
     return out
 
@@ -148,9 +149,9 @@ def test_the_control_carries_only_its_own_figures(summary: dict[str, Any]) -> No
     assert control["is_control"] is True and control["verdict"] is None
     assert control["devices_charged"]["values"] == [2.0, 2.0]
     s = control["stages"][0]
-    assert "verdict" not in s and "goodput_per_device_ratio" not in s
-    assert set(s["classes"]["llm"]) == {"slo_attainment", "goodput_rps", "meets_slo", "within_error_budget",
-                                        "breaches"}
+    assert s["verdict"] is None and s["goodput_per_device_ratio"] is None and s["reasons"] == []
+    assert {k for k, v in s["classes"]["llm"].items() if v is not None} == {
+        "slo_attainment", "goodput_rps", "meets_slo", "within_error_budget", "breaches"}
     assert s["goodput_per_device"]["mean"] == pytest.approx(1.5)
     assert control["boundary"]["status"] == "not reached"
 
@@ -162,10 +163,11 @@ def test_mig_slices_of_one_gpu_are_charged_once_and_unnamed_devices_as_one(tmp_p
         "llm": {"url": "u", "device": "MIG-a", "gpu": "cuda:0"}, "embedding": {"url": "u", "device": "MIG-b",
                                                                                 "gpu": "cuda:0"},
         "asr": {"url": "u", "device": "cuda:1"}})
+    rec.trial_started(1)
     rec.add_trial(2, 1, "manual", 1, {"name": "manual"})
+    rec.trial_started(2)
     rec.segment_applied(2, 0, ["llm", "asr"], {"llm": {"url": "u"}, "asr": {"url": "v"}})
     rec.close()
-    db = sqlite3.connect(tmp_path / "r.sqlite")
-    db.row_factory = sqlite3.Row
-    assert (devices_charged(db, 1), devices_charged(db, 2)) == (2, 1)
-    db.close()
+    with open_store(tmp_path / "r.sqlite") as db:
+        trials = {t.id: t for t in read_trials(db)}
+    assert (devices_charged(trials[1]), devices_charged(trials[2])) == (2, 1)

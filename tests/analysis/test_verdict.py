@@ -7,7 +7,6 @@ from analysis_builders import objectives, stage, stats, trial
 from bench_plugin.analysis.capacity import ArmCapacity, RepeatCapacity, capacity_text
 from bench_plugin.analysis.comparison import build_comparison
 from bench_plugin.analysis.contention import stage_contention
-from bench_plugin.analysis.records import TrialSummary
 from bench_plugin.analysis.significance import ratio_figure
 from bench_plugin.analysis.statistics import spread
 from bench_plugin.analysis.verdict import (
@@ -20,6 +19,7 @@ from bench_plugin.analysis.verdict import (
     is_inconclusive,
     stage_verdict,
 )
+from bench_plugin.results.summary import TrialSummary
 
 OBJ = objectives(p95=1000.0, budget=0.05)
 NOISE = (0.0, 0.1, -0.1)
@@ -126,7 +126,7 @@ def test_overall_worth_it_up_to_a_stage_then_a_trade_off_with_the_numbers_and_co
         t.placement = {"llm": {"device": "cuda:0"}, "embedding": {"device": "cuda:0"}}
     comparison = build_comparison([*control, *shared], SCENARIO, CONDITIONS, OBJ)
     result = comparison.arms["shared"]
-    assert [s.verdict.call for s in result.stages if s.verdict] == [WORTH_IT, WORTH_IT, TRADE_OFF]
+    assert [s.verdict for s in result.stages if s.verdict] == [WORTH_IT, WORTH_IT, TRADE_OFF]
     v = result.verdict
     assert v is not None and v.call == WORTH_IT and v.worth_it_up_to_stage == 1
     assert v.text.startswith("shared against exclusive: worth it up to stage 1 (llm 2 req/s, embedding 4 req/s): "
@@ -161,7 +161,7 @@ def test_a_one_repeat_campaign_is_inconclusive_overall_with_its_reasons() -> Non
     shared = arm("shared", 9.0, 400.0, 1, repeats=1, stages=3)
     comparison = build_comparison([*control, *shared], SCENARIO, CONDITIONS, OBJ)
     result = comparison.arms["shared"]
-    assert [s.verdict.call for s in result.stages if s.verdict] == [inconclusive(1)] * 3
+    assert [s.verdict for s in result.stages if s.verdict] == [inconclusive(1)] * 3
     v = result.verdict
     assert v is not None and v.call == "inconclusive (1 repeat)" and v.worth_it_up_to_stage is None
     assert v.text.startswith("shared against exclusive: inconclusive (1 repeat) at stages 0-2 (llm 1 req/s, "
@@ -177,7 +177,7 @@ def test_enough_repeats_at_one_stage_decide_the_arm_over_an_inconclusive_one() -
     for t in shared[1:]:
         t.stages[1].status = "interrupted"  # stage 1 measured in repeat 1 only
     result = build_comparison([*control, *shared], SCENARIO, CONDITIONS, OBJ).arms["shared"]
-    assert [s.verdict.call for s in result.stages if s.verdict] == [LOSS, inconclusive(1)]
+    assert [s.verdict for s in result.stages if s.verdict] == [LOSS, inconclusive(1)]
     assert result.verdict is not None and result.verdict.call == LOSS
     assert "; inconclusive (1 repeat) above, at stage 1" in result.verdict.text
 

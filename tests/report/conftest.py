@@ -4,9 +4,10 @@
 one class per segment, a shared arm with all classes in one segment, two repeats, three stages), with
 the awkward parts a real run can have but a short CPU campaign rarely shows: timeouts, a stage rolled
 back with the next one skipped, a stage interrupted, and GPU telemetry. The times are fixed so the
-pictures are the same at every run. summary.json comes from bench_plugin.analysis.summary; its
-"comparison" section is replaced by a hand-made one in the documented shape (the report must not
-depend on the analysis's current numbers), kept as the analysis wrote it, or removed.
+pictures are the same at every run. summary.json comes from bench_plugin.outputs.write_summaries
+(the analysis's typed Summary, saved); its "comparison" section is replaced by a hand-made one built
+from the results models (the report must not depend on the analysis's current numbers), kept as the
+analysis wrote it, or emptied (no control arm and no arm to compare: nothing to compare).
 """
 
 from __future__ import annotations
@@ -20,9 +21,22 @@ from typing import Any
 import numpy as np
 import pytest
 
-from bench_plugin.analysis.summary import write_summaries
-from bench_plugin.recorder import Recorder
+from bench_plugin.outputs import write_summaries
+from bench_plugin.results.recorder import Recorder
+from bench_plugin.results.summary import (
+    ArmComparison,
+    Boundary,
+    ClassComparison,
+    Comparison,
+    Conditions,
+    Judged,
+    Spread,
+    StageComparison,
+    Verdict,
+    save_summary,
+)
 from bench_plugin.samples import Sample
+from bench_plugin.scenario.models import Slo
 
 T0 = 1_800_000_000.0
 STAGES = [("low", {"llm": 2.0, "embedding": 4.0, "asr": 1.0}), ("high", {"llm": 4.0, "embedding": 8.0, "asr": 2.0}),
@@ -34,11 +48,16 @@ LOAD_S = 2.5
 CLASSES = ["llm", "embedding", "asr"]
 
 
+def _resolved_slo(name: str) -> dict[str, float | None]:
+    """A class's SLO as the resolved scenario stores it: every objective named, None where it is not set."""
+    return Slo.model_validate(SLO[name]).model_dump()
+
+
 def _meta(rec: Recorder) -> None:
     arms = [{"name": "exclusive", "control": True, "sharing": "exclusive"},
             {"name": "shared", "control": False, "sharing": "time-slicing"}]
     rec.set_meta("scenario", {"name": "synthetic", "path": "scenarios/synthetic.yaml", "sha256": "ab" * 32,
-                              "resolved": {"arms": arms, "classes": {n: {"slo": SLO[n]} for n in CLASSES}}})
+                              "resolved": {"arms": arms, "classes": {n: {"slo": _resolved_slo(n)} for n in CLASSES}}})
     rec.set_meta("overrides", {"arm": None, "repeats": None, "stage_duration": 4})
     rec.set_meta("classes", CLASSES)
     rec.set_meta("request_sets", {n: {"count": 8, "sha256": f"{i}" * 64, "source": f"generated(seed={i})",
@@ -149,7 +168,7 @@ def add_telemetry(path: Path) -> None:
     db = sqlite3.connect(path)
     # The Recorder creates the table (with a trial column too); the five named columns are the contract.
     db.execute("CREATE TABLE IF NOT EXISTS telemetry (t REAL, device TEXT, metric TEXT, value REAL, process TEXT)")
-    rows = []
+    rows: list[tuple[float, str, str, float, str | None]] = []
     for trial, start, end in db.execute("SELECT id, started_s, ended_s FROM trials").fetchall():
         pids = {}
         for placement, in db.execute("SELECT placement FROM segments WHERE trial=?", (trial,)):
@@ -167,50 +186,68 @@ def add_telemetry(path: Path) -> None:
     db.close()
 
 
-def fig(mean: float, ci: float | None = 0.05, n: int = 2, **extra: Any) -> dict[str, Any]:
-    """A value over repeats in summary.json's shape: arithmetic mean ± ci95 = [lo, hi]."""
+def fig(mean: float, ci: float | None = 0.05, n: int = 2) -> Spread:
+    """A value over repeats: arithmetic mean ± ci95 = [lo, hi]."""
     lo, hi = (mean - ci, mean + ci) if ci is not None else (None, None)
-    return {"kind": "value", "mean": mean, "ci95": ci, "lo": lo, "hi": hi, "n": n, "values": [mean] * n,
-            "note": None, **extra}
+    return Spread(kind="value", mean=mean, ci95=ci, lo=lo, hi=hi, values=[mean] * n)
 
 
-def ratio(mean: float, factor: float | None = 1.05, n: int = 2, **extra: Any) -> dict[str, Any]:
-    """A ratio over repeats in summary.json's shape: geometric mean, interval [mean / factor, mean · factor]."""
+def ratio(mean: float, factor: float | None = 1.05, n: int = 2, no_change: float = 1.0,
+          significant: bool = False, call: str = "no significant difference") -> Judged:
+    """A ratio to the control over repeats: geometric mean, interval [mean / factor, mean · factor], and its call."""
     lo, hi = (mean / factor, mean * factor) if factor is not None else (None, None)
-    return {"kind": "ratio", "mean": mean, "ci95": None, "lo": lo, "hi": hi, "n": n, "values": [mean] * n,
-            "note": None, **extra}
+    return Judged(kind="ratio", mean=mean, ci95=None, lo=lo, hi=hi, values=[mean] * n, no_change=no_change,
+                  significant=significant, call=call)
 
 
-def comparison_section() -> dict[str, Any]:
-    """A hand-made "comparison" section in the shape bench_plugin.analysis is going to write."""
-    def stage(index: int, verdict: str, gain: float, gpd: float, reasons: list[str]) -> dict[str, Any]:
-        classes = {n: {"normalised_throughput": ratio(1.0 - 0.1 * index, significant=index > 0,
-                                                      call="lower" if index else "no significant difference"),
-                       "slowdown_p95": ratio(1.5 + index, significant=True, call="higher")} for n in CLASSES}
-        return {"index": index, "offered": STAGES[index][1], "classes": classes, "consolidation_gain": ratio(gain),
-                "fairness": fig(0.98 - 0.1 * index), "goodput_per_device": fig(10.0 - index),
-                "goodput_per_device_ratio": ratio(gpd, significant=True, call="higher" if gpd > 1 else "lower"),
-                "verdict": verdict, "reasons": reasons}
-    return {
-        "control": "exclusive",
-        "arms": {
-            "exclusive": {"sharing": "exclusive", "is_control": True,
-                          "boundary": {"status": "not reached", "text": "every stage met its SLOs",
-                                       "stage_position": fig(2.0), "offered": STAGES[2][1], "limiting": None},
-                          "stages": [], "verdict": {"call": None, "text": "control", "worth_it_up_to_stage": None,
-                                                    "conditions": {}}},
-            "shared": {
-                "sharing": "time-slicing", "is_control": False,
-                "boundary": {"status": "reached", "text": "up to stage 0 (low): llm P95 passes its SLO above it",
-                             "stage_position": fig(0.0), "offered": STAGES[0][1], "limiting": "llm"},
-                "stages": [stage(0, "worth it", 2.9, 2.7, ["goodput per device 2.7x the control"]),
-                           stage(1, "trade-off", 2.4, 1.6, ["llm P95 1.9x the control", "errors 2% > budget 1%"]),
-                           stage(2, "loss", 1.2, 0.6, ["stage rolled back"])],
-                "verdict": {"call": "worth it", "text": "worth it up to stage 0 (low); a trade-off above it",
-                            "worth_it_up_to_stage": 0, "conditions": {"gpu": "NVIDIA H200"}},
-            },
-        },
-    }
+def comparison_section() -> Comparison:
+    """A hand-made "comparison" section, typed as bench_plugin.analysis writes it."""
+    def classes(index: int) -> dict[str, ClassComparison]:
+        return {n: ClassComparison(
+            normalised_throughput=ratio(1.0 - 0.1 * index, significant=index > 0,
+                                        call="lower" if index else "no significant difference"),
+            slowdown_p95=ratio(1.5 + index, significant=True, call="higher"),
+            slo_attainment=fig(1.0 - 0.1 * index), goodput_rps=fig(3.0 - index), meets_slo=index == 0,
+            within_error_budget=index < 2) for n in CLASSES}
+
+    def stage(index: int, verdict: str, gain: float, gpd: float, reasons: list[str]) -> StageComparison:
+        return StageComparison(
+            index=index, offered=STAGES[index][1], repeats=2, paired_repeats=2, classes=classes(index),
+            consolidation_gain=ratio(gain, no_change=float(len(CLASSES))), fairness=fig(0.98 - 0.1 * index),
+            goodput_per_device=fig(10.0 - index), control_goodput_per_device=fig(4.0),
+            goodput_per_device_ratio=ratio(gpd, significant=True, call="higher" if gpd > 1 else "lower"),
+            verdict=verdict, reasons=reasons)
+
+    def control_stage(index: int) -> StageComparison:
+        own = {n: ClassComparison(slo_attainment=fig(1.0), goodput_rps=fig(1.0 + index), meets_slo=True,
+                                  within_error_budget=True) for n in CLASSES}
+        return StageComparison(index=index, offered=STAGES[index][1], repeats=2, classes=own,
+                               goodput_per_device=fig(4.0))
+
+    conditions = Conditions(backend="local", devices=["gpu0 (NVIDIA H200)"], driver="550.54.15",
+                            sharing="time-slicing", control_sharing="exclusive",
+                            load_range={"llm": (2.0, 8.0), "embedding": (4.0, 16.0), "asr": (1.0, 4.0)},
+                            arrival={n: "poisson" for n in CLASSES}, repeats=2)
+    return Comparison(control="exclusive", method={"pairing": "by hand"}, arms={
+        "exclusive": ArmComparison(
+            sharing="exclusive", is_control=True, devices_charged=fig(3.0, None),
+            boundary=Boundary(status="not reached", text="every stage met its SLOs", stage_position=fig(2.0),
+                              offered=STAGES[2][1], limiting=None),
+            stages=[control_stage(i) for i in range(3)]),
+        "shared": ArmComparison(
+            sharing="time-slicing", is_control=False, devices_charged=fig(1.0, None),
+            boundary=Boundary(status="reached", text="up to stage 0 (low): llm P95 passes its SLO above it",
+                              stage_position=fig(0.0), offered=STAGES[0][1], limiting="llm"),
+            stages=[stage(0, "worth it", 2.9, 2.7, ["goodput per device 2.7x the control"]),
+                    stage(1, "trade-off", 2.4, 1.6, ["llm P95 1.9x the control", "errors 2% > budget 1%"]),
+                    stage(2, "loss", 1.2, 0.6, ["stage rolled back"])],
+            verdict=Verdict(call="worth it", text="worth it up to stage 0 (low); a trade-off above it",
+                            worth_it_up_to_stage=0, conditions=conditions)),
+    })
+
+
+NOTHING_TO_COMPARE = Comparison(control=None, method={}, arms={})
+"""A comparison section with no control and no arm: what a report says "not available" for."""
 
 
 MakeCampaign = Callable[..., Path]
@@ -221,7 +258,7 @@ def make_campaign(tmp_path: Path) -> MakeCampaign:
     """Write a synthetic results folder (results.sqlite + summary.json).
 
     ``comparison``: "hand" (comparison_section()), "analysis" (as bench_plugin.analysis wrote it) or None
-    (no comparison section, as in summaries written before the analysis had one).
+    (NOTHING_TO_COMPARE: no control and no arm in the section).
     """
     def make(comparison: str | None = "hand", telemetry: bool = True, interrupted: bool = False,
              name: str = "results") -> Path:
@@ -230,9 +267,9 @@ def make_campaign(tmp_path: Path) -> MakeCampaign:
         build_store(results, telemetry=telemetry, interrupted=interrupted)
         summary = write_summaries(results)
         if comparison == "hand":
-            summary["comparison"] = comparison_section()
+            summary.comparison = comparison_section()
         elif comparison is None:
-            summary.pop("comparison", None)
-        (results / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
+            summary.comparison = NOTHING_TO_COMPARE.model_copy(deep=True)
+        save_summary(summary, results / "summary.json")
         return results
     return make

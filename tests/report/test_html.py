@@ -15,12 +15,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench_plugin.analysis.summary import write_summaries
-from bench_plugin.recorder import Recorder
+from bench_plugin.outputs import write_summaries
 from bench_plugin.report.comparison import NO_COMPARISON
 from bench_plugin.report.html import write_report
 from bench_plugin.report.markdown import render_report
-from bench_plugin.report.store import count_requests, even_indices, open_store, read_requests
+from bench_plugin.results.recorder import Recorder
+from bench_plugin.results.store import count_requests, even_indices, open_store, read_requests
+from bench_plugin.results.summary import load_summary, save_summary
 
 MakeCampaign = Callable[..., Path]  # the make_campaign fixture of this folder's conftest.py
 
@@ -68,8 +69,8 @@ def test_writes_report_html_and_md_and_returns_the_html_path(make_campaign: Make
     path = write_report(results)
     assert path == results / "report.html"
     assert path.read_text(encoding="utf-8").startswith("<!doctype html>")
-    summary = json.loads((results / "summary.json").read_text())
-    title = f"# GPU sharing report: {summary['scenario']['name']}"
+    summary = load_summary(results / "summary.json")
+    title = f"# GPU sharing report: {summary.scenario.name}"
     assert (results / "report.md").read_text(encoding="utf-8").startswith(title)
 
 
@@ -123,11 +124,12 @@ def test_verdict_per_arm_and_boundaries_when_the_comparison_is_there(make_campai
 
 def test_an_inconclusive_verdict_has_its_own_badge_and_colour(make_campaign: MakeCampaign) -> None:
     results = make_campaign()
-    summary = json.loads((results / "summary.json").read_text())
-    shared = summary["comparison"]["arms"]["shared"]
-    shared["verdict"].update(call="inconclusive (1 repeat)", worth_it_up_to_stage=None)
-    shared["stages"][0]["verdict"] = "inconclusive (1 repeat)"
-    (results / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
+    summary = load_summary(results / "summary.json")
+    shared = summary.comparison.arms["shared"]
+    assert shared.verdict is not None
+    shared.verdict = shared.verdict.model_copy(update={"call": "inconclusive (1 repeat)", "worth_it_up_to_stage": None})
+    shared.stages[0].verdict = "inconclusive (1 repeat)"
+    save_summary(summary, results / "summary.json")
     text, _ = parse(write_report(results))
     verdict = text.split('<section id="verdict">')[1].split("</section>")[0]
     assert verdict.count('<span class="badge unsure">inconclusive (1 repeat)</span>') == 2  # the arm and stage 0
@@ -137,13 +139,13 @@ def test_an_inconclusive_verdict_has_its_own_badge_and_colour(make_campaign: Mak
 
 def test_renders_the_comparison_the_analysis_writes(make_campaign: MakeCampaign) -> None:
     results = make_campaign(comparison="analysis")
-    summary = json.loads((results / "summary.json").read_text())
-    assert "comparison" in summary, "bench_plugin.analysis no longer writes a comparison section"
+    summary = load_summary(results / "summary.json")
+    shared = summary.comparison.arms["shared"]
+    assert shared.verdict is not None, "bench_plugin.analysis no longer writes a verdict for a sharing arm"
     text, page = parse(write_report(results))
     verdict = text.split('<section id="verdict">')[1].split("</section>")[0]
-    call = summary["comparison"]["arms"]["shared"]["verdict"]["call"]
-    assert f'">{call}</span>' in verdict
-    boundary = summary["comparison"]["arms"]["shared"]["boundary"]["text"]
+    assert f'">{shared.verdict.call}</span>' in verdict
+    boundary = shared.boundary.text
     assert boundary.split("(")[0].lower() in verdict.lower()  # quoted in the verdict, or on its own
     assert page.figures == [*LOAD_PLOTS, "fairness", *TIMELINES]
     assert "## Verdict" in (results / "report.md").read_text(encoding="utf-8")
@@ -292,7 +294,7 @@ def test_a_million_samples_render_in_seconds(make_campaign: MakeCampaign,
 def test_markdown_written_beside_matches_render_report(make_campaign: MakeCampaign) -> None:
     results = make_campaign()
     write_report(results)
-    summary = json.loads((results / "summary.json").read_text())
+    summary = load_summary(results / "summary.json")
     arms = {"exclusive": {"control": True, "name": "exclusive", "sharing": "exclusive"},
             "shared": {"control": False, "name": "shared", "sharing": "time-slicing"}}
     expected = render_report(summary, started_s=1_800_000_000.0, arm_settings=arms)

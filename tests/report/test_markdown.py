@@ -2,29 +2,28 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from bench_plugin.report.comparison import (
     NO_COMPARISON,
+    compared,
     error_bars,
     interval,
     ratio_text,
-    read_comparison,
     significance_text,
     spread_text,
 )
 from bench_plugin.report.markdown import render_report, render_summary
+from bench_plugin.results.summary import Boundary, Judged, Spread, Summary, load_summary
 
 MakeCampaign = Callable[..., Path]  # the make_campaign fixture of this folder's conftest.py
 
 
-def summary_of(results: Path) -> dict[str, Any]:
-    return dict(json.loads((results / "summary.json").read_text(encoding="utf-8")))
+def summary_of(results: Path) -> Summary:
+    return load_summary(results / "summary.json")
 
 
 def test_verdict_comes_first_then_stages_then_boundaries_then_conditions(make_campaign: MakeCampaign) -> None:
@@ -49,7 +48,7 @@ def test_verdict_comes_first_then_stages_then_boundaries_then_conditions(make_ca
 
 def test_without_a_comparison_it_says_so_and_still_gives_the_figures(make_campaign: MakeCampaign) -> None:
     summary = summary_of(make_campaign(comparison=None))
-    assert read_comparison(summary) is None
+    assert not compared(summary.comparison)
     text = render_report(summary)
     assert text.count(NO_COMPARISON) == 2  # the verdict and the boundary sections
     assert "### Stage 2: offered llm 8 req/s, embedding 16 req/s, asr 4 req/s" in text
@@ -58,17 +57,23 @@ def test_without_a_comparison_it_says_so_and_still_gives_the_figures(make_campai
 
 def test_a_partial_comparison_does_not_break_the_report(make_campaign: MakeCampaign) -> None:
     summary = summary_of(make_campaign())
-    shared = summary["comparison"]["arms"]["shared"]
-    del shared["boundary"], shared["stages"][1]["fairness"], shared["verdict"]["worth_it_up_to_stage"]
-    shared["stages"][0]["classes"]["llm"] = {"slowdown_p95": None}
+    shared = summary.comparison.arms["shared"]
+    assert shared.verdict is not None
+    # What the models let be missing: a boundary never measured (and no sentence for it), a figure, a stage.
+    shared.boundary = Boundary(status="not measured", text="", stage_position=Spread(mean=None, ci95=None, values=[]),
+                               offered={}, limiting=None)
+    shared.stages[1].fairness = None
+    shared.verdict.worth_it_up_to_stage = None
+    shared.stages[0].classes["llm"].slowdown_p95 = None
     text = render_report(summary)
-    assert "| shared | time-slicing | **worth it** | - | - |" in text
-    assert "- **shared**: -" in text
+    assert "| shared | time-slicing | **worth it** | - | not measured |" in text
+    assert "- **shared**: not measured" in text
+    assert "| 1 high | llm 4 req/s, embedding 8 req/s, asr 2 req/s | 1.60x [1.52, 1.68] (higher) | - |" in text
 
 
 def test_pipes_in_reasons_do_not_break_tables(make_campaign: MakeCampaign) -> None:
     summary = summary_of(make_campaign())
-    summary["comparison"]["arms"]["shared"]["stages"][0]["reasons"] = ["a | b"]
+    summary.comparison.arms["shared"].stages[0].reasons = ["a | b"]
     text = render_report(summary)
     assert "a \\| b" in text
 
@@ -80,29 +85,33 @@ def test_summary_md_still_renders_with_a_comparison_section(make_campaign: MakeC
 
 
 def test_a_ratio_shows_its_asymmetric_interval_and_a_value_its_half_width() -> None:
-    ratio = {"kind": "ratio", "mean": 1.71, "ci95": None, "lo": 0.9, "hi": 3.2, "n": 3, "values": [1.0, 1.5, 3.4]}
+    ratio = Spread(kind="ratio", mean=1.71, ci95=None, lo=0.9, hi=3.2, values=[1.0, 1.5, 3.4])
     assert ratio_text(ratio) == "1.71x [0.90, 3.20]"
-    assert significance_text({**ratio, "call": "no significant difference"}, 2, "x") == \
-        "1.71x [0.90, 3.20] (no significant difference)"
+    judged = Judged(**ratio.model_dump(exclude={"n"}), no_change=1.0, significant=False,
+                    call="no significant difference")
+    assert significance_text(judged, 2, "x") == "1.71x [0.90, 3.20] (no significant difference)"
     assert interval(ratio) == (0.9, 3.2) and error_bars(ratio) == (pytest.approx(0.81), pytest.approx(1.49))
-    tiny = {**ratio, "mean": 0.58, "lo": 0.0012, "hi": 57.7}
+    tiny = ratio.model_copy(update={"mean": 0.58, "lo": 0.0012, "hi": 57.7})
     assert ratio_text(tiny) == "0.58x [0.0012, 57.70]"  # a small lower end is never shown as 0.00
-    value = {"kind": "value", "mean": 12.0, "ci95": 4.97, "lo": 7.03, "hi": 16.97, "n": 3, "values": []}
+    value = Spread(kind="value", mean=12.0, ci95=4.97, lo=7.03, hi=16.97, values=[])
     assert spread_text(value, 1, " ms") == "12.0 ± 5.0 ms" and error_bars(value) == (pytest.approx(4.97),) * 2
-    one = {"kind": "ratio", "mean": 1.8, "ci95": None, "lo": None, "hi": None, "n": 1, "values": [1.8]}
+    one = Spread(kind="ratio", mean=1.8, ci95=None, values=[1.8])
     assert ratio_text(one) == "1.80x" and error_bars(one) == (0.0, 0.0)
-    legacy = {"mean": 1.6, "ci95": 0.05, "n": 2, "values": [1.6, 1.6]}  # a summary.json written before kinds
-    assert significance_text({**legacy, "call": "higher"}, 2, "x") == "1.60 ± 0.05x (higher)"
-    assert spread_text(None) == "-" and interval({"mean": None}) is None
+    half_width = Judged(mean=1.6, ci95=0.05, values=[1.6, 1.6], no_change=1.0, significant=True, call="higher")
+    assert significance_text(half_width, 2, "x") == "1.60 ± 0.05x (higher)"  # no ends given: mean ± ci95
+    assert interval(half_width) == (pytest.approx(1.55), pytest.approx(1.65))
+    assert spread_text(None) == "-" and interval(Spread(mean=None, ci95=None, values=[])) is None
 
 
 def test_an_inconclusive_verdict_is_shown_as_such(make_campaign: MakeCampaign) -> None:
     summary = summary_of(make_campaign())
-    shared = summary["comparison"]["arms"]["shared"]
-    shared["verdict"].update(call="inconclusive (1 repeat)", worth_it_up_to_stage=None,
-                             text="shared against exclusive: inconclusive (1 repeat) at stages 0-2")
-    for st in shared["stages"]:
-        st["verdict"] = "inconclusive (1 repeat)"
+    shared = summary.comparison.arms["shared"]
+    assert shared.verdict is not None
+    shared.verdict = shared.verdict.model_copy(update={
+        "call": "inconclusive (1 repeat)", "worth_it_up_to_stage": None,
+        "text": "shared against exclusive: inconclusive (1 repeat) at stages 0-2"})
+    for st in shared.stages:
+        st.verdict = "inconclusive (1 repeat)"
     text = render_report(summary)
     assert "| shared | time-slicing | **inconclusive (1 repeat)** | - |" in text
     assert "shared against exclusive: inconclusive (1 repeat) at stages 0-2" in text
@@ -111,9 +120,12 @@ def test_an_inconclusive_verdict_is_shown_as_such(make_campaign: MakeCampaign) -
 
 def test_the_analysis_writes_ratio_intervals_the_report_shows(make_campaign: MakeCampaign) -> None:
     summary = summary_of(make_campaign(comparison="analysis"))
-    norm = summary["arms"]["shared"]["stages"][0]["classes"]["llm"]["normalised_throughput"]
-    assert norm["kind"] == "ratio" and norm["ci95"] is None and 0 < norm["lo"] <= norm["mean"] <= norm["hi"]
+    norm = summary.arms["shared"].stages[0].classes["llm"].normalised_throughput
+    assert norm is not None and norm.kind == "ratio" and norm.ci95 is None
+    assert norm.lo is not None and norm.hi is not None and norm.mean is not None
+    assert 0 < norm.lo <= norm.mean <= norm.hi
     text = render_summary(summary)
     assert f"| {ratio_text(norm)} |" in text and "geometric means" in text
-    ratio = summary["comparison"]["arms"]["shared"]["stages"][0]["goodput_per_device_ratio"]
-    assert ratio["kind"] == "ratio" and f"| {significance_text(ratio, 2, 'x')} |" in render_report(summary)
+    ratio = summary.comparison.arms["shared"].stages[0].goodput_per_device_ratio
+    assert ratio is not None and ratio.kind == "ratio"
+    assert f"| {significance_text(ratio, 2, 'x')} |" in render_report(summary)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bench_plugin.recorder import Recorder
 from bench_plugin.report.html import write_report
+from bench_plugin.results.recorder import Recorder
 from bench_plugin.telemetry import fields as F
 from bench_plugin.telemetry.rows import TelemetryRow
 

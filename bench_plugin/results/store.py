@@ -1,12 +1,13 @@
-"""What the report reads from results.sqlite beyond summary.json: each trial's own timeline.
+"""Store: results.sqlite's schema and version, and every typed read of it.
 
-summary.json holds the figures; the timeline needs the raw times: when the arm was applied and where
-each class was placed, when each class became ready, when each stage ran and how it ended, every
-request's intended send time and latency, and the GPU telemetry of the trial window when a
-``telemetry`` table exists (columns ``t, device, metric, value, process``), and the per-stage series
-a queried source returned (``stage_series`` and ``stage_series_notes``, where they exist).
+The recorder (recorder.py) writes the store; everything else reads it through this module: the
+analysis (the trials, stages, samples, events and telemetry windows it summarises: ``CampaignReader``)
+and the report (each trial's timeline: when the arm was applied and where each class was placed,
+when each class became ready and warmed up, when each stage ran and how it ended, every request's
+intended send time and latency, and the GPU telemetry of the trial window, plus the per-stage series a
+queried source returned). A store of a version this code does not know is refused with one line.
 
-It must stay fast on a campaign of a million samples, where building a Python tuple per row is
+The report must stay fast on a campaign of a million samples, where building a Python tuple per row is
 what costs (about 3 s per million). So: one query counts every trial's requests per class, then ONE
 query per trial (the ``samples_by_stage`` index starts with ``trial``) returns every failed request
 and only every k-th successful one by insertion order (``rowid % k``, k chosen to leave about twice
@@ -27,10 +28,87 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from bench_plugin.samples import SAMPLE_FIELDS, Sample
 from bench_plugin.scenario import WORKLOAD_CLASSES
 from bench_plugin.telemetry.rows import TelemetryRow
 
 FloatArray = npt.NDArray[np.float64]
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS trials (
+    id INTEGER PRIMARY KEY, position INTEGER NOT NULL, arm TEXT NOT NULL, repeat INTEGER NOT NULL,
+    arm_config TEXT NOT NULL, started_s REAL, ended_s REAL, status TEXT NOT NULL, reason TEXT
+);
+CREATE TABLE IF NOT EXISTS segments (
+    trial INTEGER NOT NULL, segment INTEGER NOT NULL, classes TEXT NOT NULL, placement TEXT,
+    applied_s REAL, ready TEXT, released_s REAL, warmup TEXT, PRIMARY KEY (trial, segment)
+);
+CREATE TABLE IF NOT EXISTS stages (
+    trial INTEGER NOT NULL, segment INTEGER NOT NULL, stage INTEGER NOT NULL, name TEXT,
+    offered TEXT NOT NULL, arrival TEXT NOT NULL, started_s REAL, ended_s REAL, duration_s REAL,
+    status TEXT NOT NULL, reason TEXT, planned_s REAL, arrivals TEXT, generators TEXT, host TEXT,
+    PRIMARY KEY (trial, segment, stage)
+);
+CREATE TABLE IF NOT EXISTS samples (
+    workload TEXT, trial INTEGER, segment INTEGER, stage INTEGER, seq INTEGER, item INTEGER,
+    intended_s REAL, sent_s REAL, end_s REAL, ok INTEGER, first_token_s REAL, error TEXT, detail TEXT,
+    status INTEGER, input_tokens INTEGER, output_tokens INTEGER, inputs INTEGER, audio_s REAL, worker TEXT,
+    slot_wait_s REAL
+);
+CREATE INDEX IF NOT EXISTS samples_by_stage ON samples (trial, segment, stage, workload);
+CREATE TABLE IF NOT EXISTS telemetry (
+    t REAL NOT NULL, device TEXT NOT NULL, metric TEXT NOT NULL, value REAL NOT NULL, process TEXT,
+    trial INTEGER
+);
+CREATE INDEX IF NOT EXISTS telemetry_by_time ON telemetry (t);
+CREATE TABLE IF NOT EXISTS events (
+    t REAL NOT NULL, trial INTEGER, kind TEXT NOT NULL, detail TEXT
+);
+CREATE TABLE IF NOT EXISTS stage_series (
+    trial INTEGER NOT NULL, segment INTEGER NOT NULL, stage INTEGER NOT NULL, source TEXT NOT NULL,
+    workload TEXT NOT NULL, t REAL NOT NULL, device TEXT NOT NULL, metric TEXT NOT NULL, value REAL NOT NULL,
+    process TEXT
+);
+CREATE INDEX IF NOT EXISTS stage_series_by_stage ON stage_series (trial, segment, stage);
+CREATE TABLE IF NOT EXISTS stage_series_notes (
+    trial INTEGER NOT NULL, segment INTEGER NOT NULL, stage INTEGER NOT NULL, source TEXT NOT NULL,
+    note TEXT NOT NULL
+);
+"""
+
+STORE_VERSION = 2
+"""The store version this code writes (meta key ``store_version``). History:
+
+- 1: stores written before the version was kept (no ``store_version``): stages without planned length,
+  arrival counts, self-check or host load, samples without ``slot_wait_s``, segments without warm-up.
+  Read as they are: the missing columns read as unknown.
+- 2: this module's SCHEMA.
+"""
+KNOWN_VERSIONS: tuple[int, ...] = (1, 2)
+"""Store versions this code reads."""
+
+
+class StoreError(Exception):
+    """A results.sqlite this code cannot read (unknown version, not a results store); the message is one line."""
+
+
+def store_version(db: sqlite3.Connection, where: str = "results.sqlite") -> int:
+    """The store's version (1 for stores that predate it); StoreError when it is not one this code reads."""
+    if not has_table(db, "meta"):
+        raise StoreError(f"{where}: not a results store (no meta table)")
+    row = db.execute("SELECT value FROM meta WHERE key='store_version'").fetchone()
+    if row is None:
+        return 1
+    try:
+        version = json.loads(row[0])
+    except json.JSONDecodeError:
+        version = row[0]
+    if version not in KNOWN_VERSIONS:
+        known = ", ".join(str(v) for v in KNOWN_VERSIONS)
+        raise StoreError(f"{where}: store version {version!r} is not one this bench-plugin reads ({known}): "
+                         "read it with the bench-plugin that wrote it")
+    return int(version)
 
 MAX_POINTS = 5000
 """The most successful-request points one latency panel draws (all classes together)."""
@@ -64,6 +142,17 @@ class StageRecord:
     started_s: float | None
     ended_s: float | None
     offered: dict[str, float]
+    arrival: dict[str, str] = field(default_factory=dict)
+    duration_s: float | None = None
+    """How long it ran (ended - started)."""
+    planned_s: float | None = None
+    """How long it was meant to send; None in version-1 stores."""
+    arrivals: dict[str, int | None] = field(default_factory=dict)
+    """Open-loop class -> its seeded arrival count; empty in version-1 stores."""
+    generators: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Load generator -> cpu_s, wall_s, cores while it sent the stage; empty in version-1 stores."""
+    host: dict[str, Any] | None = None
+    """The host's own load over the stage (hostload.HostLoad as a mapping); None in version-1 stores."""
 
 
 @dataclass
@@ -126,6 +215,7 @@ def open_store(path: Path) -> Iterator[sqlite3.Connection]:
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     db.row_factory = sqlite3.Row
     try:
+        store_version(db, str(path))
         yield db
     finally:
         db.close()
@@ -139,6 +229,11 @@ def has_table(db: sqlite3.Connection, name: str) -> bool:
 def read_meta(db: sqlite3.Connection) -> dict[str, Any]:
     """The campaign-wide facts (meta table), JSON-decoded."""
     return {row["key"]: json.loads(row["value"]) for row in db.execute("SELECT key, value FROM meta")}
+
+
+def _column(row: sqlite3.Row, name: str) -> Any:
+    """``row[name]``, or None where the store predates that column (version 1)."""
+    return row[name] if name in row.keys() else None  # noqa: SIM118 (a Row is not a dict)
 
 
 def read_trials(db: sqlite3.Connection) -> list[TrialRecord]:
@@ -155,12 +250,16 @@ def read_trials(db: sqlite3.Connection) -> list[TrialRecord]:
                 index=seg["segment"], classes=json.loads(seg["classes"]),
                 placement=json.loads(seg["placement"] or "{}"), applied_s=seg["applied_s"],
                 ready=json.loads(seg["ready"] or "{}"), released_s=seg["released_s"],
-                warmup=json.loads((seg["warmup"] if "warmup" in seg.keys() else None) or "{}"),  # noqa: SIM118
+                warmup=json.loads(_column(seg, "warmup") or "{}"),
             ))
         for st in db.execute("SELECT * FROM stages WHERE trial=? ORDER BY segment, stage", (trial.id,)):
             trial.stages.append(StageRecord(
                 segment=st["segment"], index=st["stage"], name=st["name"], status=st["status"], reason=st["reason"],
                 started_s=st["started_s"], ended_s=st["ended_s"], offered=json.loads(st["offered"]),
+                arrival=json.loads(st["arrival"]), duration_s=st["duration_s"], planned_s=_column(st, "planned_s"),
+                arrivals=json.loads(_column(st, "arrivals") or "{}"),
+                generators=json.loads(_column(st, "generators") or "{}"),
+                host=json.loads(_column(st, "host") or "null"),
             ))
         trials.append(trial)
     return trials
@@ -318,3 +417,75 @@ def telemetry_figures(db: sqlite3.Connection, start_s: float, end_s: float,
         f"SELECT device, metric, AVG(value), MAX(value), COUNT(value) FROM telemetry WHERE t BETWEEN ? AND ? "
         f"AND process IS NULL AND metric IN ({marks}) GROUP BY device, metric", (start_s, end_s, *metrics))
     return {(device, metric): SampledFigures(mean, peak, n) for device, metric, mean, peak, n in rows if n}
+
+
+def read_samples(db: sqlite3.Connection, where: str = "", params: tuple[Any, ...] = ()) -> list[Sample]:
+    """Samples from a results store, optionally filtered by an SQL condition.
+
+    A store written before a field existed lacks its column; such a field keeps its default.
+    """
+    stored = {row[1] for row in db.execute("PRAGMA table_info(samples)")}
+    names = [name for name in SAMPLE_FIELDS if name in stored]
+    sql = f"SELECT {','.join(names)} FROM samples {('WHERE ' + where) if where else ''}"
+    out = []
+    for row in db.execute(sql, params):
+        data = dict(zip(names, row, strict=True))
+        data["ok"] = bool(data["ok"])
+        out.append(Sample(**data))
+    return out
+
+
+def read_events(db: sqlite3.Connection, trial: int, kind: str) -> list[dict[str, Any]]:
+    """The details of ``trial``'s timeline events of ``kind``, in time order."""
+    return [json.loads(detail) for (detail,) in
+            db.execute("SELECT detail FROM events WHERE trial=? AND kind=? ORDER BY t", (trial, kind))]
+
+
+def telemetry_rows(db: sqlite3.Connection, trial: int, start_s: float, end_s: float,
+                   metrics: Sequence[str]) -> list[TelemetryRow]:
+    """``trial``'s telemetry rows of ``metrics`` in ``[start_s, end_s]``; [] without the table."""
+    if not has_table(db, "telemetry") or not metrics:
+        return []
+    marks = ",".join("?" * len(metrics))
+    rows = db.execute(f"SELECT t, device, metric, value, process FROM telemetry WHERE trial=? AND t BETWEEN ? AND ? "
+                      f"AND metric IN ({marks})", (trial, start_s, end_s, *metrics))
+    return [TelemetryRow(*row) for row in rows]
+
+
+class CampaignReader:
+    """Everything the analysis reads of one open store, typed: the campaign's facts, trials and their records."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def meta(self) -> dict[str, Any]:
+        """The campaign-wide facts (meta table)."""
+        return read_meta(self.db)
+
+    def trials(self) -> list[TrialRecord]:
+        """Every trial that started, in run order, with its segments and stages."""
+        return read_trials(self.db)
+
+    def samples(self, trial: int) -> list[Sample]:
+        """Every sample of ``trial``."""
+        return read_samples(self.db, "trial=?", (trial,))
+
+    def search_results(self, trial: int) -> list[dict[str, Any]]:
+        """Adaptive campaigns: each segment's search result, in run order."""
+        return read_events(self.db, trial, "search_result")
+
+    def gpu_processes(self, trial: int) -> dict[int, dict[str, str]]:
+        """Segment -> GPU process (pid as text) -> class, as the telemetry sampler attributed them."""
+        return {int(e.get("segment", 0)): dict(e.get("processes") or {})
+                for e in read_events(self.db, trial, "telemetry")}
+
+    def telemetry(self, trial: int, start_s: float, end_s: float, metrics: Sequence[str]) -> list[TelemetryRow]:
+        """``trial``'s telemetry rows of ``metrics`` in a window."""
+        return telemetry_rows(self.db, trial, start_s, end_s, metrics)
+
+
+@contextmanager
+def open_campaign(path: Path) -> Iterator[CampaignReader]:
+    """A reader of the store at ``path`` (read-only, version checked)."""
+    with open_store(path) as db:
+        yield CampaignReader(db)

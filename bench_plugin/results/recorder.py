@@ -19,53 +19,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from bench_plugin.results.store import SCHEMA, STORE_VERSION, StoreError, store_version
 from bench_plugin.samples import SAMPLE_FIELDS, Sample
 from bench_plugin.telemetry.rows import TelemetryRow
 
 logger = logging.getLogger(__name__)
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS trials (
-    id INTEGER PRIMARY KEY, position INTEGER NOT NULL, arm TEXT NOT NULL, repeat INTEGER NOT NULL,
-    arm_config TEXT NOT NULL, started_s REAL, ended_s REAL, status TEXT NOT NULL, reason TEXT
-);
-CREATE TABLE IF NOT EXISTS segments (
-    trial INTEGER NOT NULL, segment INTEGER NOT NULL, classes TEXT NOT NULL, placement TEXT,
-    applied_s REAL, ready TEXT, released_s REAL, warmup TEXT, PRIMARY KEY (trial, segment)
-);
-CREATE TABLE IF NOT EXISTS stages (
-    trial INTEGER NOT NULL, segment INTEGER NOT NULL, stage INTEGER NOT NULL, name TEXT,
-    offered TEXT NOT NULL, arrival TEXT NOT NULL, started_s REAL, ended_s REAL, duration_s REAL,
-    status TEXT NOT NULL, reason TEXT, planned_s REAL, arrivals TEXT, generators TEXT, host TEXT,
-    PRIMARY KEY (trial, segment, stage)
-);
-CREATE TABLE IF NOT EXISTS samples (
-    workload TEXT, trial INTEGER, segment INTEGER, stage INTEGER, seq INTEGER, item INTEGER,
-    intended_s REAL, sent_s REAL, end_s REAL, ok INTEGER, first_token_s REAL, error TEXT, detail TEXT,
-    status INTEGER, input_tokens INTEGER, output_tokens INTEGER, inputs INTEGER, audio_s REAL, worker TEXT,
-    slot_wait_s REAL
-);
-CREATE INDEX IF NOT EXISTS samples_by_stage ON samples (trial, segment, stage, workload);
-CREATE TABLE IF NOT EXISTS telemetry (
-    t REAL NOT NULL, device TEXT NOT NULL, metric TEXT NOT NULL, value REAL NOT NULL, process TEXT,
-    trial INTEGER
-);
-CREATE INDEX IF NOT EXISTS telemetry_by_time ON telemetry (t);
-CREATE TABLE IF NOT EXISTS events (
-    t REAL NOT NULL, trial INTEGER, kind TEXT NOT NULL, detail TEXT
-);
-CREATE TABLE IF NOT EXISTS stage_series (
-    trial INTEGER NOT NULL, segment INTEGER NOT NULL, stage INTEGER NOT NULL, source TEXT NOT NULL,
-    workload TEXT NOT NULL, t REAL NOT NULL, device TEXT NOT NULL, metric TEXT NOT NULL, value REAL NOT NULL,
-    process TEXT
-);
-CREATE INDEX IF NOT EXISTS stage_series_by_stage ON stage_series (trial, segment, stage);
-CREATE TABLE IF NOT EXISTS stage_series_notes (
-    trial INTEGER NOT NULL, segment INTEGER NOT NULL, stage INTEGER NOT NULL, source TEXT NOT NULL,
-    note TEXT NOT NULL
-);
-"""
 
 
 class Recorder:
@@ -74,9 +33,14 @@ class Recorder:
     def __init__(self, path: Path) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
+        existed = path.is_file() and path.stat().st_size > 0
         self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        if existed and store_version(self._db, str(path)) != STORE_VERSION:
+            self._db.close()
+            raise StoreError(f"{path}: a store of an older version: write new results into a new directory")
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(SCHEMA)
+        self._db.execute("INSERT OR IGNORE INTO meta VALUES ('store_version', ?)", (json.dumps(STORE_VERSION),))
         self._pending: list[Sample] = []
 
     def close(self) -> None:
@@ -226,19 +190,3 @@ class Recorder:
             self._db.execute("BEGIN")
             self._db.executemany(f"INSERT INTO samples ({','.join(SAMPLE_FIELDS)}) VALUES ({marks})", rows)
         self._pending.clear()
-
-
-def read_samples(db: sqlite3.Connection, where: str = "", params: tuple[Any, ...] = ()) -> list[Sample]:
-    """Samples from a results store, optionally filtered by an SQL condition.
-
-    A store written before a field existed lacks its column; such a field keeps its default.
-    """
-    stored = {row[1] for row in db.execute("PRAGMA table_info(samples)")}
-    names = [name for name in SAMPLE_FIELDS if name in stored]
-    sql = f"SELECT {','.join(names)} FROM samples {('WHERE ' + where) if where else ''}"
-    out = []
-    for row in db.execute(sql, params):
-        data = dict(zip(names, row, strict=True))
-        data["ok"] = bool(data["ok"])
-        out.append(Sample(**data))
-    return out

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bench_plugin.recorder import Recorder, read_samples
+from bench_plugin.results.recorder import Recorder
+from bench_plugin.results.store import read_samples
 from bench_plugin.samples import Sample
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from bench_plugin.recorder import Recorder
-from bench_plugin.report.store import StageSeriesRecord, read_stage_series
+from bench_plugin.results.recorder import Recorder
+from bench_plugin.results.store import StageSeriesRecord, read_stage_series
 from bench_plugin.telemetry import fields as F
 from bench_plugin.telemetry.rows import TelemetryRow
 

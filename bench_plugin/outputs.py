@@ -1,0 +1,40 @@
+"""Outputs: every file derived from a campaign's results.sqlite (summary.json, summary.md, report.html, report.md).
+
+One path from the store to the files, for the end of a campaign and for ``bench-plugin report DIR``:
+the store is read (results.store, version checked), analysed into the typed summary
+(analysis.summary), saved (results.summary), and rendered (report.markdown, report.html).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench_plugin.analysis.summary import build_summary
+from bench_plugin.results.store import open_campaign
+from bench_plugin.results.summary import Summary, save_summary
+
+STORE = "results.sqlite"
+SUMMARY = "summary.json"
+
+
+def summarise(results_dir: Path) -> Summary:
+    """The typed summary of the campaign stored in ``results_dir`` (nothing written)."""
+    with open_campaign(results_dir / STORE) as reader:
+        return build_summary(reader)
+
+
+def write_summaries(results_dir: Path) -> Summary:
+    """Write summary.json and summary.md into ``results_dir``; return the summary."""
+    from bench_plugin.report.markdown import render_summary
+
+    summary = summarise(results_dir)
+    save_summary(summary, results_dir / SUMMARY)
+    (results_dir / "summary.md").write_text(render_summary(summary), encoding="utf-8")
+    return summary
+
+
+def write_outputs(results_dir: Path) -> Path:
+    """Write every derived file of ``results_dir``; the path of report.html."""
+    from bench_plugin.report.html import write_report
+
+    return write_report(results_dir, write_summaries(results_dir))

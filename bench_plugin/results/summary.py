@@ -1,0 +1,497 @@
+"""summary.json: the typed document of a campaign's figures, its one reader and writer.
+
+The analysis builds a :class:`Summary` from the store's records (bench_plugin.analysis.summary); the
+summary files, the reports and the comparison of two campaigns read it back through :func:`load_summary`.
+Every section has a model here, so a figure has one definition and one type from the analysis to the
+page. The document says which version of this schema it follows (``schema``): a file of another
+version is refused with one line rather than read as something it is not. Version history:
+
+- ``bench_plugin.summary/1``: until the results layer; stages had no realised rate, self-check,
+  percentile intervals or GPU figures, ratios were arithmetic. Not read: regenerate the summary from
+  its results.sqlite (``bench-plugin report DIR``), which every version of the store allows.
+- ``bench_plugin.summary/2``: this module.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_field, model_validator
+
+SCHEMA: Literal["bench_plugin.summary/2"] = "bench_plugin.summary/2"
+"""The schema this code writes and the only one it reads."""
+
+Kind = Literal["value", "difference", "ratio", "complement"]
+PerClass = dict[str, float]
+
+
+class SummaryError(Exception):
+    """A summary.json this code cannot read (unknown schema, not a summary); the message is one line."""
+
+
+class Model(BaseModel):
+    """Base of every section: unknown keys are refused, values are not coerced across types."""
+
+    model_config = ConfigDict(extra="forbid", frozen=False)
+
+
+class Spread(Model):
+    """A figure over repeats: its mean, 95% interval and per-repeat values, and which kind of figure it is.
+
+    ``value`` and ``difference``: arithmetic mean, ``ci95`` the Student-t half-width, [lo, hi] = mean ± ci95.
+    ``ratio``: geometric mean, ``ci95`` None, [lo, hi] the log-scale interval. ``complement``: 1 - a ratio.
+    """
+
+    kind: Kind = "value"
+    mean: float | None
+    ci95: float | None
+    lo: float | None = None
+    hi: float | None = None
+    values: list[float]
+    note: str | None = None
+    """Why some per-repeat values were left out (ratios only), or None."""
+    excluded: tuple[float | None, ...] = Field(default=(), exclude=True)
+    """The per-repeat inputs left out (None where missing): for the analysis, not written."""
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def n(self) -> int:
+        """How many per-repeat values the figure is over (written for readers; read back as a check)."""
+        return len(self.values)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _written_n(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "n" in data:
+            data = dict(data)
+            n = data.pop("n")
+            if n != len(data.get("values") or []):
+                raise ValueError(f"n is {n} but there are {len(data.get('values') or [])} values")
+        return data
+
+
+class Judged(Spread):
+    """A paired arm-vs-control figure: its spread and whether it differs from "no change"."""
+
+    no_change: float
+    """The value meaning "same as the control" (1 for ratios, 0 for differences)."""
+    significant: bool
+    call: str
+    """``higher``, ``lower`` or ``no significant difference``."""
+    reason: str | None = None
+    """Why no call could be made (one repeat, no pairs), or None; ``note`` says why values were left out."""
+
+    @property
+    def spread(self) -> Spread:
+        """The figure as a plain spread."""
+        return Spread(kind=self.kind, mean=self.mean, ci95=self.ci95, lo=self.lo, hi=self.hi, values=self.values,
+                      note=self.note, excluded=self.excluded)
+
+    @property
+    def notes(self) -> str | None:
+        """Why no call could be made and why values were left out, in one text (None when neither)."""
+        return "; ".join(n for n in (self.reason, self.note) if n) or None
+
+
+class Interval(Model):
+    """A percentile of n samples with its distribution-free order-statistic interval (analysis/intervals.py)."""
+
+    q: float
+    n: int
+    estimate: float | None
+    lo: float | None
+    hi: float | None
+    bounded: bool
+    confidence: float
+
+
+Percentiles = dict[str, float | None]
+"""p50/p90/p95/p99 and mean (all None without samples)."""
+
+
+class ClassStats(Model):
+    """One class in one stage of one trial."""
+
+    requests: int
+    errors: int
+    errors_by_kind: dict[str, int]
+    duration_s: float
+    throughput_rps: float
+    latency_ms: Percentiles
+    queue_ms: Percentiles
+    ttft_ms: Percentiles | None = None
+    tpot_ms: Percentiles | None = None
+    output_tokens_per_s: float | None = None
+    inputs_per_s: float | None = None
+    audio_s_per_s: float | None = None
+    slo_met: int | None = None
+    """Requests that succeeded within every SLO of the class (None: the store names no SLO)."""
+    slo_attainment: float | None = None
+    """slo_met / requests (None without requests or without an SLO)."""
+    goodput_rps: float | None = None
+    """slo_met per second of stage time."""
+    send_lag_ms: Percentiles = Field(default_factory=dict)
+    """How late the load generator sent the requests (Sample.send_lag_ms)."""
+    slot_waits: int = 0
+    """Requests that waited for a free ``max_in_flight`` slot before they could be sent."""
+    latency_ci_ms: dict[str, Interval] = Field(default_factory=dict)
+    """p50/p95/p99 -> the order-statistic 95% interval of the latency percentile."""
+    ttft_ci_ms: dict[str, Interval] | None = None
+    tpot_ci_ms: dict[str, Interval] | None = None
+    p95_note: str | None = None
+    """Set when the P95 rests on too few samples to be bounded: how many it had and needs, how long would do."""
+
+    @property
+    def error_rate(self) -> float | None:
+        """Failed requests / requests (None without requests)."""
+        return self.errors / self.requests if self.requests else None
+
+
+class MeanPeak(Model):
+    """The mean and the peak of a series over a stage, and how many polls it rests on."""
+
+    mean: float
+    peak: float
+    points: int
+
+
+class StageGpu(Model):
+    """A stage's GPU figures (analysis/gpu.py)."""
+
+    devices: dict[str, dict[str, MeanPeak]] = Field(default_factory=dict)
+    """Device -> ``util_pct`` / ``vram_used_mib`` -> figures."""
+    classes: dict[str, dict[str, MeanPeak]] = Field(default_factory=dict)
+    """Class -> ``vram_mib`` / ``sm_util_pct`` -> figures (its processes summed at each poll)."""
+
+
+class GeneratorUse(Model):
+    """One load-generating process's CPU while it sent a stage."""
+
+    cpu_s: float
+    wall_s: float
+    cores: float
+
+
+class HostLoad(Model):
+    """The host's own load over a stage (bench_plugin.hostload.HostLoad as stored)."""
+
+    duration_s: float
+    cores: int | None
+    load_avg_1m: float | None
+    cpu_busy_cores: float | None
+    steal_fraction: float | None
+    own_cores: float | None
+    extra_own_cores: float
+    others_cores: float | None
+    busy: bool
+    reason: str | None
+
+
+JUDGED_STATUSES: frozenset[str] = frozenset({"completed", "aborted", "skipped"})
+"""Stage statuses that say something about the load (see TrialSummary.judged_stage)."""
+
+
+class StageSummary(Model):
+    """One stage of one trial."""
+
+    index: int
+    name: str | None
+    offered: PerClass
+    """Class -> the nominal load (req/s, or request loops for a closed-loop class)."""
+    arrival: dict[str, str]
+    duration_s: float | None
+    status: str
+    reason: str | None
+    classes: dict[str, ClassStats] = Field(default_factory=dict)
+    planned_s: float | None = None
+    """How long the stage was meant to send (its ``duration_s``)."""
+    arrivals: dict[str, int] = Field(default_factory=dict)
+    """Open-loop class -> the arrivals the stage sent (its seeded sequence), whether or not all completed."""
+    realised: PerClass = Field(default_factory=dict)
+    """Open-loop class -> realised offered rate: arrivals / planned duration (req/s)."""
+    generators: dict[str, GeneratorUse] = Field(default_factory=dict)
+    """Load generator -> the CPU it used while sending the stage."""
+    generator_limited: str | None = None
+    """Why the load generator could not keep up (analysis/selfcheck.py), or None when it did."""
+    host: HostLoad | None = None
+    """The host's own load over the stage, where it was measured."""
+    host_busy: str | None = None
+    """Why the host was busy with other work during the stage, or None."""
+    gpu: StageGpu | None = None
+    """Per device utilisation and VRAM, per class VRAM and SM utilisation; None where nothing was sampled."""
+
+    @property
+    def load(self) -> PerClass:
+        """Class -> the load the stage really offered: the realised rate where known, else the nominal one."""
+        return {name: self.realised.get(name, value) for name, value in self.offered.items()}
+
+
+class SearchResult(Model):
+    """One segment's adaptive search outcome, as the conductor recorded it."""
+
+    model_config = ConfigDict(extra="allow")
+
+    status: str
+    estimate: float | None = None
+    runs: int = 0
+    fixed_sweep_runs: int = 0
+
+
+class TrialSummary(Model):
+    """One trial: an arm run once."""
+
+    id: int
+    arm: str
+    repeat: int
+    status: str
+    reason: str | None
+    placement: dict[str, dict[str, Any]]
+    """Class -> where its server ran (device, node, pid, url, ...), its segment and when it was ready."""
+    stages: list[StageSummary]
+    devices_charged: int = 0
+    """Sum over the trial's segments of the distinct devices each used (see summary.devices_charged)."""
+    search: list[dict[str, Any]] = Field(default_factory=list)
+    """Adaptive campaigns: each segment's search result (bounds, estimate, stage-runs; see conductor)."""
+
+    def stage(self, index: int) -> StageSummary | None:
+        """The stage with this index, or None when the trial has no such stage."""
+        return next((s for s in self.stages if s.index == index), None)
+
+    def judged_stage(self, index: int) -> StageSummary | None:
+        """The stage if it can be judged: it ran to its end, was rolled back, or was skipped after a rollback.
+
+        A stage cut short by Ctrl-C (``interrupted``), one whose load was not the stated one
+        (``invalid``: a load generator lost, a sample missing) or one never reached says nothing
+        about the load, so it is left out rather than counted as a failure. A class of a judged stage
+        that has an offered load but no figures was skipped after a rollback, and counts as failing.
+        """
+        stage = self.stage(index)
+        if stage is None or stage.status not in JUDGED_STATUSES:
+            return None
+        return stage
+
+
+class ArmClassFigures(Model):
+    """One class at one stage of one arm, over its repeats."""
+
+    throughput_rps: Spread
+    latency_p50_ms: Spread
+    latency_p95_ms: Spread
+    error_rate: Spread
+    normalised_throughput: Spread | None
+    """Throughput over the control's, paired by repeat (a ratio); None for the control."""
+    ttft_p95_ms: Spread | None = None
+    tpot_p95_ms: Spread | None = None
+
+
+class ArmStageFigures(Model):
+    """One stage of one arm: its nominal and realised load and each class's figures over repeats."""
+
+    index: int
+    offered: PerClass
+    realised: PerClass = Field(default_factory=dict)
+    classes: dict[str, ArmClassFigures] = Field(default_factory=dict)
+
+
+class ArmFigures(Model):
+    """One arm's figures, stage by stage."""
+
+    stages: list[ArmStageFigures]
+
+
+class ClassComparison(Model):
+    """One class at one stage of one arm against the control."""
+
+    normalised_throughput: Judged | None = None
+    throughput_loss: Judged | None = None
+    slowdown_p95: Judged | None = None
+    slowdown_ttft_p95: Judged | None = None
+    slowdown_tpot_p95: Judged | None = None
+    slo_attainment: Spread
+    goodput_rps: Spread
+    meets_slo: bool
+    within_error_budget: bool
+    breaches: list[str] = Field(default_factory=list)
+
+
+class StageComparison(Model):
+    """One stage of one arm against the control: figures, flags and, for a non-control arm, the verdict."""
+
+    index: int
+    offered: PerClass
+    """Class -> the load the stage really offered (realised)."""
+    repeats: int
+    classes: dict[str, ClassComparison]
+    generator_limited: list[str] = Field(default_factory=list)
+    host_busy: list[str] = Field(default_factory=list)
+    goodput_per_device: Spread
+    paired_repeats: int = 0
+    consolidation_gain: Judged | None = None
+    fairness: Spread | None = None
+    control_goodput_per_device: Spread | None = None
+    goodput_per_device_ratio: Judged | None = None
+    verdict: str | None = None
+    reasons: list[str] = Field(default_factory=list)
+
+
+class RepeatBoundary(Model):
+    """One repeat's boundary."""
+
+    repeat: int
+    status: str
+    stage_position: float
+    offered: PerClass
+    limiting: str | None
+    between: list[int] | None = None
+    note: str | None = None
+
+
+class Boundary(Model):
+    """An arm's operating boundary: the highest load where every class meets its SLOs and error budget."""
+
+    status: str
+    """``reached``, ``not reached`` (every stage passed), ``below the lowest stage`` or ``not measured``."""
+    text: str
+    stage_position: Spread
+    offered: PerClass
+    limiting: str | None
+    stage_order: list[int] = Field(default_factory=list)
+    per_repeat: list[RepeatBoundary] = Field(default_factory=list)
+
+
+class RepeatCapacity(Model):
+    """One trial's search outcome."""
+
+    repeat: int
+    status: str
+    scale: float | None
+    runs: int
+    fixed_sweep_runs: int
+    capacity_per_device: float | None
+
+
+class Capacity(Model):
+    """An adaptive arm's searched boundary and capacity per device."""
+
+    mix: PerClass
+    scale: Spread
+    offered: PerClass
+    capacity_per_device: Spread
+    capacity_per_device_ratio: Judged | None
+    per_repeat: list[RepeatCapacity]
+
+
+class Conditions(Model):
+    """Where a verdict was measured: it may not hold on another device, driver or load range."""
+
+    backend: str | None
+    devices: list[str]
+    driver: str | None
+    sharing: str
+    control_sharing: str | None
+    load_range: dict[str, tuple[float, float]]
+    arrival: dict[str, str]
+    repeats: int
+
+
+class Verdict(Model):
+    """An arm's overall call, as a sentence a platform engineer can act on."""
+
+    call: str
+    text: str
+    worth_it_up_to_stage: int | None
+    conditions: Conditions
+
+
+class ArmComparison(Model):
+    """One arm: its boundary, its stages against the control, its verdict."""
+
+    sharing: str | None
+    is_control: bool
+    devices_charged: Spread
+    boundary: Boundary
+    stages: list[StageComparison] = Field(default_factory=list)
+    search: Capacity | None = None
+    verdict: Verdict | None = None
+
+
+class Comparison(Model):
+    """Every arm against the control arm, and how the figures were computed."""
+
+    control: str | None
+    method: dict[str, str]
+    arms: dict[str, ArmComparison]
+
+
+class ScenarioRef(Model):
+    """Which scenario the campaign ran."""
+
+    name: str | None
+    sha256: str | None
+    path: str | None
+
+
+class CampaignStatus(Model):
+    """How the campaign ended."""
+
+    model_config = ConfigDict(extra="allow")
+
+    status: str
+    reason: str | None = None
+    ended_s: float | None = None
+
+
+class Summary(Model):
+    """The whole summary.json document."""
+
+    schema_: Literal["bench_plugin.summary/2"] = Field(default=SCHEMA, alias="schema")
+    scenario: ScenarioRef
+    status: CampaignStatus
+    overrides: dict[str, Any] | None = None
+    classes: list[str] | None = None
+    control: str | None = None
+    request_sets: dict[str, dict[str, Any]] | None = None
+    conditions: dict[str, Any] | None = None
+    slo: dict[str, dict[str, float | None] | None] = Field(default_factory=dict)
+    trials: list[TrialSummary] = Field(default_factory=list)
+    arms: dict[str, ArmFigures] = Field(default_factory=dict)
+    comparison: Comparison
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    def to_json(self) -> str:
+        """The document as written to summary.json (indented, keys in model order)."""
+        return json.dumps(self.model_dump(mode="json", by_alias=True), indent=2) + "\n"
+
+
+def save_summary(summary: Summary, path: Path) -> None:
+    """Write ``summary`` to ``path`` (summary.json)."""
+    path.write_text(summary.to_json(), encoding="utf-8")
+
+
+def load_summary(path: Path) -> Summary:
+    """Read a summary.json; SummaryError (one line) when it is unreadable or of another schema version."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise SummaryError(f"{path}: cannot read it: {exc}") from None
+    return parse_summary(data, str(path))
+
+
+def parse_summary(data: Any, where: str = "summary.json") -> Summary:
+    """A Summary from its JSON form; SummaryError naming the schema when it is not this version's."""
+    if not isinstance(data, dict):
+        raise SummaryError(f"{where}: not a summary (a JSON object was expected)")
+    schema = data.get("schema")
+    if schema != SCHEMA:
+        hint = (" (written by an older bench-plugin: regenerate it with `bench-plugin report DIR`)"
+                if isinstance(schema, str) and schema.startswith("bench_plugin.summary/") else "")
+        raise SummaryError(f"{where}: schema {schema!r} is not {SCHEMA!r}, the one this bench-plugin reads{hint}")
+    try:
+        return Summary.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        place = ".".join(str(p) for p in first["loc"])
+        raise SummaryError(f"{where}: {place}: {first['msg']} ({exc.error_count()} problem(s))") from None
