@@ -71,6 +71,10 @@ def fail(message: str) -> NoReturn:
     sys.exit(2)
 
 
+FINAL_REPORTS_S = 5.0
+"""How long an interrupted master waits for its workers' last samples."""
+
+
 class BenchPlugin:
     """One campaign inside one Locust process (master or local)."""
 
@@ -136,9 +140,23 @@ class BenchPlugin:
         """Interrupt a running conductor, cancel what this process has in flight, then write the summary."""
         if self.greenlet is not None and not self.greenlet.dead:
             self.greenlet.kill(block=True, timeout=120)
+            self._last_reports()
         if self.state is not None:
             self.state.stop_all()
         self.finalize()
+
+    def _last_reports(self) -> None:
+        """Interrupted on a master: wait (briefly) for the workers' last samples of the stage that was cut short.
+
+        The stage's arrivals were stopped on every worker; their last REPORT carries the samples of
+        what they had in flight and the end of each loop. Workers that quit meanwhile are not waited
+        for. What the stage's ledger then holds goes on the timeline (``final_accounting``).
+        """
+        if not self.fleet.distributed or not self.fleet.ledgers:
+            return
+        key, ledger = next(reversed(self.fleet.ledgers.items()))
+        self.fleet.settle([key], time.time() + FINAL_REPORTS_S)
+        self.recorder.event("final_accounting", key[0], segment=key[1], stage=key[2], shares=ledger.describe())
 
     def finalize(self) -> None:
         """Write summary.json and summary.md, close the store, set the exit code, say where results are."""

@@ -75,6 +75,19 @@ def test_sigint_keeps_completed_stages_and_stops_servers(tmp_path: Path, no_left
     assert_kept(results)
 
 
+def assert_every_sent_sample_arrived(results: Path) -> None:
+    """The master waited for the worker's last report: every request it says it sent has its sample stored."""
+    db = sqlite3.connect(results / "results.sqlite")
+    (detail,) = db.execute("SELECT detail FROM events WHERE kind='final_accounting'").fetchone()
+    event = json.loads(detail)
+    for name, shares in event["shares"].items():
+        for worker, share in shares.items():
+            (stored,) = db.execute("SELECT COUNT(*) FROM samples WHERE trial=? AND segment=? AND stage=? AND "
+                                   "workload=? AND worker=?", (1, event["segment"], event["stage"], name,
+                                                              worker)).fetchone()
+            assert share["sent"] is not None and share["sent"] == share["received"] == stored, (name, share)
+
+
 @pytest.mark.parametrize("order", ["together", "worker-first"])
 def test_sigint_to_master_and_worker(tmp_path: Path, no_leftover_servers: None, order: str) -> None:
     """Ctrl-C in a terminal reaches every process of its group: the master and its worker alike.
@@ -110,3 +123,4 @@ def test_sigint_to_master_and_worker(tmp_path: Path, no_leftover_servers: None, 
     assert_clean_stop(worker_output)
     assert "campaign interrupted" in output
     assert_kept(results)
+    assert_every_sent_sample_arrived(results)
