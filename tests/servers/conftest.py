@@ -7,21 +7,21 @@ terminated in the fixture finalizer, even when a test fails.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from servers_testlib import ServerProcess
-
-TORCH_FLAGS = ["--size", "tiny", "--threads", "1", "--device", "cpu"]
-SYNTHETIC_TTFT_MS = 80.0
-SYNTHETIC_ITL_MS = 20.0
-SYNTHETIC_LATENCY_MS = 40.0
-
-StartServer = Callable[..., ServerProcess]
+from servers_testlib import (
+    SYNTHETIC_ITL_MS,
+    SYNTHETIC_LATENCY_MS,
+    SYNTHETIC_TTFT_MS,
+    TORCH_FLAGS,
+    ServerProcess,
+    StartServer,
+)
 
 
 def _session_server(tmp_path_factory: pytest.TempPathFactory, kind: str, args: list[str]) -> Iterator[ServerProcess]:

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 import wave
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,13 @@ from typing import Any
 import aiohttp
 import numpy as np
 import requests
+
+TORCH_FLAGS = ["--size", "tiny", "--threads", "1", "--device", "cpu"]
+SYNTHETIC_TTFT_MS = 80.0
+SYNTHETIC_ITL_MS = 20.0
+SYNTHETIC_LATENCY_MS = 40.0
+"""The session synthetic server's configured latencies (conftest.synthetic_server)."""
+
 
 ROOT = Path(__file__).resolve().parents[2]
 READY_TIMEOUT_S = 60.0
@@ -78,6 +86,10 @@ class ServerProcess:
                 self.proc.wait()
         return self.proc.returncode
 
+
+
+StartServer = Callable[..., ServerProcess]
+"""The start_server fixture: starts a per-test server of a kind with flags (stopped at test end)."""
 
 def post(server: ServerProcess, path: str, body: Any = None, **kwargs: Any) -> requests.Response:
     """POST JSON (or raw ``data=``) to the server."""

@@ -9,8 +9,7 @@ from collections.abc import Callable
 
 import pytest
 import requests
-from conftest import StartServer
-from servers_testlib import ROOT, ServerProcess, assert_openai_error, metric_samples, post
+from servers_testlib import ROOT, ServerProcess, StartServer, assert_openai_error, metric_samples, post
 
 EXPECTED_METRICS = (
     "bench_server_queue_depth",

@@ -13,8 +13,17 @@ from typing import Any
 import numpy as np
 import pytest
 import requests
-from conftest import SYNTHETIC_ITL_MS, SYNTHETIC_LATENCY_MS, SYNTHETIC_TTFT_MS, StartServer
-from servers_testlib import ServerProcess, assert_openai_error, make_wav, post, stream_sse
+from servers_testlib import (
+    SYNTHETIC_ITL_MS,
+    SYNTHETIC_LATENCY_MS,
+    SYNTHETIC_TTFT_MS,
+    ServerProcess,
+    StartServer,
+    assert_openai_error,
+    make_wav,
+    post,
+    stream_sse,
+)
 
 MEDIAN_OVERSHOOT_MS = 5.0
 """Per sleep, the median of (server's record - configured time) over several requests stays under this: the
