@@ -340,7 +340,7 @@ class Conductor:
                 host = with_extra_own(host, sum(cpu for member, (cpu, _) in ledger.usage.items()
                                                 if member != LOCAL and on_this_host(member)))
             self.recorder.stage_checked(*key, generators=_generators(ledger),
-                                        host=host.to_dict() if host is not None else None)
+                                        host=host.model_dump() if host is not None else None)
             self.recorder.event("stage_accounting", trial.id, segment=key[1], stage=key[2],
                                 shares=self.fleet.ledgers[key].describe(), problems=problems)
             if problems:

@@ -24,11 +24,13 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 import psutil
+
+from bench_plugin.results.summary import HostLoad
 
 BUSY_OTHERS_MIN_CORES = 0.5
 """Other processes using more than this many cores on average over a window make it busy (a small host's floor)."""
@@ -271,34 +273,6 @@ class HostWindow:
     own_cpu_s: float | None
 
 
-@dataclass(frozen=True)
-class HostLoad:
-    """The host's load over one window (a stage), and how much of it was the run's own."""
-
-    duration_s: float
-    cores: int | None
-    """Logical CPUs of the host (those /proc/stat counts)."""
-    load_avg_1m: float | None
-    """The 1-minute load average at the window's end (runnable and uninterruptible tasks, host-wide)."""
-    cpu_busy_cores: float | None
-    """The host's busy CPU over the window, in cores (0 to ``cores``)."""
-    steal_fraction: float | None
-    """Steal over all CPU time accounted in the window; None where the kernel does not report steal."""
-    own_cores: float | None
-    """This process and its descendants, in cores."""
-    extra_own_cores: float
-    """Co-located processes of the run the caller accounted for (``extra_own_cpu_s``), in cores."""
-    others_cores: float | None
-    """max(0, cpu_busy_cores - own_cores - extra_own_cores): what everything else on the host used."""
-    busy: bool
-    reason: str | None
-    """Why the window counts as busy (``busy_reason``), one line; None when it is not."""
-
-    def to_dict(self) -> dict[str, float | int | bool | str | None]:
-        """The fields as a flat mapping, for a results table."""
-        return asdict(self)
-
-
 def _num(value: float) -> str:
     """A number in at most two decimals, without trailing zeros: 1.6, 0.54, 2."""
     return f"{value:.2f}".rstrip("0").rstrip(".")
@@ -374,7 +348,7 @@ class HostMonitor:
                         steal_fraction=steal, own_cores=own, extra_own_cores=extra, others_cores=others,
                         busy=False, reason=None)
         reason = busy_reason(load)
-        return replace(load, busy=reason is not None, reason=reason)
+        return load.model_copy(update={"busy": reason is not None, "reason": reason})
 
 
 def with_extra_own(load: HostLoad, extra_own_cpu_s: float) -> HostLoad:
@@ -385,6 +359,7 @@ def with_extra_own(load: HostLoad, extra_own_cpu_s: float) -> HostLoad:
     """
     extra = _per_s(extra_own_cpu_s, load.duration_s) or 0.0
     others = None if load.others_cores is None else max(0.0, load.others_cores - extra)
-    moved = replace(load, extra_own_cores=load.extra_own_cores + extra, others_cores=others, busy=False, reason=None)
+    moved = load.model_copy(update={"extra_own_cores": load.extra_own_cores + extra, "others_cores": others,
+                                    "busy": False, "reason": None})
     reason = busy_reason(moved)
-    return replace(moved, busy=reason is not None, reason=reason)
+    return moved.model_copy(update={"busy": reason is not None, "reason": reason})

@@ -118,7 +118,7 @@ def test_an_idle_window_gives_consistent_fields() -> None:
     assert_consistent(load)
     assert load.own_cores is not None and load.own_cores < 0.2
     assert load.extra_own_cores == 0.0
-    assert set(load.to_dict()) == {"duration_s", "cores", "load_avg_1m", "cpu_busy_cores", "steal_fraction",
+    assert set(load.model_dump()) == {"duration_s", "cores", "load_avg_1m", "cpu_busy_cores", "steal_fraction",
                                    "own_cores", "extra_own_cores", "others_cores", "busy", "reason"}
 
 

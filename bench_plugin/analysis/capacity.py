@@ -21,26 +21,9 @@ from dataclasses import dataclass
 from bench_plugin.analysis.significance import HIGHER, Judged, describe, ratio_figure
 from bench_plugin.analysis.statistics import Spread, spread
 from bench_plugin.analysis.verdict import CONTROLS, LOSS, MIN_PAIRS, NOT_COMPARED, WORTH_IT, inconclusive, too_few
-from bench_plugin.results.summary import TrialSummary
+from bench_plugin.results.summary import RepeatCapacity, TrialSummary
 
 FOUND = "found"
-
-
-@dataclass(frozen=True)
-class RepeatCapacity:
-    """One trial's search outcome."""
-
-    repeat: int
-    status: str
-    """found, above the maximum, below the minimum (the worst over the trial's segments)."""
-    scale: float | None
-    """The boundary scale: the lowest segment estimate."""
-    runs: int
-    """Stage-runs the search used, over all segments."""
-    fixed_sweep_runs: int
-    """Stage-runs an even sweep would have needed for the same precision."""
-    capacity_per_device: float | None
-    """Offered load at the boundary, summed over classes (req/s), per device charged."""
 
 
 @dataclass(frozen=True)
@@ -73,8 +56,8 @@ def _repeat(trial: TrialSummary) -> RepeatCapacity | None:
     per_device = None
     if scale is not None and trial.devices_charged:
         per_device = scale * sum(mix.values()) / trial.devices_charged
-    return RepeatCapacity(trial.repeat, status, scale, sum(r["runs"] for r in results),
-                          sum(r["fixed_sweep_runs"] for r in results), per_device)
+    return RepeatCapacity(repeat=trial.repeat, status=status, scale=scale, runs=sum(r["runs"] for r in results),
+                          fixed_sweep_runs=sum(r["fixed_sweep_runs"] for r in results), capacity_per_device=per_device)
 
 
 def arm_capacity(trials: list[TrialSummary], control: list[TrialSummary] | None) -> ArmCapacity | None:

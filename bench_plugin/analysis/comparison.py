@@ -14,9 +14,7 @@ from bench_plugin.analysis.capacity import ArmCapacity, arm_capacity, capacity_t
 from bench_plugin.analysis.contention import ClassContention, StageContention, stage_contention
 from bench_plugin.analysis.objectives import ClassObjectives
 from bench_plugin.analysis.statistics import spread
-from bench_plugin.analysis.verdict import Conditions as ConditionsFigures
 from bench_plugin.analysis.verdict import StageVerdict, overall_verdict, stage_verdict
-from bench_plugin.analysis.verdict import Verdict as VerdictFigures
 from bench_plugin.results.summary import (
     ArmComparison,
     Boundary,
@@ -25,7 +23,6 @@ from bench_plugin.results.summary import (
     Comparison,
     Conditions,
     RepeatBoundary,
-    RepeatCapacity,
     StageComparison,
     TrialSummary,
     Verdict,
@@ -72,7 +69,7 @@ def _device_name(placement: dict[str, Any], models: dict[str, Any]) -> str:
 
 
 def _conditions(arm: dict[str, Any], control: dict[str, Any] | None, trials: list[TrialSummary],
-                conditions: dict[str, Any]) -> ConditionsFigures:
+                conditions: dict[str, Any]) -> Conditions:
     backend = conditions.get("backend") or {}
     models = {d.get("name"): d.get("model") for d in backend.get("devices") or []}
     used = sorted({_device_name(p, models) for t in trials for p in t.placement.values() if p.get("device")})
@@ -83,9 +80,9 @@ def _conditions(arm: dict[str, Any], control: dict[str, Any] | None, trials: lis
             arrival.update(stage.arrival)
             for name, load in stage.load.items():
                 loads.setdefault(name, []).append(load)
-    return ConditionsFigures(
+    return Conditions(
         backend=backend.get("backend"),
-        devices=tuple(used),
+        devices=used,
         driver=backend.get("driver"),
         sharing=str(arm.get("sharing")),
         control_sharing=str(control.get("sharing")) if control else None,
@@ -123,7 +120,7 @@ def build_comparison(trials: list[TrialSummary], scenario_meta: dict[str, Any], 
             sharing=arm.get("sharing"), is_control=is_control,
             devices_charged=spread([t.devices_charged for t in mine]), boundary=_boundary(boundary),
             stages=[_stage(stages[i], verdicts.get(i), is_control) for i in sorted(stages)],
-            verdict=_verdict(verdict),
+            verdict=verdict,
         )
     return Comparison(control=control["name"] if control else None, method=METHOD, arms=out)
 
@@ -149,7 +146,8 @@ def _searched_arm(arm: dict[str, Any], mine: list[TrialSummary], reference: list
     ref_capacity = arm_capacity(control_trials, None) if reference is not None else None
     if capacity is not None and ref_capacity is not None and control is not None:
         call, sentence = capacity_text(arm["name"], control["name"], capacity, ref_capacity)
-        verdict = _verdict(VerdictFigures(call, sentence, None, _conditions(arm, control, mine, conditions)))
+        verdict = Verdict(call=call, text=sentence, worth_it_up_to_stage=None,
+                          conditions=_conditions(arm, control, mine, conditions))
     return ArmComparison(sharing=arm.get("sharing"), is_control=reference is None,
                          devices_charged=spread([t.devices_charged for t in mine]), boundary=boundary,
                          verdict=verdict, search=_capacity(capacity))
@@ -189,20 +187,9 @@ def _boundary(b: BoundaryFigures) -> Boundary:
                                 for r in b.per_repeat])
 
 
-def _verdict(v: VerdictFigures | None) -> Verdict | None:
-    if v is None:
-        return None
-    c = v.conditions
-    return Verdict(call=v.call, text=v.text, worth_it_up_to_stage=v.worth_it_up_to_stage, conditions=Conditions(
-        backend=c.backend, devices=list(c.devices), driver=c.driver, sharing=c.sharing,
-        control_sharing=c.control_sharing, load_range=dict(c.load_range), arrival=c.arrival, repeats=c.repeats))
-
-
 def _capacity(c: ArmCapacity | None) -> Capacity | None:
     if c is None:
         return None
     return Capacity(mix=c.mix, scale=c.scale, offered=c.offered, capacity_per_device=c.capacity_per_device,
                     capacity_per_device_ratio=c.ratio,
-                    per_repeat=[RepeatCapacity(repeat=r.repeat, status=r.status, scale=r.scale, runs=r.runs,
-                                               fixed_sweep_runs=r.fixed_sweep_runs,
-                                               capacity_per_device=r.capacity_per_device) for r in c.per_repeat])
+                    per_repeat=list(c.per_repeat))

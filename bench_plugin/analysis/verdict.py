@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from bench_plugin.analysis.boundary import Boundary, format_offered
 from bench_plugin.analysis.contention import StageContention
 from bench_plugin.analysis.significance import HIGHER, describe
+from bench_plugin.results.summary import Conditions, Verdict
 
 WORTH_IT = "worth it"
 TRADE_OFF = "trade-off"
@@ -115,46 +116,17 @@ def _not_compared(stage: StageContention) -> str:
     return "this arm has no complete measurement at this stage (a class was skipped after a rollback)"
 
 
-@dataclass(frozen=True)
-class Conditions:
-    """Where a verdict was measured: it may not hold on another device, driver or load range."""
-
-    backend: str | None
-    devices: tuple[str, ...]
-    """The devices the arm's servers ran on, with their model (``cuda:0 (NVIDIA H200)``)."""
-    driver: str | None
-    sharing: str
-    control_sharing: str | None
-    load_range: dict[str, tuple[float, float]]
-    """Per class, the lowest and highest offered load measured."""
-    arrival: dict[str, str]
-    repeats: int
-
-    def describe(self) -> str:
-        """One sentence for the verdict."""
-        loads = ", ".join(f"{name} {lo:.3g}-{hi:.3g} {'users' if self.arrival.get(name) == 'closed' else 'req/s'}"
-                          for name, (lo, hi) in self.load_range.items())
-        driver = f", driver {self.driver}" if self.driver else ""
-        against = f" against {self.control_sharing}" if self.control_sharing else ""
-        repeats = f"{self.repeats} repeat{'s' if self.repeats != 1 else ''}"
-        backend = f" ({self.backend} backend)" if self.backend else ""
-        return (f"Measured on {', '.join(self.devices) or 'unnamed devices'}{driver}{backend}, "
-                f"sharing {self.sharing}{against}, loads {loads}, {repeats}; another device "
-                "model, driver or load range may give a different result.")
-
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """The overall call for one arm, as a sentence a platform engineer can act on."""
-
-    call: str
-    """``worth it`` (at least at the lowest loads), ``trade-off``, ``loss``, ``inconclusive (n repeats)`` or
-    ``not compared``."""
-    text: str
-    worth_it_up_to_stage: int | None
-    """The highest stage up to which every stage (in load order) is worth it; None if the lowest is not."""
-    conditions: Conditions
+def describe_conditions(c: Conditions) -> str:
+    """One sentence for the verdict: where it was measured, and that elsewhere it may differ."""
+    loads = ", ".join(f"{name} {lo:.3g}-{hi:.3g} {'users' if c.arrival.get(name) == 'closed' else 'req/s'}"
+                      for name, (lo, hi) in c.load_range.items())
+    driver = f", driver {c.driver}" if c.driver else ""
+    against = f" against {c.control_sharing}" if c.control_sharing else ""
+    repeats = f"{c.repeats} repeat{'s' if c.repeats != 1 else ''}"
+    backend = f" ({c.backend} backend)" if c.backend else ""
+    return (f"Measured on {', '.join(c.devices) or 'unnamed devices'}{driver}{backend}, "
+            f"sharing {c.sharing}{against}, loads {loads}, {repeats}; another device "
+            "model, driver or load range may give a different result.")
 
 
 def _runs(stages: list[tuple[StageContention, StageVerdict]]) -> list[list[tuple[StageContention, StageVerdict]]]:
@@ -196,5 +168,5 @@ def overall_verdict(arm: str, control: str, stages: list[tuple[StageContention, 
         call = inconclusive(max(unsure)) if unsure else NOT_COMPARED
     parts = [_span(run, i == 0) for i, run in enumerate(_runs(stages))]
     text = f"{arm} against {control}: " + ("; ".join(parts) if parts else "no stage was measured") + "."
-    text += f" Operating boundary: {boundary.text[:1].lower()}{boundary.text[1:]} {conditions.describe()}"
-    return Verdict(call, text, up_to, conditions)
+    text += f" Operating boundary: {boundary.text[:1].lower()}{boundary.text[1:]} {describe_conditions(conditions)}"
+    return Verdict(call=call, text=text, worth_it_up_to_stage=up_to, conditions=conditions)

@@ -175,7 +175,7 @@ class GeneratorUse(Model):
 
 
 class HostLoad(Model):
-    """The host's own load over a stage (bench_plugin.hostload.HostLoad as stored)."""
+    """The host's own load over a stage, as bench_plugin.hostload measures it."""
 
     duration_s: float
     cores: int | None

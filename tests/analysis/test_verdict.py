@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from analysis_builders import objectives, stage, stats, trial
 
-from bench_plugin.analysis.capacity import ArmCapacity, RepeatCapacity, capacity_text
+from bench_plugin.analysis.capacity import ArmCapacity, capacity_text
 from bench_plugin.analysis.comparison import build_comparison
 from bench_plugin.analysis.contention import stage_contention
 from bench_plugin.analysis.significance import ratio_figure
@@ -19,7 +19,7 @@ from bench_plugin.analysis.verdict import (
     is_inconclusive,
     stage_verdict,
 )
-from bench_plugin.results.summary import TrialSummary
+from bench_plugin.results.summary import RepeatCapacity, TrialSummary
 
 OBJ = objectives(p95=1000.0, budget=0.05)
 NOISE = (0.0, 0.1, -0.1)
@@ -183,7 +183,8 @@ def test_enough_repeats_at_one_stage_decide_the_arm_over_an_inconclusive_one() -
 
 
 def capacity(per_device: list[float]) -> ArmCapacity:
-    repeats = tuple(RepeatCapacity(r, "found", 1.0, 5, 50, c) for r, c in enumerate(per_device, 1))
+    repeats = tuple(RepeatCapacity(repeat=r, status="found", scale=1.0, runs=5, fixed_sweep_runs=50,
+                                   capacity_per_device=c) for r, c in enumerate(per_device, 1))
     return ArmCapacity({"llm": 1.0}, repeats, spread([1.0] * len(per_device)), spread(per_device), None)
 
 
