@@ -38,6 +38,9 @@ pytestmark = pytest.mark.slow
 
 FIGURES = (("latency_ms", "p50"), ("latency_ms", "p95"), ("ttft_ms", "p50"), ("ttft_ms", "p95"),
            ("tpot_ms", "p50"), ("tpot_ms", "p95"))
+MEASUREMENTS = 3
+"""How many times a run and its single-process reference are measured before a figure's miss counts: the
+exact counts must hold in every one, the figures in one pair measured side by side."""
 SERVER_FIELD = {"latency_ms": "e2e_ms", "ttft_ms": "ttft_ms"}
 """The server's own record of a client figure; TPOT, a difference of two client times, is compared as is."""
 
@@ -136,10 +139,14 @@ def test_workers_send_exactly_the_offered_load(tmp_path: Path, backend: str, wor
     run, records = measured(tmp_path / "first", workers, backend, scenario)
     check_exact(run, workers)
     missed = misses(offsets(run, records), offsets(*single[backend]), workers)
-    if missed:
-        print("measured again after a miss (host noise?):", *missed, sep="\n  ")
-        ref = measured(tmp_path / "reference", 0, backend, scenario)
-        run, records = measured(tmp_path / "again", workers, backend, scenario)
+    for attempt in range(1, MEASUREMENTS):
+        if not missed:
+            break
+        # A figure off by a few ms can be the host (an ASR upload parsed while the CPU is busy), or the
+        # harness: measure both sides again, next to each other. The counts are checked every time.
+        print(f"measured again after a miss ({attempt} of {MEASUREMENTS - 1}):", *missed, sep="\n  ")
+        ref = measured(tmp_path / f"reference-{attempt}", 0, backend, scenario)
+        run, records = measured(tmp_path / f"again-{attempt}", workers, backend, scenario)
         check_exact(run, workers)
         missed = misses(offsets(run, records), offsets(*ref), workers)
     assert not missed, "\n".join(missed)
