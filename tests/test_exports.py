@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from harness import ROOT
+
 import bench_plugin
 
 
@@ -21,4 +23,12 @@ def test_import_has_no_side_effects() -> None:
     code = ("import sys, bench_plugin; "
             "print(sorted(m for m in ('locust', 'gevent', 'torch') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_a_load_generator_starts_without_the_analysis_libraries() -> None:
+    # every worker imports the locustfile at start-up; scipy.stats alone takes about a second to import
+    code = ("import sys, locust; sys.path.insert(0, 'locustfiles'); import mixed; "
+            "print(sorted(m for m in ('scipy', 'matplotlib', 'torch') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert done.stdout.strip() == "[]"

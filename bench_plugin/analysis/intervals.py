@@ -15,10 +15,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.stats import binom
 
 from bench_plugin.results.summary import Interval
 
@@ -116,19 +116,27 @@ def _bounded(n: int, q: float, confidence: float) -> bool:
     return lo >= 1 and hi <= n
 
 
+def _binom() -> Any:
+    """scipy's binomial distribution, imported when first needed: scipy.stats takes a second to import,
+    and a load generator that never computes an interval (a worker) should not pay it at start-up."""
+    from scipy.stats import binom
+
+    return binom
+
+
 def _below(k: IntArray, n: IntArray, q: float) -> NDArray[np.float64]:
     """P(B <= k): the lower tail left out by a lower rank k + 1."""
-    return np.asarray(binom.cdf(k, n, q), dtype=float)
+    return np.asarray(_binom().cdf(k, n, q), dtype=float)
 
 
 def _above(k: IntArray, n: IntArray, q: float) -> NDArray[np.float64]:
     """P(B >= k): the upper tail left out by an upper rank k."""
-    return np.asarray(binom.sf(k - 1, n, q), dtype=float)
+    return np.asarray(_binom().sf(k - 1, n, q), dtype=float)
 
 
 def _lower_rank(n: IntArray, q: float, half: float) -> IntArray:
     """The largest l in 0..n with P(B < l) <= half (l = 0 always qualifies: x_(0) is -inf)."""
-    rank = np.clip(np.asarray(binom.ppf(half, n, q), dtype=np.int64), 0, n)
+    rank = np.clip(np.asarray(_binom().ppf(half, n, q), dtype=np.int64), 0, n)
     while (up := (rank < n) & (_below(rank, n, q) <= half)).any():
         rank = rank + up
     while (down := (rank > 0) & (_below(rank - 1, n, q) > half)).any():
@@ -138,7 +146,7 @@ def _lower_rank(n: IntArray, q: float, half: float) -> IntArray:
 
 def _upper_rank(n: IntArray, q: float, half: float) -> IntArray:
     """The smallest u in 1..n + 1 with P(B >= u) <= half (u = n + 1 always qualifies: x_(n+1) is +inf)."""
-    rank = np.clip(np.asarray(binom.isf(half, n, q), dtype=np.int64) + 1, 1, n + 1)
+    rank = np.clip(np.asarray(_binom().isf(half, n, q), dtype=np.int64) + 1, 1, n + 1)
     while (down := (rank > 1) & (_above(rank - 1, n, q) <= half)).any():
         rank = rank - down
     while (up := (rank <= n) & (_above(rank, n, q) > half)).any():

@@ -29,7 +29,6 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import stats as scipy_stats
 
 from bench_plugin.results.summary import Kind, Spread
 
@@ -54,7 +53,10 @@ def percentiles(values: Sequence[float]) -> dict[str, float | None]:
 
 
 def _t95(n: int) -> float:
-    return float(scipy_stats.t.ppf(0.975, n - 1))
+    from scipy import stats  # imported when first needed: scipy.stats takes a second to import, and a load
+    # generator that never analyses anything (a worker) should not pay it at start-up
+
+    return float(stats.t.ppf(0.975, n - 1))
 
 
 def spread(values: Sequence[float | None], kind: Kind = VALUE) -> Spread:
