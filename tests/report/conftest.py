@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from bench_plugin.outputs import write_summaries
+from bench_plugin.report.html import write_report
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.summary import (
     ArmComparison,
@@ -253,23 +254,40 @@ NOTHING_TO_COMPARE = Comparison(control=None, method={}, arms={})
 MakeCampaign = Callable[..., Path]
 
 
-@pytest.fixture
-def make_campaign(tmp_path: Path) -> MakeCampaign:
-    """Write a synthetic results folder (results.sqlite + summary.json).
+def make_results(results: Path, comparison: str | None = "hand", telemetry: bool = True,
+                 interrupted: bool = False) -> Path:
+    """Write a synthetic results folder (results.sqlite + summary.json) at ``results``.
 
     ``comparison``: "hand" (comparison_section()), "analysis" (as bench_plugin.analysis wrote it) or None
     (NOTHING_TO_COMPARE: no control and no arm in the section).
     """
+    results.mkdir(parents=True)
+    build_store(results, telemetry=telemetry, interrupted=interrupted)
+    summary = write_summaries(results)
+    if comparison == "hand":
+        summary.comparison = comparison_section()
+    elif comparison is None:
+        summary.comparison = NOTHING_TO_COMPARE.model_copy(deep=True)
+    save_summary(summary, results / "summary.json")
+    return results
+
+
+@pytest.fixture
+def make_campaign(tmp_path: Path) -> MakeCampaign:
+    """make_results in this test's own folder: ``make_campaign(comparison=..., telemetry=..., name=...)``."""
     def make(comparison: str | None = "hand", telemetry: bool = True, interrupted: bool = False,
              name: str = "results") -> Path:
-        results = tmp_path / name
-        results.mkdir()
-        build_store(results, telemetry=telemetry, interrupted=interrupted)
-        summary = write_summaries(results)
-        if comparison == "hand":
-            summary.comparison = comparison_section()
-        elif comparison is None:
-            summary.comparison = NOTHING_TO_COMPARE.model_copy(deep=True)
-        save_summary(summary, results / "summary.json")
-        return results
+        return make_results(tmp_path / name, comparison, telemetry, interrupted)
     return make
+
+
+@pytest.fixture(scope="session")
+def default_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """make_results with the defaults, once per session, for tests that only read it (never change it)."""
+    return make_results(tmp_path_factory.mktemp("default") / "results")
+
+
+@pytest.fixture(scope="session")
+def default_report(default_results: Path) -> Path:
+    """report.html of default_results, rendered once per session (report.md beside it), read only."""
+    return write_report(default_results)

@@ -64,9 +64,8 @@ def figure_html(text: str, plot_id: str) -> str:
     return match.group(0)
 
 
-def test_writes_report_html_and_md_and_returns_the_html_path(make_campaign: MakeCampaign) -> None:
-    results = make_campaign()
-    path = write_report(results)
+def test_writes_report_html_and_md_and_returns_the_html_path(default_results: Path, default_report: Path) -> None:
+    results, path = default_results, default_report
     assert path == results / "report.html"
     assert path.read_text(encoding="utf-8").startswith("<!doctype html>")
     summary = load_summary(results / "summary.json")
@@ -74,8 +73,8 @@ def test_writes_report_html_and_md_and_returns_the_html_path(make_campaign: Make
     assert (results / "report.md").read_text(encoding="utf-8").startswith(title)
 
 
-def test_page_is_self_contained(make_campaign: MakeCampaign) -> None:
-    text, page = parse(write_report(make_campaign()))
+def test_page_is_self_contained(default_report: Path) -> None:
+    text, page = parse(default_report)
     assert not {"script", "link", "img", "iframe", "object", "embed", "video", "audio", "source"} & set(page.tags)
     assert all(link.startswith("#") for link in page.links), [v for v in page.links if not v.startswith("#")]
     # CSS may only point inside the document (SVG clip paths): no @import, no url() to a file or host.
@@ -84,8 +83,8 @@ def test_page_is_self_contained(make_campaign: MakeCampaign) -> None:
     assert "<?xml" not in text and "<!DOCTYPE svg" not in text  # SVG prologs are invalid inside HTML
 
 
-def test_every_plot_is_there_in_order_with_data_marks(make_campaign: MakeCampaign) -> None:
-    text, page = parse(write_report(make_campaign()))
+def test_every_plot_is_there_in_order_with_data_marks(default_report: Path) -> None:
+    text, page = parse(default_report)
     assert page.figures == [*LOAD_PLOTS, "fairness", *TIMELINES]
     for plot_id in page.figures:
         html = figure_html(text, plot_id)
@@ -96,20 +95,19 @@ def test_every_plot_is_there_in_order_with_data_marks(make_campaign: MakeCampaig
     assert sections == ["verdict", "load", "sharing", "timelines", "checks", "errors", "conditions"]
 
 
-def test_ids_are_unique_across_all_inline_svgs(make_campaign: MakeCampaign) -> None:
-    _, page = parse(write_report(make_campaign()))
+def test_ids_are_unique_across_all_inline_svgs(default_report: Path) -> None:
+    _, page = parse(default_report)
     duplicates = {i for i in page.ids if page.ids.count(i) > 1}
     assert not duplicates
 
 
-def test_the_same_results_give_the_same_bytes(make_campaign: MakeCampaign) -> None:
-    results = make_campaign()
-    first = write_report(results).read_bytes()
-    assert write_report(results).read_bytes() == first
+def test_the_same_results_give_the_same_bytes(make_campaign: MakeCampaign, default_report: Path) -> None:
+    again = write_report(make_campaign())  # written afresh in another folder, from the same inputs
+    assert again.read_bytes() == default_report.read_bytes()
 
 
-def test_verdict_per_arm_and_boundaries_when_the_comparison_is_there(make_campaign: MakeCampaign) -> None:
-    text, _ = parse(write_report(make_campaign()))
+def test_verdict_per_arm_and_boundaries_when_the_comparison_is_there(default_report: Path) -> None:
+    text, _ = parse(default_report)
     verdict = text.split('<section id="verdict">')[1].split("</section>")[0]
     assert '<span class="badge good">worth it</span>' in verdict
     assert "up to stage 0 (low): llm P95 passes its SLO above it" in verdict
@@ -158,8 +156,8 @@ def test_says_plainly_when_there_is_no_comparison(make_campaign: MakeCampaign) -
     assert page.figures == [*LOAD_PLOTS, *TIMELINES]
 
 
-def test_timeline_shows_placement_readiness_stages_failures_and_telemetry(make_campaign: MakeCampaign) -> None:
-    text, _ = parse(write_report(make_campaign()))
+def test_timeline_shows_placement_readiness_stages_failures_and_telemetry(default_report: Path) -> None:
+    text, _ = parse(default_report)
     shared = figure_html(text, "timeline-trial-4")
     for words in ("placement and readiness", "llm on bench-host / gpu0", "ready +2.5 s", "arm applied (segment 0)",
                   "stages (offered load steps)", "aborted (rolled back)", "+1 skipped", "failed requests",
@@ -186,9 +184,10 @@ def test_no_telemetry_means_no_telemetry_panel_and_a_note(make_campaign: MakeCam
     assert "No GPU telemetry was recorded for this trial" in timeline
 
 
-def test_errors_table_lists_failures_by_kind_and_stages_that_did_not_complete(make_campaign: MakeCampaign) -> None:
-    results = make_campaign()
-    text, _ = parse(write_report(results))
+def test_errors_table_lists_failures_by_kind_and_stages_that_did_not_complete(default_results: Path,
+                                                                             default_report: Path) -> None:
+    results = default_results
+    text, _ = parse(default_report)
     errors = text.split('<section id="errors">')[1].split("</section>")[0]
     db = sqlite3.connect(results / "results.sqlite")
     expected = db.execute("SELECT trial, workload, COUNT(*) FROM samples WHERE ok=0 GROUP BY trial, stage, workload")
@@ -200,8 +199,8 @@ def test_errors_table_lists_failures_by_kind_and_stages_that_did_not_complete(ma
     assert "no answer within 5 s" in errors
 
 
-def test_conditions_hold_everything_needed_to_rerun(make_campaign: MakeCampaign) -> None:
-    text, _ = parse(write_report(make_campaign()))
+def test_conditions_hold_everything_needed_to_rerun(default_report: Path) -> None:
+    text, _ = parse(default_report)
     conditions = text.split('<section id="conditions">')[1].split("</section>")[0]
     for words in ("scenarios/synthetic.yaml", "ab" * 32, "stage_duration", "1" * 64, "generated(seed=1)",
                   "bench-host", "Linux-test", "3.11.7", "0123456789abcdef0123456789abcdef01234567",
@@ -242,8 +241,8 @@ def test_even_indices_spread_over_the_whole_range() -> None:
     assert np.ptp(np.diff(picked)) <= 1  # evenly spaced
 
 
-def test_requests_are_thinned_to_the_budget_but_every_failure_is_kept(make_campaign: MakeCampaign) -> None:
-    results = make_campaign()
+def test_requests_are_thinned_to_the_budget_but_every_failure_is_kept(default_results: Path) -> None:
+    results = default_results
     with open_store(results / "results.sqlite") as db:
         counts = count_requests(db)
         requests = read_requests(db, 4, counts, max_points=20)
@@ -291,9 +290,8 @@ def test_a_million_samples_render_in_seconds(make_campaign: MakeCampaign,
     assert len(text) < 20_000_000
 
 
-def test_markdown_written_beside_matches_render_report(make_campaign: MakeCampaign) -> None:
-    results = make_campaign()
-    write_report(results)
+def test_markdown_written_beside_matches_render_report(default_results: Path, default_report: Path) -> None:
+    results = default_results
     summary = load_summary(results / "summary.json")
     arms = {"exclusive": {"control": True, "name": "exclusive", "sharing": "exclusive"},
             "shared": {"control": False, "name": "shared", "sharing": "time-slicing"}}

@@ -26,8 +26,8 @@ def summary_of(results: Path) -> Summary:
     return load_summary(results / "summary.json")
 
 
-def test_verdict_comes_first_then_stages_then_boundaries_then_conditions(make_campaign: MakeCampaign) -> None:
-    text = render_report(summary_of(make_campaign()), started_s=1_800_000_000.0,
+def test_verdict_comes_first_then_stages_then_boundaries_then_conditions(default_results: Path) -> None:
+    text = render_report(summary_of(default_results), started_s=1_800_000_000.0,
                          arm_settings={"shared": {"sharing": "time-slicing"}})
     order = [text.index(h) for h in ("## Verdict", "## Per-stage figures", "## Operating boundary per arm",
                                      "## Conditions")]
@@ -55,8 +55,8 @@ def test_without_a_comparison_it_says_so_and_still_gives_the_figures(make_campai
     assert "| shared | llm |" in text
 
 
-def test_a_partial_comparison_does_not_break_the_report(make_campaign: MakeCampaign) -> None:
-    summary = summary_of(make_campaign())
+def test_a_partial_comparison_does_not_break_the_report(default_results: Path) -> None:
+    summary = summary_of(default_results)
     shared = summary.comparison.arms["shared"]
     assert shared.verdict is not None
     # What the models let be missing: a boundary never measured (and no sentence for it), a figure, a stage.
@@ -71,15 +71,15 @@ def test_a_partial_comparison_does_not_break_the_report(make_campaign: MakeCampa
     assert "| 1 high | llm 4 req/s, embedding 8 req/s, asr 2 req/s | 1.60x [1.52, 1.68] (higher) | - |" in text
 
 
-def test_pipes_in_reasons_do_not_break_tables(make_campaign: MakeCampaign) -> None:
-    summary = summary_of(make_campaign())
+def test_pipes_in_reasons_do_not_break_tables(default_results: Path) -> None:
+    summary = summary_of(default_results)
     summary.comparison.arms["shared"].stages[0].reasons = ["a | b"]
     text = render_report(summary)
     assert "a \\| b" in text
 
 
-def test_summary_md_still_renders_with_a_comparison_section(make_campaign: MakeCampaign) -> None:
-    text = render_summary(summary_of(make_campaign()))
+def test_summary_md_still_renders_with_a_comparison_section(default_results: Path) -> None:
+    text = render_summary(summary_of(default_results))
     assert text.startswith("# Campaign synthetic")
     assert "## Stage 0: offered llm 2 req/s, embedding 4 req/s, asr 1 req/s" in text
 
@@ -103,8 +103,8 @@ def test_a_ratio_shows_its_asymmetric_interval_and_a_value_its_half_width() -> N
     assert spread_text(None) == "-" and interval(Spread(mean=None, ci95=None, values=[])) is None
 
 
-def test_an_inconclusive_verdict_is_shown_as_such(make_campaign: MakeCampaign) -> None:
-    summary = summary_of(make_campaign())
+def test_an_inconclusive_verdict_is_shown_as_such(default_results: Path) -> None:
+    summary = summary_of(default_results)
     shared = summary.comparison.arms["shared"]
     assert shared.verdict is not None
     shared.verdict = shared.verdict.model_copy(update={
