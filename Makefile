@@ -9,14 +9,14 @@ PY := $(VENV)/bin/python
 RESULTS ?= results/day19-$(shell date -u +%Y%m%d-%H%M%S)
 DAY19_FLAGS ?=
 
-.PHONY: setup day19 test lint typecheck compose-plugin clean
+.PHONY: setup day19 test lint typecheck compose-plugin k8s-cluster clean
 
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[servers,prometheus,dev]'
+	$(PY) -m pip install -q -e '.[servers,prometheus,kubernetes,dev]'
 	touch $@
 
 day19: setup
@@ -40,6 +40,14 @@ $(COMPOSE_PLUGIN): tools/compose/build.sh tools/compose/go.mod tools/compose/go.
 	tools/compose/build.sh $(CURDIR)/.docker >/dev/null
 	touch $@
 
+# A Kubernetes control plane for the tests (tests/k8s_cluster.py: etcd, kube-apiserver, kube-scheduler,
+# kube-controller-manager, kubectl, and kwok for the fake GPU nodes): built from the Go module proxy by
+# tools/k8s/build.sh, its binaries cached by version in ~/.cache/bench-plugin/bin (cold: about 7.5 min
+# on 2 cores). No stamp in the repo: the script itself finds a cached build and returns at once, so a
+# wiped cache is rebuilt rather than trusted.
+k8s-cluster:
+	tools/k8s/build.sh >/dev/null
+
 # The telemetry tests run a real Prometheus (Debian's package). Installing it enables, and on a host
 # with an init system starts, a system service on :9090; the tests start their own on a free port, so
 # the system one is stopped and disabled right after the install and holds nothing.
@@ -50,7 +58,7 @@ NO_SYSTEM_PROMETHEUS := if [ -d /run/systemd/system ]; then systemctl disable --
 $(PROMETHEUS):
 	command -v prometheus >/dev/null || (apt-get update -q && apt-get install -y -q prometheus && $(NO_SYSTEM_PROMETHEUS))
 
-test: setup $(BROWSER)/node_modules/.installed $(COMPOSE_PLUGIN) $(PROMETHEUS)
+test: setup $(BROWSER)/node_modules/.installed $(COMPOSE_PLUGIN) k8s-cluster $(PROMETHEUS)
 	$(PY) -m ruff check .
 	$(PY) -m mypy bench_plugin
 	$(PY) -m pytest -q
