@@ -1,7 +1,9 @@
-"""Pytest set-up: makes tests/harness.py importable, the leftover-server check, and the shared campaigns.
+"""Pytest set-up: makes tests/harness.py importable, the leftover-server check, the shared campaigns, and
+the Kubernetes control plane.
 
 The short and calibration campaigns are run once per session and read by every module that needs
-them; a test that changes a results folder works on its own copy (harness.copy_of).
+them; a test that changes a results folder works on its own copy (harness.copy_of). So is the control
+plane (tests/k8s_cluster.py); each test that uses it gets a namespace of its own (k8s_namespace).
 """
 
 from __future__ import annotations
@@ -11,17 +13,23 @@ from __future__ import annotations
 import locust  # noqa: F401  # isort: skip
 
 import os
+import re
+import secrets
 import signal
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import ROOT, Campaign, run_locust, server_processes
+
+if TYPE_CHECKING:
+    from k8s_cluster import Cluster
 
 
 def _campaign(factory: pytest.TempPathFactory, scenario: str) -> Campaign:
@@ -55,3 +63,37 @@ def no_leftover_servers(tmp_path: Path) -> Iterator[None]:
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     assert not left, f"servers left running: {left}"
+
+
+@pytest.fixture(scope="session")
+def k8s_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A real control plane with kwok GPU nodes (k8s_cluster.Cluster), started once per session.
+
+    Missing binaries FAIL the test (CI builds them: `make k8s-cluster`); BENCH_K8S_SKIP_MISSING=1 skips.
+    """
+    # imported here: the `kubernetes` client is needed only by the tests that use the cluster
+    from k8s_cluster import Cluster, ClusterError, require_binaries
+
+    require_binaries()
+    cluster = Cluster(tmp_path_factory.mktemp("k8s"))
+    try:
+        cluster.start()
+    except ClusterError as error:
+        pytest.fail(f"the Kubernetes test cluster did not start: {error}")
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def k8s_namespace(k8s_cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace in the session's cluster, ready for pods; removed after the test with its pods,
+    and with the fake nodes the test added (a test that stopped kwok gets it restarted)."""
+    slug = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:48].strip("-")
+    name = f"{slug}-{secrets.token_hex(3)}"
+    nodes_before = set(k8s_cluster.fake_nodes)
+    k8s_cluster.create_namespace(name)
+    yield name
+    k8s_cluster.start_kwok()
+    k8s_cluster.delete_namespace(name)
+    for node in k8s_cluster.fake_nodes - nodes_before:
+        k8s_cluster.delete_node(node)
