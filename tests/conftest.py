@@ -26,30 +26,22 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import ROOT, Campaign, run_locust, server_processes
+from harness import Campaign, run_campaign, server_processes
 
 if TYPE_CHECKING:
     from k8s_cluster import Cluster
 
 
-def _campaign(factory: pytest.TempPathFactory, scenario: str) -> Campaign:
-    results = factory.mktemp(scenario) / "results"
-    done = run_locust(["-f", "locustfiles/mixed.py", "--scenario", str(ROOT / "scenarios" / f"{scenario}.yaml"),
-                       "--results-dir", str(results)], timeout=600)
-    assert done.returncode == 0, done.stdout[-3000:]
-    return Campaign(results, done.stdout)
-
-
 @pytest.fixture(scope="session")
 def short_campaign(tmp_path_factory: pytest.TempPathFactory) -> Campaign:
     """scenarios/short.yaml once per session: the reference servers (tiny, CPU), 2 arms x 2 repeats x 2 stages."""
-    return _campaign(tmp_path_factory, "short")
+    return run_campaign(tmp_path_factory.mktemp("short"), "short")
 
 
 @pytest.fixture(scope="session")
 def calibration_campaign(tmp_path_factory: pytest.TempPathFactory) -> Campaign:
     """scenarios/calibration.yaml once per session: synthetic servers with known latencies, their timing logs."""
-    return _campaign(tmp_path_factory, "calibration")
+    return run_campaign(tmp_path_factory.mktemp("calibration"), "calibration")
 
 
 @pytest.fixture

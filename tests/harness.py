@@ -101,6 +101,22 @@ class Campaign:
     output: str
 
 
+def run_campaign(directory: Path, scenario: str) -> Campaign:
+    """scenarios/<scenario>.yaml run headless by `locust`, its results in ``directory``/results (must succeed)."""
+    results = directory / "results"
+    done = run_locust(["-f", "locustfiles/mixed.py", "--scenario", str(ROOT / "scenarios" / f"{scenario}.yaml"),
+                       "--results-dir", str(results)], timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:]
+    return Campaign(results, done.stdout)
+
+
+def busy_stages(summary: dict[str, Any]) -> list[str]:
+    """Why the campaign's own self-check distrusts a stage: host busy with other work, generator behind."""
+    return [f"trial {trial['id']} stage {stage['index']}: {reason}" for trial in summary["trials"]
+            for stage in trial["stages"] for reason in (stage.get("host_busy"), stage.get("generator_limited"))
+            if reason]
+
+
 def copy_of(campaign: Campaign, where: Path) -> Path:
     """A private copy of a shared campaign's results folder, for a test that writes into it."""
     target = where / campaign.results.name

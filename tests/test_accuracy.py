@@ -27,10 +27,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from harness import Campaign
+from harness import Campaign, busy_stages, run_campaign
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
+ATTEMPTS = 3
 CAUSALITY_SLACK_MS = 0.5
 TRANSPORT_LIMIT_MS = 5.0
 
@@ -40,9 +41,25 @@ def tolerance(reference: float) -> float:
 
 
 @pytest.fixture(scope="module")
-def calibration(calibration_campaign: Campaign) -> tuple[Path, dict[str, Any]]:
-    results = calibration_campaign.results
-    return results, json.loads((results / "summary.json").read_text())
+def calibration(calibration_campaign: Campaign, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """The calibration campaign, run again (at most ATTEMPTS in all) while its own self-check flags a stage.
+
+    A stage measured while other work held the CPU, or while the load generator fell behind, is flagged
+    by the campaign itself (host_busy, generator_limited), and its figures are not the harness's to
+    answer for. Such a run is measured again, the reason printed; one that is not flagged is judged
+    with the full tolerance. If every run is flagged, the host never let the harness be judged: skipped,
+    saying why.
+    """
+    campaign = calibration_campaign
+    for attempt in range(1, ATTEMPTS + 1):
+        summary = json.loads((campaign.results / "summary.json").read_text())
+        noise = busy_stages(summary)
+        if not noise:
+            return campaign.results, summary
+        print(f"calibration run {attempt} of {ATTEMPTS} was measured on a busy host:", *noise, sep="\n  ")
+        if attempt < ATTEMPTS:
+            campaign = run_campaign(tmp_path_factory.mktemp("calibration-again"), "calibration")
+    pytest.skip(f"the host was busy in all {ATTEMPTS} calibration runs ({noise[0]}): accuracy cannot be judged here")
 
 
 def pairs(results: Path, name: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:

@@ -58,8 +58,8 @@ def test_report_refuses_a_directory_without_results(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def two_campaigns(calibration_campaign: Campaign, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    a = calibration_campaign.results  # read only
+def two_campaigns(short_campaign: Campaign, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    a = short_campaign.results  # read only
     b = tmp_path_factory.mktemp("cmp") / "b"
     shutil.copytree(a, b)
     for name in ("report.html", "report.md", "summary.json", "summary.md"):
@@ -84,7 +84,7 @@ def test_same_experiment_is_compared_side_by_side(two_campaigns: tuple[Path, Pat
     assert done.returncode == 0, done.stderr
     text = out.read_text()
     assert "same recorded conditions" in text
-    assert "| synthetic | 0 | llm |" in text and "| 1.00x |" in text
+    assert "| shared | 0 | llm |" in text and "| 1.00x |" in text
 
 
 @pytest.mark.slow

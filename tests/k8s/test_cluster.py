@@ -51,9 +51,10 @@ def running_on(cluster: Cluster, namespace: str, name: str) -> str | None:
     return str(pod.spec.node_name)
 
 
-def events(cluster: Cluster, namespace: str, name: str, reason: str) -> list[k8s.CoreV1Event]:
+def events(cluster: Cluster, namespace: str, name: str, reason: str) -> list[k8s.CoreV1Event] | None:
+    """The events of ``reason`` about pod ``name``; None while there is none (wait_for polls on None)."""
     return list(cluster.core.list_namespaced_event(
-        namespace, field_selector=f"involvedObject.name={name},reason={reason}").items)
+        namespace, field_selector=f"involvedObject.name={name},reason={reason}").items) or None
 
 
 def test_versions_are_the_pinned_ones(k8s_cluster: Cluster) -> None:

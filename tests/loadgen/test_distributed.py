@@ -34,13 +34,16 @@ from loadgen_testlib import (
     workers_of,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 FIGURES = (("latency_ms", "p50"), ("latency_ms", "p95"), ("ttft_ms", "p50"), ("ttft_ms", "p95"),
            ("tpot_ms", "p50"), ("tpot_ms", "p95"))
 MEASUREMENTS = 3
 """How many times a run and its single-process reference are measured before a figure's miss counts: the
 exact counts must hold in every one, the figures in one pair measured side by side."""
+RUNS = [("local", 1), ("manual", 2), ("local", 3)]
+"""1, 2 and 3 workers, on both backends: the backend decides who starts the servers, the number of workers how
+the arrivals are split; neither depends on the other, so each count runs once, not on every backend."""
 SERVER_FIELD = {"latency_ms": "e2e_ms", "ttft_ms": "ttft_ms"}
 """The server's own record of a client figure; TPOT, a difference of two client times, is compared as is."""
 
@@ -132,8 +135,7 @@ def misses(mine: dict[Any, dict[Any, Any]], theirs: dict[Any, dict[Any, Any]], w
     return out
 
 
-@pytest.mark.parametrize("workers", [1, 2, 3])
-@pytest.mark.parametrize("backend", ["local", "manual"])
+@pytest.mark.parametrize(("backend", "workers"), RUNS)
 def test_workers_send_exactly_the_offered_load(tmp_path: Path, backend: str, workers: int, scenario: Path,
                                                single: dict[str, tuple[Run, dict[str, Any]]]) -> None:
     run, records = measured(tmp_path / "first", workers, backend, scenario)

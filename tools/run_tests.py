@@ -1,0 +1,207 @@
+"""Runs the test suite in lanes side by side, then the timing-strict tests alone.
+
+    python tools/run_tests.py [--lanes N] [--record] [PYTEST_ARGS...]
+
+Most tests wait on real processes (servers starting, stages of a few seconds, workers joining) and
+use a fraction of the machine, so two pytest processes over disjoint sets of test files finish in
+a little over half the time of one. Tests marked ``serial`` compare timings against a reference
+measured on a quiet host (the harness's accuracy, one process against N workers): they are skipped
+in the lanes and run afterwards on their own.
+
+Files that use the same session fixture (a shared campaign, the Kubernetes control plane, a
+rendered report) go to the same lane, so that fixture runs once. Lanes are balanced by the
+durations recorded in tests/durations.json (``--record`` rewrites it from this run); a file not
+in it counts as DEFAULT_S. Each lane's output goes to a log that is printed whole if the lane
+fails, and as its last line otherwise. Exit status: 0 when every lane and the serial phase passed,
+else the first failing pytest status (1 when a lane could not start).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TESTS = ROOT / "tests"
+DURATIONS = TESTS / "durations.json"
+DEFAULT_S = 5.0
+SERIAL = re.compile(r"\bpytest\.mark\.serial\b")
+FIXTURE = re.compile(r"@pytest\.fixture(\([^)]*\))?\s*\ndef (\w+)\(([^)]*)\)")
+NO_TESTS = 5  # pytest's exit status when a selection holds no test
+
+
+@dataclass
+class Lane:
+    """One pytest process over a set of test files."""
+
+    index: int
+    files: list[Path] = field(default_factory=list)
+    weight: float = 0.0
+
+
+def test_files() -> list[Path]:
+    return sorted(p for p in TESTS.rglob("test_*.py") if "node_modules" not in p.parts)
+
+
+def session_fixtures() -> dict[str, set[str]]:
+    """Each fixture of the suite's conftest files -> the session-scoped fixtures it is or depends on."""
+    direct: dict[str, set[str]] = {}
+    params: dict[str, set[str]] = {}
+    for conftest in TESTS.rglob("conftest.py"):
+        if "node_modules" in conftest.parts:
+            continue
+        for scope, name, args in FIXTURE.findall(conftest.read_text(encoding="utf-8")):
+            direct[name] = {name} if 'scope="session"' in scope else set()
+            params[name] = set(re.findall(r"(\w+)\s*:", args))
+    out = {name: set(found) for name, found in direct.items()}
+    changed = True
+    while changed:  # a fixture that takes a session fixture (or one that does) shares its lane
+        changed = False
+        for name, takes in params.items():
+            inherited = set().union(*(out.get(t, set()) for t in takes))
+            if not inherited <= out[name]:
+                out[name] |= inherited
+                changed = True
+    return {name: found for name, found in out.items() if found}
+
+
+def groups(files: list[Path]) -> list[list[Path]]:
+    """The files, grouped so that files naming the same session fixture share a group."""
+    fixtures = session_fixtures()
+    parent = {f: f for f in files}
+
+    def root(f: Path) -> Path:
+        while parent[f] != f:
+            f = parent[f]
+        return f
+
+    users: dict[str, list[Path]] = defaultdict(list)
+    for f in files:
+        text = f.read_text(encoding="utf-8")
+        for name, shared in fixtures.items():
+            if re.search(rf"\b{name}\b", text):
+                for session in shared:
+                    users[session].append(f)
+    for shared in users.values():
+        for other in shared[1:]:
+            parent[root(other)] = root(shared[0])
+    out: dict[Path, list[Path]] = defaultdict(list)
+    for f in files:
+        out[root(f)].append(f)
+    return list(out.values())
+
+
+def recorded() -> dict[str, float]:
+    if not DURATIONS.is_file():
+        return {}
+    return {str(k): float(v) for k, v in json.loads(DURATIONS.read_text(encoding="utf-8")).items()}
+
+
+def plan(files: list[Path], lanes: int) -> list[Lane]:
+    """Greedy balance: the heaviest group first, each to the lightest lane."""
+    weights = recorded()
+
+    def weight(f: Path) -> float:
+        return weights.get(str(f.relative_to(ROOT)), DEFAULT_S)
+
+    out = [Lane(i + 1) for i in range(lanes)]
+    for group in sorted(groups(files), key=lambda g: -sum(map(weight, g))):
+        lane = min(out, key=lambda lane: lane.weight)
+        lane.files += group
+        lane.weight += sum(map(weight, group))
+    return out
+
+
+def file_times(junit: Path) -> dict[str, float]:
+    """Seconds per test file from a JUnit XML report (setup, call and teardown of each test)."""
+    out: dict[str, float] = defaultdict(float)
+    if not junit.is_file():
+        return out
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        name = case.get("classname", "")
+        if not name:
+            continue
+        parts = name.split(".")
+        for cut in range(len(parts), 0, -1):  # the class name is module[.Class]: find the file
+            path = ROOT.joinpath(*parts[:cut]).with_suffix(".py")
+            if path.is_file():
+                out[str(path.relative_to(ROOT))] += float(case.get("time", 0.0))
+                break
+    return out
+
+
+def pytest_command(files: list[Path], marker: str, junit: Path, basetemp: Path, extra: list[str]) -> list[str]:
+    return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", marker,
+            f"--junitxml={junit}", f"--basetemp={basetemp}", *extra, *map(str, files)]
+
+
+def last_line(log: Path) -> str:
+    lines = [line for line in log.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
+    return lines[-1] if lines else "(no output)"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lanes", type=int, default=2, help="pytest processes side by side (default 2)")
+    parser.add_argument("--record", action="store_true", help="rewrite tests/durations.json from this run")
+    args, extra = parser.parse_known_args(argv)
+    if args.lanes < 1:
+        parser.error(f"--lanes {args.lanes}: give 1 or more")
+    files = test_files()
+    serial = [f for f in files if SERIAL.search(f.read_text(encoding="utf-8"))]
+    work = Path(tempfile.mkdtemp(prefix="bench-tests-"))
+    start = time.monotonic()
+    lanes = plan(files, args.lanes)
+    running = []
+    for lane in lanes:
+        log = work / f"lane-{lane.index}.log"
+        command = pytest_command(lane.files, "not serial", work / f"lane-{lane.index}.xml",
+                                 work / f"lane-{lane.index}", extra)
+        with log.open("w", encoding="utf-8") as out:
+            running.append((lane, log, subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)))
+        print(f"lane {lane.index}: {len(lane.files)} files (about {lane.weight:.0f} s), log {log}", flush=True)
+    status = 0
+    for lane, log, process in running:
+        code = process.wait()
+        took = time.monotonic() - start
+        if code in (0, NO_TESTS):
+            print(f"lane {lane.index} done at {took:.0f} s: {last_line(log)}", flush=True)
+        else:
+            print(f"lane {lane.index} FAILED (pytest exit {code}) at {took:.0f} s; its output:", flush=True)
+            print(log.read_text(encoding="utf-8", errors="replace"), flush=True)
+            status = status or code
+    lanes_s = time.monotonic() - start
+    serial_s = 0.0
+    if serial:
+        print(f"serial: {len(serial)} files alone ({', '.join(str(f.relative_to(ROOT)) for f in serial)})",
+              flush=True)
+        begun = time.monotonic()
+        code = subprocess.call(pytest_command(serial, "serial", work / "serial.xml", work / "serial", extra),
+                               cwd=ROOT)
+        serial_s = time.monotonic() - begun
+        if code not in (0, NO_TESTS):
+            status = status or code
+    print(f"tests: {args.lanes} lanes side by side {lanes_s:.0f} s, then serial {serial_s:.0f} s; "
+          f"{time.monotonic() - start:.0f} s in all", flush=True)
+    if args.record:
+        times: dict[str, float] = defaultdict(float)
+        for junit in work.glob("*.xml"):
+            for path, seconds in file_times(junit).items():
+                times[path] += seconds
+        DURATIONS.write_text(json.dumps({k: round(v, 1) for k, v in sorted(times.items())}, indent=1) + "\n",
+                             encoding="utf-8")
+        print(f"wrote {DURATIONS.relative_to(ROOT)}", flush=True)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
