@@ -61,7 +61,7 @@ $(PROMETHEUS):
 test: setup $(BROWSER)/node_modules/.installed $(COMPOSE_PLUGIN) k8s-cluster $(PROMETHEUS)
 	$(PY) -m ruff check .
 	$(PY) -m mypy bench_plugin
-	$(PY) -m pytest -q
+	$(PY) tools/run_tests.py
 
 lint: setup
 	$(PY) -m ruff check .

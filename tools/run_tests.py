@@ -140,7 +140,7 @@ def file_times(junit: Path) -> dict[str, float]:
 
 
 def pytest_command(files: list[Path], marker: str, junit: Path, basetemp: Path, extra: list[str]) -> list[str]:
-    return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", marker,
+    return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "junit_family=xunit1", "-m", marker,
             f"--junitxml={junit}", f"--basetemp={basetemp}", *extra, *map(str, files)]
 
 
