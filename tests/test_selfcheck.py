@@ -119,7 +119,9 @@ def test_a_starved_load_generator_marks_its_stages_generator_limited(tmp_path: P
         assert stage["generator_limited"] and "send lag P99" in stage["generator_limited"], stage
         worst = max(c["send_lag_ms"]["p99"] for c in stage["classes"].values())
         assert worst > 10.0
-        assert stage["generators"]["local"]["cores"] > 0.5  # the hog's CPU is the generator's own
+        # the hog's CPU is the generator's own: an unhogged generator at these rates uses under 0.05 core, the
+        # hog all it is given (a core on a quiet host, less when other work shares the two)
+        assert stage["generators"]["local"]["cores"] > 0.25
 
 
 @contextmanager

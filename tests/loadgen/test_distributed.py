@@ -10,8 +10,9 @@ every request (matched to the samples by X-Request-Id), and the figure compared 
 percentile minus the server's own percentile of the same requests. A server slowed by the busy
 2-core machine it shares with the master and the workers (a stall of tens of ms, seen in CI) then
 moves both sides alike; a harness that distorts latency on workers does not. A figure that still
-misses is measured again, fresh single-process run and fresh distributed run side by side, and must
-hold then (the first miss is printed).
+misses, or a pair that the campaigns' own self-check flags (host busy with other work, generator
+behind), is measured again, fresh single-process run and fresh distributed run side by side
+(test_workers_send_exactly_the_offered_load says exactly when it passes, fails or is skipped).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from harness import busy_stages
 from loadgen_testlib import (
     Run,
     accounting,
@@ -39,8 +41,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.serial]
 FIGURES = (("latency_ms", "p50"), ("latency_ms", "p95"), ("ttft_ms", "p50"), ("ttft_ms", "p95"),
            ("tpot_ms", "p50"), ("tpot_ms", "p95"))
 MEASUREMENTS = 3
-"""How many times a run and its single-process reference are measured before a figure's miss counts: the
-exact counts must hold in every one, the figures in one pair measured side by side."""
+"""At most this many pairs (a run and its single-process reference) are measured: the exact counts must
+hold in every one, the figures in one pair measured side by side and not flagged by the self-check."""
 RUNS = [("local", 1), ("manual", 2), ("local", 3)]
 """1, 2 and 3 workers, on both backends: the backend decides who starts the servers, the number of workers how
 the arrivals are split; neither depends on the other, so each count runs once, not on every backend."""
@@ -135,21 +137,38 @@ def misses(mine: dict[Any, dict[Any, Any]], theirs: dict[Any, dict[Any, Any]], w
     return out
 
 
+def host_noise(*runs: Run) -> list[str]:
+    """What the campaigns' own self-check says against their figures (host busy, generator behind)."""
+    return [f"{run.results.parent.name}: {reason}" for run in runs for reason in busy_stages(run.summary())]
+
+
 @pytest.mark.parametrize(("backend", "workers"), RUNS)
 def test_workers_send_exactly_the_offered_load(tmp_path: Path, backend: str, workers: int, scenario: Path,
                                                single: dict[str, tuple[Run, dict[str, Any]]]) -> None:
+    """The counts hold in every run; the figures in a pair measured side by side that the campaigns' own
+    self-check does not flag. A flagged pair is measured again (the reason printed): the harness answers
+    for its figures, not for a host that its self-check saw busy. A pair that is not flagged and misses is
+    measured again too, up to MEASUREMENTS pairs (a burst shorter than a stage can hide from the
+    self-check), and the test fails if no unflagged pair holds; it is skipped, saying why, only when
+    every pair was flagged."""
+    reference = single[backend]
     run, records = measured(tmp_path / "first", workers, backend, scenario)
-    check_exact(run, workers)
-    missed = misses(offsets(run, records), offsets(*single[backend]), workers)
-    for attempt in range(1, MEASUREMENTS):
-        if not missed:
-            break
-        # A figure off by a few ms can be the host (an ASR upload parsed while the CPU is busy), or the
-        # harness: measure both sides again, next to each other. The counts are checked every time.
-        print(f"measured again after a miss ({attempt} of {MEASUREMENTS - 1}):", *missed, sep="\n  ")
-        ref = measured(tmp_path / f"reference-{attempt}", 0, backend, scenario)
-        run, records = measured(tmp_path / f"again-{attempt}", workers, backend, scenario)
+    missed: list[str] = []
+    judged = False
+    for attempt in range(1, MEASUREMENTS + 1):
         check_exact(run, workers)
-        missed = misses(offsets(run, records), offsets(*ref), workers)
+        noise = host_noise(reference[0], run)
+        if noise:
+            print(f"pair {attempt} of {MEASUREMENTS} measured on a busy host:", *noise, sep="\n  ")
+        else:
+            judged = True
+            missed = misses(offsets(run, records), offsets(*reference), workers)
+            if not missed:
+                return
+            print(f"pair {attempt} of {MEASUREMENTS} missed:", *missed, sep="\n  ")
+        if attempt < MEASUREMENTS:  # both sides again, next to each other
+            reference = measured(tmp_path / f"reference-{attempt}", 0, backend, scenario)
+            run, records = measured(tmp_path / f"again-{attempt}", workers, backend, scenario)
+    if not judged:
+        pytest.skip(f"the self-check flagged every one of {MEASUREMENTS} pairs ({noise[0]}): figures not judged here")
     assert not missed, "\n".join(missed)
-
