@@ -1,5 +1,7 @@
-"""Scenario: the one YAML experiment a campaign runs (models in ``models``, file loading in ``loader``)."""
+"""Scenario: the one YAML experiment a campaign runs (models in ``models``, the Kubernetes section in
+``kubernetes``, file loading in ``loader``)."""
 
+from bench_plugin.scenario.kubernetes import ClassKubernetes, DevicePlugin, KubernetesSettings, Toleration
 from bench_plugin.scenario.loader import apply_overrides, load_scenario, scenario_sha256
 from bench_plugin.scenario.models import (
     SHARING_MODES,
@@ -32,11 +34,14 @@ __all__ = [
     "ASRClass",
     "ASRRequests",
     "Arm",
+    "ClassKubernetes",
     "ClassSettings",
     "ClassSpec",
     "Classes",
+    "DevicePlugin",
     "EmbeddingClass",
     "EmbeddingRequests",
+    "KubernetesSettings",
     "LLMClass",
     "LLMRequests",
     "Rollback",
@@ -47,6 +52,7 @@ __all__ = [
     "Slo",
     "Stage",
     "StrictModel",
+    "Toleration",
     "Warmup",
     "apply_overrides",
     "changed_variables",

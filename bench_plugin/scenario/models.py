@@ -10,25 +10,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
+
+from bench_plugin.scenario.base import PositiveFloat, StrictModel
+from bench_plugin.scenario.base import ScenarioError as ScenarioError  # re-exported: it was defined here first
+from bench_plugin.scenario.kubernetes import ClassKubernetes, KubernetesSettings, check_node_labels
 
 WORKLOAD_CLASSES: tuple[str, ...] = ("llm", "embedding", "asr")
 """The workload classes, in the order they appear in every table."""
 
 SHARING_MODES: tuple[str, ...] = ("exclusive", "time-slicing", "mps", "mig")
-
-PositiveFloat = Annotated[float, Field(gt=0)]
-
-
-class ScenarioError(Exception):
-    """A scenario that cannot be run; the message names the file, the key and the value."""
-
-
-class StrictModel(BaseModel):
-    """Base for every scenario model: unknown keys are errors, values are never coerced silently."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
-
 
 class Slo(StrictModel):
     """Service-level objectives of one class; P95 of end-to-end latency is always required."""
@@ -113,6 +104,8 @@ class ClassSpec(StrictModel):
     model: str
     endpoint: str | None = None
     server: ServerSpec = Field(default_factory=ServerSpec)
+    kubernetes: ClassKubernetes = Field(default_factory=ClassKubernetes)
+    """How the kubernetes backend runs this class's server in a pod (default: its reference server)."""
     arrival: Literal["poisson", "plain-poisson", "closed"] = "poisson"
     """``poisson``: exactly round(rate * duration) arrivals per stage at Poisson times (users/arrivals.py);
     ``plain-poisson``: a plain Poisson process, its count random; ``closed``: request loops."""
@@ -175,6 +168,10 @@ class ClassSettings(StrictModel):
     thread_percentage: int | None = Field(default=None, ge=1, le=100)
     priority: Literal["high", "normal", "low"] = "normal"
     device: str | None = None
+    node_labels: dict[str, str] = Field(default_factory=dict)
+    """Kubernetes only: the class's pod must run on a node with all these labels (required node affinity)."""
+
+    _node_labels = field_validator("node_labels")(check_node_labels)
 
 
 class Arm(StrictModel):
@@ -273,7 +270,9 @@ class Scenario(StrictModel):
     repeats: int = Field(default=3, ge=1)
     order: Literal["interleaved", "sequential"] = "interleaved"
     seed: int = 0
-    backend: Literal["local", "manual"] = "local"
+    backend: Literal["local", "manual", "kubernetes"] = "local"
+    kubernetes: KubernetesSettings | None = None
+    """The kubernetes backend's settings; unset, their defaults."""
     readiness_timeout_s: PositiveFloat = 300.0
     drain_timeout_s: PositiveFloat = 60.0
     allow_multiple_changes: bool = False

@@ -207,6 +207,9 @@ def _check_knobs(arm: Arm, name: str, kind: str, devices: list[Device]) -> None:
     settings = settings_of(arm, name)
     has_gpu = any(d.is_gpu for d in devices)
     key = f"classes.{name}"
+    if settings.node_labels:
+        raise ValueError(f"{key}.node_labels is a Kubernetes-only setting (required node affinity); this host has "
+                         "no nodes to choose from: run the arm with --backend kubernetes")
     if settings.thread_percentage is not None and arm.sharing != "mps":
         raise ValueError(f"{key}.thread_percentage needs sharing 'mps' (it is CUDA_MPS_ACTIVE_THREAD_PERCENTAGE)")
     for knob, value, default in (("memory_limit_mib", settings.memory_limit_mib, None),

@@ -118,6 +118,8 @@ def test_mig_pins_each_server_to_its_instance_uuid(tmp_path: Path) -> None:
          "classes llm and asr both name MIG instance MIG-1"),
         ([*GPUS, *MIGS], arm("x", llm={"device": "MIG-0"}), None,
          "classes.llm.device 'MIG-0' is a MIG instance; use it with sharing 'mig'"),
+        (GPUS, arm("x", llm={"node_labels": {"pool": "fast"}}), None,
+         "classes.llm.node_labels is a Kubernetes-only setting (required node affinity)"),
     ],
 )
 def test_refusals_name_the_arm_the_class_and_the_reason(
