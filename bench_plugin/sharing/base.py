@@ -37,6 +37,12 @@ class ClassPlacement:
     """The physical GPU under the device (a MIG instance's parent), so shares of one GPU count once."""
     mps_daemon_pid: int | None = None
     """The MPS control daemon this server was a client of (sharing ``mps``)."""
+    node: str | None = None
+    """The Kubernetes node the class's pod ran on (kubernetes backend)."""
+    pod: str | None = None
+    """The class's pod, ``namespace/name`` (kubernetes backend)."""
+    resources: dict[str, str] = field(default_factory=dict)
+    """The GPU resources the pod asked (requests equal limits), e.g. ``{"nvidia.com/gpu.shared": "1"}``."""
 
 
 @dataclass(frozen=True)
@@ -46,8 +52,13 @@ class Placement:
     classes: dict[str, ClassPlacement]
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form for the results store and the timeline."""
-        return {name: asdict(p) for name, p in self.classes.items()}
+        """JSON-ready form for the results store and the timeline (the Kubernetes fields only where set)."""
+        return {name: {key: value for key, value in asdict(p).items() if value or key not in _CLUSTER_FIELDS}
+                for name, p in self.classes.items()}
+
+
+_CLUSTER_FIELDS = ("node", "pod", "resources")
+"""ClassPlacement fields only the kubernetes backend sets; stored only where set, so other placements read as before."""
 
 
 class SharingBackend(ABC):
@@ -85,3 +96,7 @@ class SharingBackend(ABC):
     def restore(self) -> None:
         """Leave the host as it was before the campaign; safe to call more than once."""
         self.release()
+
+    def leftovers(self) -> list[str]:
+        """What the last ``restore`` could not put back, one line each (empty: everything); fails the run."""
+        return []
