@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
+
+BACKENDS: tuple[str, ...] = ("local", "manual", "kubernetes")
+"""Who applies the arms (``--backend``; default: the scenario's ``backend``)."""
 
 HOST_OPTIONS: dict[str, str] = {"llm": "llm_host", "embedding": "embedding_host", "asr": "asr_host"}
 """Workload class -> the option attribute holding its explicit host."""
@@ -31,3 +35,43 @@ def add_arguments(parser: Any) -> None:
     for name, attr in HOST_OPTIONS.items():
         group.add_argument(f"--{name}-host", dest=attr, type=str, env_var=f"LOCUST_{attr.upper()}", default=None,
                            help=f"Base URL of an OpenAI-compatible server for the {name} class (manual backend)")
+    group.add_argument("--backend", type=str, env_var="LOCUST_BACKEND", default=None,
+                       help=f"Who applies the arms: {', '.join(BACKENDS)} (default: the scenario's backend; an "
+                            "explicit host means manual)")
+    group.add_argument("--kubeconfig", type=str, env_var="LOCUST_KUBECONFIG", default=None,
+                       help="Kubernetes backend: the kubeconfig (default: $KUBECONFIG, then the in-cluster "
+                            "service account, then ~/.kube/config)")
+    group.add_argument("--namespace", type=str, env_var="LOCUST_NAMESPACE", default=None,
+                       help="Kubernetes backend: the namespace of the workloads (default: the scenario's "
+                            "kubernetes.namespace, bench)")
+    group.add_argument("--service-url", dest="service_url", action="append", type=str, env_var="LOCUST_SERVICE_URL",
+                       default=None, metavar="CLASS=URL",
+                       help="Kubernetes backend: where the load generators reach a class's Service from outside "
+                            "the cluster (kubectl port-forward); repeatable, or comma-separated in the env var "
+                            "(default: http://bench-<class>.<namespace>.svc:<port>)")
+
+
+def parse_service_urls(values: list[str] | None, class_names: list[str]) -> dict[str, str]:
+    """``--service-url`` values (each ``CLASS=URL``, or several comma-separated) -> class -> URL.
+
+    Raises ValueError with one line naming the option and the value that is wrong.
+    """
+    out: dict[str, str] = {}
+    for value in values or []:
+        for item in (part.strip() for part in value.split(",")):
+            if not item:
+                continue
+            name, sep, url = item.partition("=")
+            name, url = name.strip(), url.strip()
+            if not sep or not name or not url:
+                raise ValueError(f"--service-url {item!r}: expected CLASS=URL, e.g. llm=http://127.0.0.1:8000")
+            if name not in class_names:
+                raise ValueError(f"--service-url {item!r}: {name!r} is not a class of this scenario "
+                                 f"(classes: {', '.join(class_names)})")
+            parts = urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.netloc:
+                raise ValueError(f"--service-url {item!r}: {url!r} is not an http(s) URL")
+            if name in out and out[name] != url:
+                raise ValueError(f"--service-url {item!r}: class {name} already has {out[name]}")
+            out[name] = url
+    return out

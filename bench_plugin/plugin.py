@@ -41,12 +41,14 @@ from bench_plugin.loadgen import collector
 from bench_plugin.loadgen.fleet import Fleet
 from bench_plugin.loadgen.protocol import Hello, Identity
 from bench_plugin.loadgen.worker import WorkerLink
-from bench_plugin.options import HOST_OPTIONS
+from bench_plugin.options import BACKENDS, HOST_OPTIONS, parse_service_urls
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.samples import Sample
 from bench_plugin.scenario import Scenario, ScenarioError, load_scenario, scenario_sha256
 from bench_plugin.scenario.checks import sample_warnings
+from bench_plugin.scenario.kubernetes import dns_label_problem
 from bench_plugin.sharing.base import ApplyError, SharingBackend
+from bench_plugin.sharing.kubernetes.backend import ClusterOptions, KubernetesBackend
 from bench_plugin.sharing.local import LocalBackend
 from bench_plugin.sharing.manual import ManualBackend
 from bench_plugin.telemetry.campaign import CampaignTelemetry, TelemetryOptions
@@ -168,7 +170,9 @@ class BenchPlugin:
             self.conductor.status = "interrupted"
         from bench_plugin.outputs import write_outputs
 
+        leftovers = self.backend.leftovers()
         try:
+            self.recorder.set_meta("restore", {"backend": self.backend.name, "leftovers": leftovers})
             self.recorder.set_meta("load_generators", self.fleet.describe())
             self.recorder.close()
             write_outputs(self.results_dir)
@@ -178,6 +182,9 @@ class BenchPlugin:
             self.environment.process_exit_code = 2
             return
         self.environment.process_exit_code = EXIT_CODES.get(self.conductor.status, 2)
+        for line in leftovers:  # the cluster (or host) was not left as found: say what is left, fail the run
+            sys.stderr.write(f"bench_plugin: error: {self.backend.name} backend could not restore: {line}\n")
+            self.environment.process_exit_code = 2
         status, reason = self.conductor.status, self.conductor.reason
         self.live.on_end(status, str(self.results_dir / "report.html"))
         if status == "failed":
@@ -373,14 +380,7 @@ def register(environment: Environment) -> BenchPlugin | None:
     except ScenarioError as exc:
         fail(str(exc))
     results_dir = _results_dir(environment, scenario)
-    explicit = scenario.backend == "manual" or bool(environment.host) or any(
-        getattr(environment.parsed_options, HOST_OPTIONS[n], None) for n in class_names
-    )
-    backend: SharingBackend
-    if explicit:
-        backend = ManualBackend(scenario, _hosts(environment, scenario))
-    else:
-        backend = LocalBackend(scenario, results_dir / "logs")
+    backend = _backend(environment, scenario, class_names, results_dir)
     try:
         for arm in scenario.arms:
             backend.check(arm)
@@ -397,6 +397,31 @@ def register(environment: Environment) -> BenchPlugin | None:
     environment.events.test_stop.add_listener(plugin.on_test_stop)
     environment.events.quitting.add_listener(lambda **_: plugin.on_test_stop())
     return plugin
+
+
+def _backend(environment: Environment, scenario: Scenario, class_names: list[str], results_dir: Path) -> SharingBackend:
+    """The backend the command line and the scenario ask for; a bad option value fails in one line."""
+    options = environment.parsed_options
+    chosen = getattr(options, "backend", None)
+    if chosen is not None and chosen not in BACKENDS:
+        fail(f"--backend {chosen!r}: not a backend (one of {', '.join(BACKENDS)})")
+    try:
+        urls = parse_service_urls(getattr(options, "service_url", None), scenario.classes.names())
+    except ValueError as exc:
+        fail(str(exc))
+    namespace = getattr(options, "namespace", None)
+    if namespace is not None and (problem := dns_label_problem(namespace)):
+        fail(f"--namespace {namespace!r}: {problem}")
+    explicit_host = bool(environment.host) or any(getattr(options, HOST_OPTIONS[n], None) for n in class_names)
+    if explicit_host and chosen in ("local", "kubernetes"):
+        fail(f"--backend {chosen}: an explicit host (--host, --<class>-host) means the manual backend; drop one")
+    name = "manual" if explicit_host else chosen or scenario.backend
+    if name == "manual":
+        return ManualBackend(scenario, _hosts(environment, scenario))
+    if name == "kubernetes":
+        return KubernetesBackend(scenario, ClusterOptions(kubeconfig=getattr(options, "kubeconfig", None),
+                                                          namespace=namespace, service_urls=urls))
+    return LocalBackend(scenario, results_dir / "logs")
 
 
 def _record_campaign(plugin: BenchPlugin, path: Path, scenario: Scenario, class_names: list[str]) -> None:
