@@ -116,6 +116,8 @@ class Conductor:
             self.status = "completed"
         except CampaignFailed as exc:
             self.status, self.reason = "failed", str(exc)
+        except ApplyError as exc:  # releasing a trial's servers failed (raised from its finally, past _trial)
+            self.status, self.reason = "failed", f"releasing what the arm started failed: {exc}"
         except StageInvalid as exc:
             self.status, self.reason = "failed", f"{exc}; the campaign stopped there (what was measured is kept)"
         except gevent.GreenletExit:
