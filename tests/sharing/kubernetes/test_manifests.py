@@ -13,8 +13,8 @@ from k8s_backend_testlib import write_scenario
 from bench_plugin.scenario import Scenario, ScenarioError, load_scenario
 from bench_plugin.sharing.base import ApplyError
 from bench_plugin.sharing.kubernetes import deviceplugin as dp
-from bench_plugin.sharing.kubernetes.checks import check_arm
-from bench_plugin.sharing.kubernetes.manifests import arm_objects, gpu_resource
+from bench_plugin.sharing.kubernetes.checks import check_arm, priority_conflict
+from bench_plugin.sharing.kubernetes.manifests import arm_objects, gpu_resource, priority_class
 
 
 def scenario(tmp_path: Path, arms: list[dict[str, Any]], **kwargs: Any) -> Scenario:
@@ -195,3 +195,13 @@ def test_arm_names_fit_their_labels(tmp_path: Path) -> None:
     s = scenario(tmp_path, [{"name": "a" * 50, "sharing": "mps"}])
     check_arm(s, s.arm("a" * 50))  # bench-plugin-<50 letters> is 63 characters: the longest label value
     assert len(dp.config_key(s.arm("a" * 50).name)) == 63
+
+
+def test_an_existing_priority_class_serves_only_with_the_same_value_and_policy() -> None:
+    wanted = priority_class("low", "c1")
+    same = {"metadata": {"name": "bench-plugin-low"}, "value": -1000, "preemptionPolicy": "Never"}
+    assert priority_conflict(same, wanted) is None
+    default_policy = {"metadata": {"name": "bench-plugin-low"}, "value": -1000}  # the API's default: PreemptLower...
+    assert priority_conflict(default_policy, wanted) == (
+        "PriorityClass bench-plugin-low exists with value -1000 and preemptionPolicy PreemptLowerPriority (not made "
+        "by bench-plugin); bench-plugin needs value -1000 and Never: delete or rename it")

@@ -3,7 +3,8 @@
 The scheduler is Kubernetes' own: an affinity arm's pod lands on the labelled node of two although the
 scheduler's scoring prefers the other (as the control shows); a high-priority arm gets
 priorityClassName bench-plugin-high, which the campaign creates and deletes, and preempts a
-lower-priority pod the test put on a full node.
+lower-priority pod the test put on a full node. A PriorityClass of that name but another value is
+refused before anything runs; an absent namespace is created for the campaign and deleted after it.
 """
 
 from __future__ import annotations
@@ -96,3 +97,48 @@ def test_high_priority_arm_preempts_filler_pods(k8s_cluster: Cluster, k8s_namesp
                              for e in preempted), [e.message for e in preempted]
     assert not k8s.SchedulingV1Api(k8s_cluster.api_client).list_priority_class(
         field_selector="metadata.name=bench-plugin-high").items
+
+
+def test_a_foreign_priority_class_of_another_value_is_refused(k8s_cluster: Cluster, k8s_namespace: str,
+                                                               tmp_path: Path, synthetic_url: str) -> None:
+    ns = k8s_namespace
+    add_pool_node(k8s_cluster, ns, "gpu", gpus=1)
+    arms = [{"name": "normal", "control": True}, {"name": "high", "classes": {"llm": {"priority": "high"}}}]
+    write_scenario(tmp_path / "s.yaml", ns, arms, classes=CLASSES)
+    scheduling = k8s.SchedulingV1Api(k8s_cluster.api_client)
+    scheduling.create_priority_class({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                                      "metadata": {"name": "bench-plugin-high"}, "value": 5})
+    try:
+        done = run_locust(campaign_args(tmp_path / "s.yaml", tmp_path / "results", k8s_cluster, synthetic_url,
+                                        CLASSES, "--namespace", ns), timeout=120)
+        assert done.returncode == 2, done.stdout[-3000:]
+        [line] = [line for line in done.stdout.splitlines() if line.startswith("bench_plugin: error:")]
+        assert "arm 'high': PriorityClass bench-plugin-high exists with value 5 and preemptionPolicy " \
+               "PreemptLowerPriority (not made by bench-plugin); bench-plugin needs value 1000000" in line, line
+        assert scheduling.read_priority_class("bench-plugin-high").value == 5  # left alone
+    finally:
+        scheduling.delete_priority_class("bench-plugin-high")
+
+
+def test_an_absent_namespace_is_created_and_deleted(k8s_cluster: Cluster, k8s_namespace: str, tmp_path: Path,
+                                                     synthetic_url: str) -> None:
+    ns, workloads = k8s_namespace, f"{k8s_namespace}-w"
+    add_pool_node(k8s_cluster, ns, "gpu", gpus=1)
+    write_scenario(tmp_path / "s.yaml", ns, [{"name": "normal", "control": True}], classes=CLASSES)
+    try:
+        summary = run(k8s_cluster, workloads, tmp_path, synthetic_url)
+        assert summary["trials"][0]["placement"]["llm"]["pod"].startswith(f"{workloads}/bench-llm-")
+
+        def deleted() -> bool:
+            try:
+                found = k8s_cluster.core.read_namespace(workloads)
+            except k8s.ApiException as error:
+                return error.status == 404
+            return found.metadata.deletion_timestamp is not None  # the namespace controller finishes it
+        assert wait_for(deleted, f"namespace {workloads} deleted", 30)
+    finally:  # where the test failed before the campaign deleted it
+        try:
+            k8s_cluster.core.delete_namespace(workloads)
+        except k8s.ApiException as error:
+            if error.status not in (404, 409):
+                raise
