@@ -10,10 +10,10 @@ in the lanes and run afterwards on their own.
 
 Files that use the same session fixture (a shared campaign, the Kubernetes control plane, a
 rendered report) go to the same lane, so that fixture runs once. Lanes are balanced by the
-durations recorded in tests/durations.json (``--record`` rewrites it from this run); a file not
-in it counts as DEFAULT_S. Each lane's output goes to a log that is printed whole if the lane
-fails, and as its last line otherwise. Exit status: 0 when every lane and the serial phase passed,
-else the first failing pytest status (1 when a lane could not start).
+durations recorded in tests/durations.json (``--record`` rewrites it from this run's lanes, so a
+file counts only its tests outside the serial phase); a file not in it counts as DEFAULT_S. Each
+lane's output goes to a log that is printed whole if the lane fails, and as its last line otherwise.
+Exit status: 0 when every lane and the serial phase passed, else the first failing pytest status.
 """
 
 from __future__ import annotations
@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{time.monotonic() - start:.0f} s in all", flush=True)
     if args.record:
         times: dict[str, float] = defaultdict(float)
-        for junit in work.glob("*.xml"):
+        for junit in work.glob("lane-*.xml"):  # what balances the lanes: the serial phase runs alone
             for path, seconds in file_times(junit).items():
                 times[path] += seconds
         DURATIONS.write_text(json.dumps({k: round(v, 1) for k, v in sorted(times.items())}, indent=1) + "\n",

@@ -28,12 +28,16 @@ from bench_plugin.sharing.base import ApplyError, ClassPlacement, Placement, Sha
 from bench_plugin.sharing.kubernetes import api as k8s
 from bench_plugin.sharing.kubernetes import deviceplugin as dp
 from bench_plugin.sharing.kubernetes import manifests as m
+from bench_plugin.sharing.kubernetes import preflight
 from bench_plugin.sharing.kubernetes.api import Api, Json, KubeError
 from bench_plugin.sharing.kubernetes.changes import ClusterChanges
 from bench_plugin.sharing.kubernetes.checks import check_arm, priority_conflict
 from bench_plugin.sharing.kubernetes.rollout import WaitTimeout, describe_exit, poll, wait_gone, wait_ready
 
 logger = logging.getLogger(__name__)
+
+EXPECTED_PREEMPTION: dict[str, str] = {name: policy for name, _value, policy in m.PRIORITY_CLASSES.values()}
+"""What each of the plugin's PriorityClasses means: high preempts lower priorities, low never preempts."""
 
 SHARED = ("time-slicing", "mps")
 
@@ -186,13 +190,19 @@ class KubernetesBackend(SharingBackend):
         return Placement({name: self._placement(arm, name, pods[name]) for name in class_names})
 
     def _preflight(self, objects: list[Json]) -> None:
-        """Judge the arm's objects against the cluster before any of them is created (the preflight plugs in here).
+        """Judge the arm's objects against the cluster before any of them is created (preflight.py).
 
         ``objects`` are the arm's PriorityClasses, Deployments and Services as JSON-form dicts
         (manifests.arm_objects). It is called once the device plugin advertises what the arm asks for
-        (``nvidia.com/gpu.shared`` after a switch), so capacity is judged against what the arm will get;
-        a conflict raises ApplyError, which fails the trial before anything is created.
+        (``nvidia.com/gpu.shared`` after a switch), so capacity is judged against what the arm will get.
+        Every conflict is logged on its own line; the first (with how many more) fails the trial before
+        anything is created.
         """
+        conflicts = preflight.check(objects, preflight.read_cluster(self.api.client, self.namespace),
+                                    EXPECTED_PREEMPTION)
+        for conflict in conflicts:
+            logger.error("preflight: %s", conflict.line())
+        preflight.refuse(conflicts)
 
     def _objects(self, arm: Arm, class_names: list[str]) -> list[Json]:
         return m.arm_objects(self.scenario, self.section, arm, class_names, namespace=self.namespace,

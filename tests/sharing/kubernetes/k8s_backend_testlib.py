@@ -205,3 +205,10 @@ def synthetic_server(log: Path) -> Iterator[str]:
         proc.terminate()
         proc.wait(timeout=10)
 
+
+def filler(name: str, node: str) -> dict:
+    """A pod of the cluster's other work: one whole GPU, default priority (0), pinned to ``node``."""
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"bench-test/filler": "yes"}},
+            "spec": {"nodeSelector": {"kubernetes.io/hostname": node},
+                     "containers": [{"name": "main", "image": "registry.invalid/filler:0",
+                                     "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}

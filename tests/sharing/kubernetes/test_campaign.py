@@ -3,8 +3,9 @@
 An exclusive control and a time-slicing arm: the Deployments ask whole GPUs, then shared replicas once
 the device plugin (a stand-in here: tests/k8s_deviceplugin.py) advertises them; afterwards the cluster
 holds nothing of the plugin's and every label and ConfigMap key is as before. An arm asking more GPUs
-than the nodes have fails its trial with the scheduler's own FailedScheduling message, and the run
-still puts everything back.
+than are free (the cluster's other work holds one) fails its trial with the scheduler's own
+FailedScheduling message, and the run still puts everything back; one asking more than the nodes
+allocate at all is refused by the preflight before anything is created.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from k8s_backend_testlib import (
     assert_restored,
     campaign_args,
     create_config_map,
+    filler,
     shared_state,
     write_scenario,
 )
@@ -92,9 +94,13 @@ def test_exclusive_then_time_slicing_campaign(k8s_cluster: Cluster, k8s_namespac
 def test_arm_short_of_gpus_fails_with_the_schedulers_reason(k8s_cluster: Cluster, k8s_namespace: str,
                                                              tmp_path: Path, synthetic_url: str) -> None:
     ns = k8s_namespace
-    node = add_pool_node(k8s_cluster, ns, "gpu", gpus=1)
+    node = add_pool_node(k8s_cluster, ns, "gpu", gpus=2)
+    # the cluster's other work holds one of the two GPUs: the preflight passes (the node allocates 2, what
+    # the control asks), and the scheduler, which sees the GPU in use, has the last word
+    k8s_cluster.core.create_namespaced_pod(ns, filler("filler-0", node))
+    wait_for(lambda: k8s_cluster.core.read_namespaced_pod("filler-0", ns).status.phase == "Running", "filler Running")
     create_config_map(k8s_cluster, ns)
-    # the shared arm runs first (it fits: 4 replicas), then the exclusive control asks 2 GPUs of a 1-GPU node
+    # the shared arm runs first (it fits: 4 replicas a GPU), then the exclusive control asks 2 whole GPUs
     arms = [ARMS[1], ARMS[0]]
     scenario = write_scenario(tmp_path / "s.yaml", ns, arms, classes=CLASSES, section={"rollout_timeout_s": 4})
     before = shared_state(k8s_cluster, ns, [node])
@@ -113,6 +119,26 @@ def test_arm_short_of_gpus_fails_with_the_schedulers_reason(k8s_cluster: Cluster
     assert [(t["arm"], t["status"]) for t in trials] == [("time-slicing", "completed"), ("exclusive", "failed")]
     assert "Insufficient nvidia.com/gpu" in trials[1]["reason"]
     assert shared_state(k8s_cluster, ns, [node]).config == SHIPPED_KEYS
+    assert k8s_cluster.core.read_namespaced_pod("filler-0", ns).status.phase == "Running"  # not the plugin's
+
+
+def test_an_arm_the_nodes_can_never_hold_is_refused_by_the_preflight(k8s_cluster: Cluster, k8s_namespace: str,
+                                                                    tmp_path: Path, synthetic_url: str) -> None:
+    ns = k8s_namespace
+    node = add_pool_node(k8s_cluster, ns, "gpu", gpus=1)
+    create_config_map(k8s_cluster, ns)
+    scenario = write_scenario(tmp_path / "s.yaml", ns, [ARMS[0]], classes=CLASSES)
+    before = shared_state(k8s_cluster, ns, [node])
+    watch = ObjectWatch(k8s_cluster, ns)
+    with watch, DevicePluginStandIn(k8s_cluster, [node], namespace=ns):
+        done = run_locust(campaign_args(scenario, tmp_path / "results", k8s_cluster, synthetic_url, CLASSES,
+                                        "--namespace", ns), timeout=180)
+        assert done.returncode == 2, done.stdout[-3000:]
+        assert_restored(k8s_cluster, ns, before, [node])
+    failure = next(line for line in done.stdout.splitlines() if line.startswith("bench_plugin: error: campaign"))
+    assert "2 in total with bench-embedding (1); the nodes they may use allocate 1" in failure, failure
+    assert not watch.deployments, "the preflight refuses before anything is created"
+    assert sum("preflight: " in line for line in done.stdout.splitlines()) >= 1
 
 
 def test_a_label_left_by_an_earlier_campaign_is_refused(k8s_cluster: Cluster, k8s_namespace: str, tmp_path: Path,

@@ -14,7 +14,15 @@ from pathlib import Path
 
 import pytest
 from harness import run_locust
-from k8s_backend_testlib import ObjectWatch, add_pool_node, assert_restored, campaign_args, shared_state, write_scenario
+from k8s_backend_testlib import (
+    ObjectWatch,
+    add_pool_node,
+    assert_restored,
+    campaign_args,
+    filler,
+    shared_state,
+    write_scenario,
+)
 from k8s_cluster import Cluster, wait_for
 from kubernetes import client as k8s
 
@@ -55,14 +63,6 @@ def test_affinity_arm_lands_on_the_labelled_node(k8s_cluster: Cluster, k8s_names
             {"matchExpressions": [{"key": TIER, "operator": "In", "values": ["fast"]}]}]}}}
     resources = watch.pod_spec("bench-llm", "fast-tier")["containers"][0]["resources"]
     assert resources["requests"] == resources["limits"] == {"cpu": "2", "memory": "1Gi", "nvidia.com/gpu": "1"}
-
-
-def filler(name: str, node: str) -> dict:
-    """A pod of the cluster's other work: one whole GPU, default priority (0), pinned to ``node``."""
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"bench-test/filler": "yes"}},
-            "spec": {"nodeSelector": {"kubernetes.io/hostname": node},
-                     "containers": [{"name": "main", "image": "registry.invalid/filler:0",
-                                     "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
 
 
 def test_high_priority_arm_preempts_filler_pods(k8s_cluster: Cluster, k8s_namespace: str, tmp_path: Path,
