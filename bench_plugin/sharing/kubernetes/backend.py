@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bench_plugin.scenario import Arm, KubernetesSettings, Scenario
@@ -165,6 +165,28 @@ class KubernetesBackend(SharingBackend):
                 problem = priority_conflict(existing, obj) if existing is not None else None
                 if problem:
                     raise KubeError(f"arm '{arm.name}': {problem}")
+        self._preflight_ahead(arm, self._objects(arm, self.scenario.classes.names()))
+
+    def _preflight_ahead(self, arm: Arm, objects: list[Json]) -> None:
+        """The preflight of ``arm`` before the campaign sends any load: against the cluster as the device
+        plugin will advertise it under the arm (``nvidia.com/gpu.shared`` = GPUs x replicas on the
+        selected GPU nodes of a sharing arm, whole GPUs otherwise). Applying the arm judges it again,
+        against what the cluster then really advertises."""
+        view = preflight.read_cluster(self.api.client, self.namespace)
+        if arm.sharing != "mig":
+            sharing = arm.sharing if arm.sharing in SHARED else None
+            selected = {node["metadata"]["name"] for node in self._gpu_nodes()}
+            replicas = self.section.device_plugin.replicas
+            view = replace(view, nodes=tuple(
+                dp.as_advertised(dict(node), sharing, replicas) if node["metadata"]["name"] in selected else node
+                for node in view.nodes))
+        conflicts = preflight.check(objects, view, EXPECTED_PREEMPTION)
+        for conflict in conflicts:
+            logger.error("preflight of arm '%s': %s", arm.name, conflict.line())
+        try:
+            preflight.refuse(conflicts)
+        except preflight.PreflightError as exc:
+            raise ApplyError(f"arm '{arm.name}': preflight: {exc}") from None
 
     # -- per segment -------------------------------------------------------------------------------
 

@@ -98,6 +98,23 @@ def allocatable(node: Json, resource: str) -> int:
         return 0
 
 
+def as_advertised(node: Json, sharing: str | None, replicas: int) -> Json:
+    """``node`` as it will be once the device plugin serves ``sharing`` (None: whole GPUs): a copy whose
+    allocatable has ``nvidia.com/gpu.shared`` = GPUs x ``replicas`` in place of ``nvidia.com/gpu``, or the
+    whole GPUs back. A node whose GPU count is not labelled is returned as it is."""
+    count = gpu_count(node)
+    if count is None:
+        return node
+    status = dict(node.get("status") or {})
+    offered = {k: v for k, v in (status.get("allocatable") or {}).items() if k not in (WHOLE_RESOURCE, SHARED_RESOURCE)}
+    if sharing is None:
+        offered[WHOLE_RESOURCE] = str(count)
+    else:
+        offered[SHARED_RESOURCE] = str(count * replicas)
+    status["allocatable"] = offered
+    return {**node, "status": status}
+
+
 def not_yet_advertised(node: Json, sharing: str | None, replicas: int) -> str | None:
     """Why ``node`` does not yet serve ``sharing`` (None: whole GPUs), or None once it does.
 

@@ -135,9 +135,11 @@ def test_an_arm_the_nodes_can_never_hold_is_refused_by_the_preflight(k8s_cluster
                                         "--namespace", ns), timeout=180)
         assert done.returncode == 2, done.stdout[-3000:]
         assert_restored(k8s_cluster, ns, before, [node])
-    failure = next(line for line in done.stdout.splitlines() if line.startswith("bench_plugin: error: campaign"))
+    failure = next(line for line in done.stdout.splitlines() if line.startswith("bench_plugin: error:"))
+    assert "arm 'exclusive': preflight: Deployment " in failure, failure  # at the start, before any trial
     assert "2 in total with bench-embedding (1); the nodes they may use allocate 1" in failure, failure
     assert not watch.deployments, "the preflight refuses before anything is created"
+    assert "Shape test starting" not in done.stdout  # no load was sent
     assert sum("preflight: " in line for line in done.stdout.splitlines()) >= 1
 
 
