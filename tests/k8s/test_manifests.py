@@ -48,6 +48,7 @@ GRANTED: tuple[tuple[str | None, str, str, tuple[str, ...], tuple[str, ...]], ..
     ("bench", "policy", "poddisruptionbudgets", (), ("get", "list", "watch")),
     (None, "", "nodes", (), ("get", "list", "watch", "patch")),
     (None, "scheduling.k8s.io", "priorityclasses", (), ("get", "list", "create", "delete")),
+    (None, "", "namespaces", ("bench",), ("get",)),
     ("nvidia-device-plugin", "", "configmaps", ("bench-plugin-sharing",), ("get", "patch")),
 )
 # `kubectl auth can-i` arguments that must be refused.
