@@ -6,11 +6,17 @@ import os
 import shutil
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import requests
 import yaml
+
+from bench_plugin.sharing.processes import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCUST = str(Path(sys.executable).parent / "locust")
@@ -115,6 +121,32 @@ def busy_stages(summary: dict[str, Any]) -> list[str]:
     return [f"trial {trial['id']} stage {stage['index']}: {reason}" for trial in summary["trials"]
             for stage in trial["stages"] for reason in (stage.get("host_busy"), stage.get("generator_limited"))
             if reason]
+
+
+@contextmanager
+def synthetic_server(log: Path, *flags: str, timeout: float = 60) -> Iterator[str]:
+    """A synthetic server (``python -m bench_plugin.servers synthetic`` with ``flags``) for every class on
+    loopback, as a user's own server would be, its output in ``log``: its base URL while it runs."""
+    port = free_port()
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "bench_plugin.servers", "synthetic", "--port", str(port),
+                                 *flags], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if requests.get(url + "/health", timeout=1).status_code == 200:
+                    break
+            except requests.ConnectionError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"the synthetic server did not answer /health: {log.read_text()[-2000:]}")
+            time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
 
 
 def copy_of(campaign: Campaign, where: Path) -> Path:

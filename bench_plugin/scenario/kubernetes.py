@@ -84,6 +84,14 @@ class Toleration(StrictModel):
         return out
 
 
+def _dns_label(value: str) -> str:
+    """A namespace name, as the API server will take it."""
+    problem = dns_label_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
 class DevicePlugin(StrictModel):
     """Where the NVIDIA device plugin reads its sharing configurations, and how many replicas a shared GPU gets.
 
@@ -104,13 +112,7 @@ class DevicePlugin(StrictModel):
             raise ValueError("must be a DNS subdomain name (lower-case letters, digits, '-' and '.')")
         return value
 
-    @field_validator("namespace")
-    @classmethod
-    def _namespace(cls, value: str) -> str:
-        problem = dns_label_problem(value)
-        if problem:
-            raise ValueError(problem)
-        return value
+    _namespace = field_validator("namespace")(_dns_label)
 
 
 class KubernetesSettings(StrictModel):
@@ -128,13 +130,7 @@ class KubernetesSettings(StrictModel):
 
     _node_selector = field_validator("node_selector")(_check_labels)
 
-    @field_validator("namespace")
-    @classmethod
-    def _namespace(cls, value: str) -> str:
-        problem = dns_label_problem(value)
-        if problem:
-            raise ValueError(problem)
-        return value
+    _namespace = field_validator("namespace")(_dns_label)
 
 
 class ClassKubernetes(StrictModel):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import subprocess
-import sys
 import time
 import wave
 from collections.abc import Iterator
@@ -14,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import harness
 import numpy as np
-import requests
 import yaml
 from harness import ROOT, run_locust, start_locust, start_worker, stop_process
 
@@ -185,21 +184,7 @@ def accounting(run: Run) -> list[dict[str, Any]]:
 
 @contextmanager
 def synthetic_server(log: Path, timing_log: Path | None = None) -> Iterator[str]:
-    """One synthetic server for every class, as a user's own server would be: its base URL."""
-    port = free_port()
+    """One synthetic server (SYNTHETIC_FLAGS) for every class, as a user's own server would be: its base URL."""
     timing = ["--timing-log", str(timing_log)] if timing_log else []
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "bench_plugin.servers", "synthetic", "--port", str(port),
-                                 *SYNTHETIC_FLAGS, *timing], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        def healthy() -> bool:
-            try:
-                return requests.get(url + "/health", timeout=1).status_code == 200
-            except requests.ConnectionError:
-                return False
-        wait_for(healthy, "the synthetic server", timeout=60)
+    with harness.synthetic_server(log, *SYNTHETIC_FLAGS, *timing) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)

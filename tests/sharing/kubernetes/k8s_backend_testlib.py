@@ -8,8 +8,6 @@ never touched. The device plugin's ConfigMap lives in the test's namespace too.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -17,16 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import requests
+import harness
 import yaml
-from harness import ROOT
 from k8s_cluster import Cluster, wait_for
 from k8s_deviceplugin import CONFIG_LABEL, GFD_LABELS
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
-
-from bench_plugin.sharing.processes import free_port
 
 POOL_LABEL = "bench-test/pool"
 MANAGED = "app.kubernetes.io/managed-by=bench-plugin"
@@ -187,23 +182,8 @@ class ObjectWatch:
 @contextmanager
 def synthetic_server(log: Path) -> Iterator[str]:
     """A synthetic server for every class on loopback (a pod's server, reached through port-forward): its URL."""
-    port = free_port()
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "bench_plugin.servers", "synthetic", "--port", str(port),
-                                 "--ttft-ms", "5", "--itl-ms", "1", "--latency-ms", "5"], cwd=ROOT, stdout=out,
-                                stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        def healthy() -> bool:
-            try:
-                return requests.get(url + "/health", timeout=1).status_code == 200
-            except requests.ConnectionError:
-                return False
-        wait_for(healthy, "the synthetic server", 60)
+    with harness.synthetic_server(log, "--ttft-ms", "5", "--itl-ms", "1", "--latency-ms", "5") as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def filler(name: str, node: str) -> dict:
