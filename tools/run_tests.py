@@ -8,8 +8,9 @@ a little over half the time of one. Tests marked ``serial`` compare timings agai
 measured on a quiet host (the harness's accuracy, one process against N workers): they are skipped
 in the lanes and run afterwards on their own.
 
-Files that use the same session fixture (a shared campaign, the Kubernetes control plane, a
-rendered report) go to the same lane, so that fixture runs once. Lanes are balanced by the
+Files that use the same session fixture (a shared campaign, a rendered report) go to the same lane,
+so that fixture runs once; the Kubernetes control plane starts in seconds, so it runs once per lane
+that needs it (PER_LANE). Lanes are balanced by the
 durations recorded in tests/durations.json (``--record`` rewrites it from this run's lanes, so a
 file counts only its tests outside the serial phase); a file not in it counts as DEFAULT_S. Each
 lane's output goes to a log that is printed whole if the lane fails, and as its last line otherwise.
@@ -37,6 +38,9 @@ DEFAULT_S = 5.0
 SERIAL = re.compile(r"\bpytest\.mark\.serial\b")
 FIXTURE = re.compile(r"@pytest\.fixture(\([^)]*\))?\s*\ndef (\w+)\(([^)]*)\)")
 NO_TESTS = 5  # pytest's exit status when a selection holds no test
+PER_LANE = {"k8s_cluster"}
+"""Session fixtures cheap enough to start once in each lane that needs them (the control plane: about 5 s),
+so their users may be spread over lanes."""
 
 
 @dataclass
@@ -89,7 +93,7 @@ def groups(files: list[Path]) -> list[list[Path]]:
         text = f.read_text(encoding="utf-8")
         for name, shared in fixtures.items():
             if re.search(rf"\b{name}\b", text):
-                for session in shared:
+                for session in shared - PER_LANE:
                     users[session].append(f)
     for shared in users.values():
         for other in shared[1:]:
