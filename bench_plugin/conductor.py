@@ -284,6 +284,7 @@ class Conductor:
         ledger = self.fleet.announce(assignment, arrivals)
         window = self.host.start()
         status, reason = "completed", None
+        disruption = self._start_disruption(trial, segment, index, classes, start)
         try:
             status, reason = self._watch(assignment, ledger)
             if status != "completed":
@@ -301,11 +302,53 @@ class Conductor:
             self.recorder.event("stage_end", trial.id, segment=segment, stage=index, status=status, reason=reason)
             self.events.stage_end.fire(trial=trial, segment=segment, stage=index, status=status, reason=reason)
             self.tally = None
+            if disruption is not None:
+                self._end_disruption(disruption, stopped=status == "interrupted")
         self.unverified.append((assignment.key, status == "aborted"))
         if status == "invalid":
             self._drain(trial, segment)  # keep what the remaining workers measured, then stop
             raise StageInvalid(f"trial {trial.id} stage {index} is invalid: {reason}")
         return status
+
+    def _start_disruption(self, trial: Trial, segment: int, index: int, classes: list[str],
+                          start: float) -> _Disruption | None:
+        """The scenario's disruption of this stage, begun ``at_s`` into it in its own greenlet (the load goes on)."""
+        spec = self.scenario.disruption
+        if spec is None or spec.stage != index or not spec.hits(trial.arm.name):
+            return None
+        targets = [name for name in classes if spec.classes is None or name in spec.classes]
+        if not targets:
+            return None
+
+        def record(**detail: Any) -> None:
+            self.recorder.event("disruption", trial.id, segment=segment, stage=index, disruption=spec.kind,
+                                at_s=spec.at_s, **detail)
+
+        def act() -> None:
+            began.append(True)
+            self.backend.disrupt(spec, targets, record)
+
+        began: list[bool] = []
+        delay = max(0.0, start + spec.at_s - time.time())
+        return _Disruption(gevent.spawn_later(delay, act), began, record)
+
+    def _end_disruption(self, disruption: _Disruption, stopped: bool) -> None:
+        """Wait (bounded) for the stage's disruption to finish, then have the backend put the nodes back."""
+        spec = self.scenario.disruption
+        assert spec is not None
+        greenlet = disruption.greenlet
+        if not disruption.began:
+            greenlet.kill()
+            disruption.record(action="start", target="", result="not started: the stage ended first")
+        elif not stopped:
+            section = self.scenario.kubernetes
+            bound = (2 * spec.command_timeout_s + (spec.rejoin_after_s or 0.0) + spec.eviction_timeout_s
+                     + 2 * (section.rollout_timeout_s if section else 300.0) + 10.0)
+            greenlet.join(timeout=bound)
+        if not greenlet.dead:
+            greenlet.kill()
+            disruption.record(action="stopped", target="", result="stopped before it finished")
+        self.backend.end_disruption()
 
     def _watch(self, assignment: StageAssignment, ledger: StageLedger) -> tuple[str, str | None]:
         """Sleep through the stage, checking the rollback conditions and the load generators twice a second."""
@@ -351,6 +394,15 @@ class Conductor:
                 invalid.append(f"trial {key[0]} stage {key[2]} is invalid: {reason}")
         if invalid:
             raise StageInvalid("; ".join(invalid))
+
+
+class _Disruption:
+    """A stage's disruption under way: its greenlet, whether it began, how it records."""
+
+    def __init__(self, greenlet: gevent.Greenlet, began: list[bool], record: Any) -> None:
+        self.greenlet = greenlet
+        self.began = began
+        self.record = record
 
 
 def _generators(ledger: StageLedger) -> dict[str, dict[str, float]]:

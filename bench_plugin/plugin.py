@@ -416,6 +416,8 @@ def _backend(environment: Environment, scenario: Scenario, class_names: list[str
     if explicit_host and chosen in ("local", "kubernetes"):
         fail(f"--backend {chosen}: an explicit host (--host, --<class>-host) means the manual backend; drop one")
     name = "manual" if explicit_host else chosen or scenario.backend
+    if scenario.disruption is not None and name != "kubernetes":
+        fail(f"disruption (kind {scenario.disruption.kind}) needs the kubernetes backend, not {name}")
     if name == "manual":
         return ManualBackend(scenario, _hosts(environment, scenario))
     if name == "kubernetes":

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench_plugin.analysis.comparison import build_comparison
+from bench_plugin.analysis.disruption import stage_disruption
 from bench_plugin.analysis.gpu import GPU_METRICS, stage_gpu
 from bench_plugin.analysis.intervals import duration_needed_s, intervals, samples_needed
 from bench_plugin.analysis.objectives import ClassObjectives, objectives_from_scenario, sample_meets_slo
@@ -148,6 +149,15 @@ def trial_summary(reader: CampaignReader, trial: TrialRecord,
         in_order = sorted(trial.stages, key=lambda r: r.started_s or 0.0)
         grouped = [(i, [record]) for i, record in enumerate(in_order)]
     stages = [_stage(reader, trial.id, index, rows, by_key, processes, objectives) for index, rows in grouped]
+    disruptions = reader.disruptions(trial.id)
+    for stage, (_, rows) in zip(stages, grouped, strict=True):
+        for row in rows:
+            mine = [e for e in disruptions if e.get("segment") == row.segment and e.get("stage") == row.index]
+            end_s = row.ended_s or (row.started_s or 0.0) + (row.duration_s or 0.0)
+            found = stage_disruption(mine, {name: by_key.get((row.segment, row.index, name), [])
+                                            for name in row.offered}, end_s)
+            if found is not None:
+                stage.disruption = found
     return TrialSummary(id=trial.id, arm=trial.arm, repeat=trial.repeat, status=trial.status, reason=trial.reason,
                         placement=placement, stages=stages, devices_charged=devices_charged(trial), search=search)
 

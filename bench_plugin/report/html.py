@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench_plugin.report import checks
+from bench_plugin.report import checks, disruption
 from bench_plugin.report.comparison import (
     NO_COMPARISON,
     RATIO_UNIT,
@@ -116,6 +116,7 @@ def render_html(summary: Summary, db: sqlite3.Connection, max_points: int = MAX_
         ("load", "Latency vs offered load", _figures(load_plots)),
         ("sharing", "Throughput and fairness", _figures(share_plots) + _fairness_note(comparison)),
         ("timelines", "Trial timelines", _figures(timelines)),
+        *([("disruption", "Disruption", disruption.html_section(summary))] if disruption.disrupted(summary) else []),
         *([("gpu-series", "GPU series per stage", html_section(stage_series))] if stage_series else []),
         ("checks", "Measurement checks", checks.html_section(summary)),
         ("errors", "Errors", errors_table(trials, read_failures(db))),

@@ -15,7 +15,7 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
-from bench_plugin.report import checks
+from bench_plugin.report import checks, disruption
 from bench_plugin.report.comparison import (
     NO_COMPARISON,
     RATIO_UNIT,
@@ -213,6 +213,7 @@ def render_report(summary: Summary, *, started_s: float | None = None,
         offered = _offered(stage.offered, _arrival(summary, stage.index))
         lines += [f"### Stage {stage.index}: offered {offered}", "", *_stage_table(summary, stage.index), ""]
     lines += _boundary_section(comparison)
+    lines += disruption.markdown_section(summary)
     lines += checks.markdown_section(summary)
     lines += markdown_section(stage_series)
     lines += _conditions_section(summary, started_s, arm_settings)

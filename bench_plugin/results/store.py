@@ -474,6 +474,10 @@ class CampaignReader:
         """Adaptive campaigns: each segment's search result, in run order."""
         return read_events(self.db, trial, "search_result")
 
+    def disruptions(self, trial: int) -> list[dict[str, Any]]:
+        """``trial``'s disruption steps (kubernetes backend), in time order."""
+        return read_events(self.db, trial, "disruption")
+
     def gpu_processes(self, trial: int) -> dict[int, dict[str, str]]:
         """Segment -> GPU process (pid as text) -> class, as the telemetry sampler attributed them."""
         return {int(e.get("segment", 0)): dict(e.get("processes") or {})

@@ -193,6 +193,37 @@ JUDGED_STATUSES: frozenset[str] = frozenset({"completed", "aborted", "skipped"})
 """Stage statuses that say something about the load (see TrialSummary.judged_stage)."""
 
 
+class ClassInterruption(Model):
+    """One class's interruption in a disrupted stage, as its requests saw it (analysis/disruption.py)."""
+
+    requests: int
+    """Requests of the class sent (intended) from the disruption's start to the stage's end."""
+    failed: int
+    failed_share: float | None
+    p95_before_ms: float | None
+    """P95 latency of the successful requests intended before the disruption."""
+    peak_p95_ms: float | None
+    """Highest P95 of the successful requests over 1 s windows (0.5 s apart) from the disruption on."""
+    spike: float | None
+    """peak_p95_ms / p95_before_ms."""
+    recovered_s: float | None
+    """Seconds from the disruption to recovery (RECOVERY_RULE); None: not recovered within the stage."""
+
+
+class StageDisruption(Model):
+    """The disruption of one stage: what was done, when, and the interruption per class."""
+
+    kind: str
+    at_s: float
+    started_s: float | None
+    """When it began (epoch seconds); None: it never did."""
+    actions: list[dict[str, Any]] = Field(default_factory=list)
+    """Each recorded step: action, target, result (and its own fields)."""
+    classes: dict[str, ClassInterruption] = Field(default_factory=dict)
+    rule: str = ""
+    """How recovery is decided, in words."""
+
+
 class StageSummary(Model):
     """One stage of one trial."""
 
@@ -221,6 +252,8 @@ class StageSummary(Model):
     """Why the host was busy with other work during the stage, or None."""
     gpu: StageGpu | None = None
     """Per device utilisation and VRAM, per class VRAM and SM utilisation; None where nothing was sampled."""
+    disruption: StageDisruption | None = None
+    """The scenario's disruption where it happened in this stage (kubernetes backend), else None."""
 
     @property
     def load(self) -> PerClass:

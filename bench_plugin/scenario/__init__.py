@@ -1,6 +1,7 @@
 """Scenario: the one YAML experiment a campaign runs (models in ``models``, the Kubernetes section in
 ``kubernetes``, file loading in ``loader``)."""
 
+from bench_plugin.scenario.disruption import DISRUPTION_KINDS, Disruption
 from bench_plugin.scenario.kubernetes import ClassKubernetes, DevicePlugin, KubernetesSettings, Toleration
 from bench_plugin.scenario.loader import apply_overrides, load_scenario, scenario_sha256
 from bench_plugin.scenario.models import (
@@ -29,6 +30,7 @@ from bench_plugin.scenario.models import (
 )
 
 __all__ = [
+    "DISRUPTION_KINDS",
     "SHARING_MODES",
     "WORKLOAD_CLASSES",
     "ASRClass",
@@ -39,6 +41,7 @@ __all__ = [
     "ClassSpec",
     "Classes",
     "DevicePlugin",
+    "Disruption",
     "EmbeddingClass",
     "EmbeddingRequests",
     "KubernetesSettings",

@@ -14,6 +14,7 @@ from pydantic import Field, field_validator, model_validator
 
 from bench_plugin.scenario.base import PositiveFloat, StrictModel
 from bench_plugin.scenario.base import ScenarioError as ScenarioError  # re-exported: it was defined here first
+from bench_plugin.scenario.disruption import Disruption
 from bench_plugin.scenario.kubernetes import ClassKubernetes, KubernetesSettings, check_node_labels
 
 WORKLOAD_CLASSES: tuple[str, ...] = ("llm", "embedding", "asr")
@@ -282,11 +283,14 @@ class Scenario(StrictModel):
     search: Search | None = None
     rollback: Rollback = Field(default_factory=Rollback)
     warmup: Warmup = Field(default_factory=Warmup)
+    disruption: Disruption | None = None
+    """What happens to the arm's pods or nodes during one stage of each trial (kubernetes backend only)."""
 
     @model_validator(mode="after")
     def _consistent(self) -> Scenario:
         _check_arms(self)
         _check_stage_classes(self)
+        _check_disruption(self)
         return self
 
     @property
@@ -362,6 +366,28 @@ def _check_stage_classes(scenario: Scenario) -> None:
             for i, stage in enumerate(scenario.stages):
                 if stage.load[name] != int(stage.load[name]):  # type: ignore[index]
                     raise ValueError(f"stages[{i}].load.{name}: closed-loop load is a whole number of users")
+
+
+def _check_disruption(scenario: Scenario) -> None:
+    spec = scenario.disruption
+    if spec is None:
+        return
+    if scenario.backend != "kubernetes":
+        raise ValueError(f"disruption (kind {spec.kind}) needs backend: kubernetes, not {scenario.backend}")
+    if scenario.search is not None:
+        raise ValueError("disruption needs fixed stages: an adaptive search decides its stages as it goes")
+    if spec.stage >= len(scenario.stages):
+        raise ValueError(f"disruption.stage {spec.stage} is not a stage (the scenario has {len(scenario.stages)})")
+    duration = scenario.stages[spec.stage].duration_s
+    if spec.at_s >= duration:
+        raise ValueError(f"disruption.at_s {spec.at_s:g} is not within stage {spec.stage} ({duration:g} s long)")
+    unknown = sorted(set(spec.classes or []) - set(scenario.classes.names()))
+    if unknown:
+        raise ValueError(f"disruption.classes names classes not in the scenario: {', '.join(unknown)}")
+    arms = {arm.name for arm in scenario.arms}
+    unknown = sorted(set(spec.arms or []) - arms)
+    if unknown:
+        raise ValueError(f"disruption.arms names arms not in the scenario: {', '.join(unknown)}")
 
 
 def changed_variables(base: Arm, arm: Arm, class_names: list[str]) -> list[str]:

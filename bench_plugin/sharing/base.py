@@ -9,10 +9,11 @@ not the backend's word: the campaign waits until each endpoint answers a real re
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from bench_plugin.scenario import Arm, Scenario
+from bench_plugin.scenario import Arm, Disruption, Scenario
 
 
 class ApplyError(Exception):
@@ -87,6 +88,14 @@ class SharingBackend(ABC):
 
     def exited(self, name: str) -> str | None:
         """Why class ``name``'s server is gone (exit code, last log lines), or None while it runs."""
+        return None
+
+    def disrupt(self, spec: Disruption, classes: list[str], record: Callable[..., None]) -> None:
+        """Do the scenario's disruption to ``classes`` now, recording each step; only the kubernetes backend can."""
+        raise ApplyError(f"disruption (kind {spec.kind}) needs the kubernetes backend, not {self.name}")
+
+    def end_disruption(self) -> None:
+        """Put back what the last disruption changed (a cordoned node, a failed one not rejoined)."""
         return None
 
     def describe(self) -> dict[str, Any]:

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from bench_plugin.scenario import Arm, KubernetesSettings, Scenario
+from bench_plugin.scenario import Arm, Disruption, KubernetesSettings, Scenario
 from bench_plugin.sharing.base import ApplyError, ClassPlacement, Placement, SharingBackend
 from bench_plugin.sharing.kubernetes import api as k8s
 from bench_plugin.sharing.kubernetes import deviceplugin as dp
@@ -32,6 +32,7 @@ from bench_plugin.sharing.kubernetes import preflight
 from bench_plugin.sharing.kubernetes.api import Api, Json, KubeError
 from bench_plugin.sharing.kubernetes.changes import ClusterChanges
 from bench_plugin.sharing.kubernetes.checks import check_arm, priority_conflict
+from bench_plugin.sharing.kubernetes.disruption import Disruptor, Record
 from bench_plugin.sharing.kubernetes.rollout import WaitTimeout, describe_exit, poll, wait_gone, wait_ready
 
 logger = logging.getLogger(__name__)
@@ -75,6 +76,7 @@ class KubernetesBackend(SharingBackend):
         self.placed: dict[str, str] = {}
         """Class -> its pod (namespace/name) in the segment now applied."""
         self._leftovers: list[str] = []
+        self._disruptor: Disruptor | None = None
 
     # -- the connection ----------------------------------------------------------------------------
 
@@ -334,6 +336,23 @@ class KubernetesBackend(SharingBackend):
                        f"last {describe_exit(last)}"
         return None
 
+    def disrupt(self, spec: Disruption, classes: list[str], record: Record) -> None:
+        """Do ``spec`` to ``classes`` now (disruption.py); blocks until it is done, records every step."""
+        self._disruptor = Disruptor(self.api, self.namespace, self.campaign, spec, record,
+                                    self.section.rollout_timeout_s)
+        self._disruptor.run(classes)
+
+    def end_disruption(self) -> None:
+        """Rejoin and uncordon what the last disruption left; ApplyError if the API refuses."""
+        disruptor, self._disruptor = self._disruptor, None
+        if disruptor is None:
+            return
+        try:
+            disruptor.end()
+        except KubeError as exc:
+            self._disruptor = disruptor  # restore tries again
+            raise ApplyError(f"putting back the nodes after the {disruptor.spec.kind}: {exc}") from None
+
     def release(self) -> None:
         """Delete the campaign's Deployments and Services; wait until their pods are gone."""
         self.placed.clear()
@@ -354,6 +373,11 @@ class KubernetesBackend(SharingBackend):
         if self._api is None:
             return
         problems = []
+        try:
+            self.end_disruption()
+        except ApplyError as exc:
+            problems.append(str(exc))
+            logger.error("kubernetes restore: %s", exc)
         try:
             self.release()
         except ApplyError as exc:
