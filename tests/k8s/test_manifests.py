@@ -39,7 +39,7 @@ RBAC_KINDS = {"ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRo
 # What k8s/base/rbac.yaml's comments say the plugin may do: (namespace or None for cluster-scoped,
 # API group, resource, resourceNames, verbs). The Roles must grant exactly this.
 GRANTED: tuple[tuple[str | None, str, str, tuple[str, ...], tuple[str, ...]], ...] = (
-    ("bench", "apps", "deployments", (), ("create", "get", "list", "watch", "delete")),
+    ("bench", "apps", "deployments", (), ("create", "get", "list", "watch", "patch", "delete")),
     ("bench", "", "pods", (), ("get", "list", "watch")),
     ("bench", "", "pods/eviction", (), ("create",)),
     ("bench", "", "events", (), ("get", "list", "watch")),
@@ -61,7 +61,7 @@ REFUSED = (
     ("patch", "configmaps/another-config", "-n", "nvidia-device-plugin"),
     ("patch", "configmaps", "-n", "nvidia-device-plugin"),
     ("get", "configmaps", "-n", "bench"),
-    ("patch", "deployments.apps", "-n", "bench"),
+    ("update", "deployments.apps", "-n", "bench"),
     ("create", "pods", "-n", "bench"),
     ("delete", "pods", "-n", "bench"),
     ("create", "pods", "--subresource=exec", "-n", "bench"),
