@@ -326,7 +326,11 @@ class Conductor:
 
         def act() -> None:
             began.append(True)
-            self.backend.disrupt(spec, targets, record)
+            try:
+                self.backend.disrupt(spec, targets, record)
+            except ApplyError as exc:
+                logger.error("trial %d stage %d: disruption %s: %s", trial.id, index, spec.kind, exc)
+                record(action="error", target=",".join(targets), result=str(exc))
 
         began: list[bool] = []
         delay = max(0.0, start + spec.at_s - time.time())

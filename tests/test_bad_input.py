@@ -95,3 +95,9 @@ def test_unreachable_endpoint(tmp_path: Path, no_leftover_servers: None) -> None
                                 results=tmp_path / "results")
     assert_clean_error(code, output, "not ready after 2 s", "llm at http://127.0.0.1:9")
     assert (tmp_path / "results" / "results.sqlite").is_file()
+
+
+def test_a_disruption_needs_the_kubernetes_backend(tmp_path: Path) -> None:
+    path = scenario_variant(tmp_path, "short", backend="kubernetes", disruption={"kind": "drain", "at_s": 0.5})
+    assert_clean_error(*locust_error(path, "--backend", "local", results=tmp_path / "r"),
+                       "disruption (kind drain) needs the kubernetes backend, not local")

@@ -44,7 +44,8 @@ def test_defaults_and_a_node_failure(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("disruption", "top", "expected"), [
-    ({"kind": "drain", "at_s": 1}, {"backend": "local"}, "disruption (kind drain) needs backend: kubernetes, not local"),
+    ({"kind": "drain", "at_s": 1}, {"backend": "local"},
+     "disruption (kind drain) needs backend: kubernetes, not local"),
     ({"kind": "reboot", "at_s": 1}, {}, "disruption.kind"),
     ({"kind": "drain", "at_s": 10}, {}, "disruption.at_s 10 is not within stage 0 (10 s long)"),
     ({"kind": "drain", "at_s": 1, "stage": 2}, {}, "disruption.stage 2 is not a stage (the scenario has 2)"),
