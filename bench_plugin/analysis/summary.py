@@ -5,7 +5,8 @@ per second of stage time (and tokens/s, inputs/s, audio s/s where they apply); l
 are over successful requests; errors are counted by kind. An exclusive arm measured "alone in turn"
 has one segment per class; its stage ``i`` takes each class's figures from that class's segment.
 Each class also gets its goodput (requests within every SLO; objectives.py), each trial the devices
-it was charged, and the ``comparison`` section (comparison.py: every arm against the control, its
+it was charged and, where the cluster's pod events were recorded, its pods' scheduling (pods.py; per
+arm over repeats too), and the ``comparison`` section (comparison.py: every arm against the control, its
 operating boundary and its verdict) is added; docs/analysis.md explains every figure.
 
 The analysis reads the store only through results.store.CampaignReader and returns the typed
@@ -24,6 +25,7 @@ from bench_plugin.analysis.disruption import stage_disruption
 from bench_plugin.analysis.gpu import GPU_METRICS, stage_gpu
 from bench_plugin.analysis.intervals import duration_needed_s, intervals, samples_needed
 from bench_plugin.analysis.objectives import ClassObjectives, objectives_from_scenario, sample_meets_slo
+from bench_plugin.analysis.pods import arm_pods, pod_summaries
 from bench_plugin.analysis.selfcheck import generator_limited
 from bench_plugin.analysis.statistics import percentiles, spread
 from bench_plugin.results.store import CampaignReader, StageRecord, TrialRecord
@@ -158,8 +160,10 @@ def trial_summary(reader: CampaignReader, trial: TrialRecord,
                                             for name in row.offered}, end_s)
             if found is not None:
                 stage.disruption = found
+    pod_events = reader.pod_events(trial.id)
     return TrialSummary(id=trial.id, arm=trial.arm, repeat=trial.repeat, status=trial.status, reason=trial.reason,
-                        placement=placement, stages=stages, devices_charged=devices_charged(trial), search=search)
+                        placement=placement, stages=stages, devices_charged=devices_charged(trial), search=search,
+                        pods=pod_summaries(pod_events, trial.ended_s) if pod_events else None)
 
 
 def _stage(reader: CampaignReader, trial: int, index: int, rows: list[StageRecord],
@@ -275,7 +279,7 @@ def _arm_figures(trials: list[TrialSummary], arm: str, control: str | None) -> A
         offered = present[0].offered if present else {}
         realised = present[0].load if present else {}
         out.append(ArmStageFigures(index=index, offered=offered, realised=realised, classes=stage_classes))
-    return ArmFigures(stages=out)
+    return ArmFigures(stages=out, pods=arm_pods(mine))
 
 
 def build_summary(reader: CampaignReader) -> Summary:

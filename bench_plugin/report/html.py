@@ -11,8 +11,9 @@ it can be mailed, archived with the results and opened years later without a net
 
 Order of the page (the seed's "how to read results"): the verdict per arm first, then per class the
 latency against offered load, normalised throughput and fairness, then one timeline per trial
-(placement, readiness, stages, failures, latency, GPU), the per-stage GPU series from Prometheus
-beside NVML's (only where the campaign queried one), the errors, and every condition of the run.
+(the cluster's pods where it recorded them, placement, readiness, stages, failures, latency, GPU),
+the per-stage GPU series from Prometheus beside NVML's (only where the campaign queried one), the
+errors, and every condition of the run.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from bench_plugin.results.store import (
     open_store,
     read_failures,
     read_meta,
+    read_pod_events,
     read_requests,
     read_telemetry,
     read_trials,
@@ -109,7 +111,7 @@ def render_html(summary: Summary, db: sqlite3.Connection, max_points: int = MAX_
         requests = read_requests(db, trial.id, counts, max_points)
         start = trial.started_s or 0.0
         telemetry = read_telemetry(db, start, trial.ended_s or float("inf"), drawn_metrics())
-        timelines.append(timeline_plot(trial, requests, telemetry, slo))
+        timelines.append(timeline_plot(trial, requests, telemetry, slo, read_pod_events(db, trial.id)))
     stage_series = read_trial_series(db, trials)
     sections = [
         ("verdict", "Verdict", _verdict(summary, comparison)),

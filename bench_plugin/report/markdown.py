@@ -1,9 +1,11 @@
 """Markdown for terminals and pull requests: summary.md (the figures) and report.md (the answer first).
 
-summary.md lists per stage, arm and class the figures over repeats. report.md reads like report.html
-without the plots: the verdict per arm first (when the campaign has a control to compare with), then
-the per-stage tables, the operating boundary per arm, the per-stage GPU series from Prometheus beside
-NVML's (when the campaign queried one), and the conditions of the run in short. Both read the typed
+summary.md lists the trials (and, where the cluster's pod events were recorded, their scheduling),
+then per stage, arm and class the figures over repeats. report.md reads like report.html without the
+plots: the verdict per arm first (when the campaign has a control to compare with), then the
+per-stage tables, the operating boundary per arm, the pods' scheduling (where it was recorded), the
+per-stage GPU series from Prometheus beside NVML's (when the campaign queried one), and the
+conditions of the run in short. Both read the typed
 summary (bench_plugin.results.summary.Summary) only.
 """
 
@@ -15,7 +17,7 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
-from bench_plugin.report import checks, disruption
+from bench_plugin.report import checks, disruption, scheduling
 from bench_plugin.report.comparison import (
     NO_COMPARISON,
     RATIO_UNIT,
@@ -102,6 +104,7 @@ def render_summary(summary: Summary) -> str:
               "(at least the stage's duration); throughput vs control is the per-repeat ratio to the control "
               "arm at the same stage.", ""]
     lines += ["## Trials", "", *_trials_table(summary), ""]
+    lines += scheduling.markdown_section(summary)
     for stage in _first_arm_stages(summary):
         lines += [f"## Stage {stage.index}: offered {_offered(stage.offered, _arrival(summary, stage.index))}", ""]
         lines += [*_stage_table(summary, stage.index), ""]
@@ -214,6 +217,7 @@ def render_report(summary: Summary, *, started_s: float | None = None,
         lines += [f"### Stage {stage.index}: offered {offered}", "", *_stage_table(summary, stage.index), ""]
     lines += _boundary_section(comparison)
     lines += disruption.markdown_section(summary)
+    lines += scheduling.markdown_section(summary)
     lines += checks.markdown_section(summary)
     lines += markdown_section(stage_series)
     lines += _conditions_section(summary, started_s, arm_settings)

@@ -4,6 +4,9 @@ The seed's reading rule: put scheduling results and service results on one timel
 Pod was placed, then when the model became Ready, and last whether requests succeeded. So a trial's
 timeline stacks panels over a shared x axis (seconds from the trial start), top to bottom:
 
+0. pods, where the cluster's pod events were recorded (the Kubernetes backend): per pod its Pending
+   time, scheduled -> Ready, Ready, and each FailedScheduling, preemption, eviction and deletion
+   (pod_panel.py); the axis then reaches the last of them (a deletion when the arm was restored);
 1. placement and readiness: per class, where it was placed when the arm was applied, the loading
    time until it answered its first real request (Running is not Ready), then its serving span;
 2. stages: each stage's span, coloured by how it ended (aborted = rolled back);
@@ -26,6 +29,7 @@ from matplotlib.axes import Axes
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+from bench_plugin.report import pod_panel
 from bench_plugin.report.figures import (
     SLO_STYLE,
     STAGE_STATUS_COLOURS,
@@ -41,6 +45,7 @@ from bench_plugin.report.figures import (
 )
 from bench_plugin.report.telemetry import draw_panel, panels_with_data, process_names
 from bench_plugin.results.store import ClassRequests, TelemetrySeries, TrialRecord
+from bench_plugin.sharing.kubernetes.podevents import PodEvent
 
 TICK_RESOLUTION = 5000
 """Failed-request ticks closer than 1/TICK_RESOLUTION of the trial are drawn once: below a pixel apart
@@ -202,37 +207,47 @@ def _latency_panel(ax: Axes, requests: dict[str, ClassRequests], t0: float, slo:
 
 
 def timeline_plot(trial: TrialRecord, requests: dict[str, ClassRequests], telemetry: Sequence[TelemetrySeries],
-                  slo: SLOs) -> Plot:
-    """The trial's timeline figure (see the module docstring for its panels); ``slo`` is Summary.slo."""
+                  slo: SLOs, pods: Sequence[PodEvent] = ()) -> Plot:
+    """The trial's timeline figure (see the module docstring for its panels); ``slo`` is Summary.slo.
+
+    ``pods`` are the trial's pod events (results.store.read_pod_events); without any, no pods panel.
+    """
     plot_id = f"timeline-trial-{trial.id}"
     times = [t for st in trial.stages for t in (st.started_s, st.ended_s) if t is not None]
     times += [t for seg in trial.segments for t in (seg.applied_s, seg.released_s) if t is not None]
     t0 = trial.started_s or min(times, default=0.0)
     end = (trial.ended_s or max(times, default=t0 + 1.0)) - t0
+    rows = pod_panel.pod_rows(pods, t0, end)
+    right = max(end, *(e.t - t0 for e in pods)) if pods else end  # a restore's deletions come after the end
     classes = _classes(trial, requests)
     panels = panels_with_data(telemetry)
     n = max(len(classes), 1)
     heights = [0.42 * n + 0.75, 0.75, 0.32 * n + 0.3, 2.6] + [1.4] * len(panels)  # inches of each panel
+    if rows:
+        heights.insert(0, 0.3 * min(len(rows), pod_panel.MAX_ROWS) + 0.55)
     marks = DataMarks(plot_id)
     with style():
         fig = new_figure(sum(heights) + LAYOUT.top + LAYOUT.bottom + LAYOUT.hgap * (len(heights) - 1))
         axes = grid(fig, len(heights), 1, LAYOUT, height_ratios=heights, sharex=True)
-        _placement_panel(axes[0], trial, t0, end, classes, marks)
-        _stage_panel(axes[1], trial, t0)
-        _error_panel(axes[2], requests, t0, max(end, 1e-3), classes, marks)
-        _latency_panel(axes[3], requests, t0, slo, classes, marks)
-        for ax, (panel, series) in zip(axes[4:], panels, strict=True):
+        if rows:
+            pod_panel.draw_panel(axes[0], rows, marks, pod_panel.first_reason(pods))
+        first = 1 if rows else 0
+        _placement_panel(axes[first], trial, t0, end, classes, marks)
+        _stage_panel(axes[first + 1], trial, t0)
+        _error_panel(axes[first + 2], requests, t0, max(end, 1e-3), classes, marks)
+        _latency_panel(axes[first + 3], requests, t0, slo, classes, marks)
+        for ax, (panel, series) in zip(axes[first + 4:], panels, strict=True):
             draw_panel(ax, panel, series, t0, process_names(trial), marks)
         for ax in axes:
             for seg in trial.segments:
                 if seg.applied_s is not None:
                     ax.axvline(seg.applied_s - t0, **_APPLIED)
-        axes[-1].set_xlim(min(0.0, *(t - t0 for t in times)) if times else 0.0, end * 1.01 + 0.1)
+        axes[-1].set_xlim(min(0.0, *(t - t0 for t in times)) if times else 0.0, right * 1.01 + 0.1)
         axes[-1].set_xlabel("seconds from the trial start")
         svg = figure_svg(fig, plot_id)
     status = trial.status + (f": {trial.reason}" if trial.reason else "")
-    return Plot(plot_id, f"Trial {trial.id}: arm {trial.arm}, repeat {trial.repeat} ({status})", svg,
-                _caption(trial, requests, bool(panels)))
+    text = _caption(trial, requests, bool(panels)) + (pod_panel.caption(rows, pods) if rows else "")
+    return Plot(plot_id, f"Trial {trial.id}: arm {trial.arm}, repeat {trial.repeat} ({status})", svg, text)
 
 
 def _caption(trial: TrialRecord, requests: dict[str, ClassRequests], has_telemetry: bool) -> str:

@@ -4,7 +4,8 @@ Everything a report needs lives here: the campaign's conditions, each trial and 
 class ran, when it became ready, every stage and every request's sample, plus a timeline of events.
 GPU telemetry (table ``telemetry``, DCGM metric names) is written at each stage end too, and so are the
 per-class series a queried source (Prometheus) returned for the stage (``stage_series``, with its
-one-line notes in ``stage_series_notes``).
+one-line notes in ``stage_series_notes``), and, where a cluster ran the workload, what it did to the
+workload pods (``pod_events``, as the Kubernetes backend's pod watch reports them, at the cluster's times).
 Samples are buffered and committed at each stage boundary, so a crash or Ctrl-C loses at most the
 stage in flight; that stage is then marked ``interrupted``.
 """
@@ -21,6 +22,7 @@ from typing import Any
 
 from bench_plugin.results.store import SCHEMA, STORE_VERSION, StoreError, store_version
 from bench_plugin.samples import SAMPLE_FIELDS, Sample
+from bench_plugin.sharing.kubernetes.podevents import PodEvent
 from bench_plugin.telemetry.rows import TelemetryRow
 
 logger = logging.getLogger(__name__)
@@ -148,6 +150,14 @@ class Recorder:
         self._db.execute(
             "INSERT INTO events VALUES (?,?,?,?)", (time.time(), trial, kind, json.dumps(detail, sort_keys=True))
         )
+
+    def pod_event(self, trial: int, event: PodEvent) -> None:
+        """Add one thing the cluster did to a workload pod of ``trial``, at the cluster's time of it (``event.t``)."""
+        self._db.execute(
+            "INSERT INTO pod_events (trial, t, kind, pod, uid, workload, node, reason, message, requests, count) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            (trial, event.t, event.kind, event.pod, event.uid, event.workload, event.node, event.reason,
+             event.message, json.dumps(dict(event.requests), sort_keys=True), event.count))
 
     def add_telemetry(self, trial: int, rows: list[TelemetryRow]) -> None:
         """Write GPU telemetry rows (called at each stage end with what was sampled since the last)."""

@@ -30,6 +30,7 @@ import numpy.typing as npt
 
 from bench_plugin.samples import SAMPLE_FIELDS, Sample
 from bench_plugin.scenario import WORKLOAD_CLASSES
+from bench_plugin.sharing.kubernetes.podevents import PodEvent, in_order
 from bench_plugin.telemetry.rows import TelemetryRow
 
 FloatArray = npt.NDArray[np.float64]
@@ -75,17 +76,23 @@ CREATE TABLE IF NOT EXISTS stage_series_notes (
     trial INTEGER NOT NULL, segment INTEGER NOT NULL, stage INTEGER NOT NULL, source TEXT NOT NULL,
     note TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS pod_events (
+    trial INTEGER, t REAL NOT NULL, kind TEXT NOT NULL, pod TEXT NOT NULL, uid TEXT NOT NULL, workload TEXT,
+    node TEXT, reason TEXT, message TEXT, requests TEXT, count INTEGER NOT NULL DEFAULT 1
+);
+CREATE INDEX IF NOT EXISTS pod_events_by_trial ON pod_events (trial, t);
 """
 
-STORE_VERSION = 2
+STORE_VERSION = 3
 """The store version this code writes (meta key ``store_version``). History:
 
 - 1: stores written before the version was kept (no ``store_version``): stages without planned length,
   arrival counts, self-check or host load, samples without ``slot_wait_s``, segments without warm-up.
   Read as they are: the missing columns read as unknown.
-- 2: this module's SCHEMA.
+- 2: no ``pod_events`` (what the cluster did to the workload pods). Read as they are: no trial has pod events.
+- 3: this module's SCHEMA.
 """
-KNOWN_VERSIONS: tuple[int, ...] = (1, 2)
+KNOWN_VERSIONS: tuple[int, ...] = (1, 2, 3)
 """Store versions this code reads."""
 
 
@@ -441,6 +448,17 @@ def read_events(db: sqlite3.Connection, trial: int, kind: str) -> list[dict[str,
             db.execute("SELECT detail FROM events WHERE trial=? AND kind=? ORDER BY t", (trial, kind))]
 
 
+def read_pod_events(db: sqlite3.Connection, trial: int) -> list[PodEvent]:
+    """What the cluster did to ``trial``'s workload pods, in time order; [] for a store without them (v1, v2)."""
+    if not has_table(db, "pod_events"):
+        return []
+    rows = db.execute("SELECT t, kind, pod, uid, workload, node, reason, message, requests, count FROM pod_events "
+                      "WHERE trial=?", (trial,))
+    return in_order([PodEvent(t=t, kind=kind, pod=pod, uid=uid, workload=workload, node=node, reason=reason,
+                              message=message, requests=json.loads(requests or "{}"), count=count)
+                     for t, kind, pod, uid, workload, node, reason, message, requests, count in rows])
+
+
 def telemetry_rows(db: sqlite3.Connection, trial: int, start_s: float, end_s: float,
                    metrics: Sequence[str]) -> list[TelemetryRow]:
     """``trial``'s telemetry rows of ``metrics`` in ``[start_s, end_s]``; [] without the table."""
@@ -482,6 +500,10 @@ class CampaignReader:
         """Segment -> GPU process (pid as text) -> class, as the telemetry sampler attributed them."""
         return {int(e.get("segment", 0)): dict(e.get("processes") or {})
                 for e in read_events(self.db, trial, "telemetry")}
+
+    def pod_events(self, trial: int) -> list[PodEvent]:
+        """What the cluster did to ``trial``'s workload pods, in time order ([] where nothing was watched)."""
+        return read_pod_events(self.db, trial)
 
     def telemetry(self, trial: int, start_s: float, end_s: float, metrics: Sequence[str]) -> list[TelemetryRow]:
         """``trial``'s telemetry rows of ``metrics`` in a window."""

@@ -9,7 +9,10 @@ version is refused with one line rather than read as something it is not. Versio
 - ``bench_plugin.summary/1``: until the results layer; stages had no realised rate, self-check,
   percentile intervals or GPU figures, ratios were arithmetic. Not read: regenerate the summary from
   its results.sqlite (``bench-plugin report DIR``), which every version of the store allows.
-- ``bench_plugin.summary/2``: this module.
+- ``bench_plugin.summary/2``: this module. It grew optional sections that a file without them reads
+  as absent, so every /2 file stays readable as it is: ``trials[].pods`` and ``arms.<arm>.pods`` (what
+  the cluster did to the workload pods; None where nothing was watched: the local and manual backends,
+  stores before version 3). A file that has them is refused, naming the field, by code older than them.
 """
 
 from __future__ import annotations
@@ -272,6 +275,38 @@ class SearchResult(Model):
     fixed_sweep_runs: int = 0
 
 
+class PodSummary(Model):
+    """One workload pod of a trial, as the cluster reported it (analysis/pods.py); times are epoch seconds."""
+
+    pod: str
+    uid: str
+    workload: str | None
+    """Its workload class (the bench-plugin/class label)."""
+    node: str | None
+    requests: dict[str, str] = Field(default_factory=dict)
+    """Extended resource -> what the pod asked of it (``nvidia.com/gpu``: ``1``), when it was scheduled."""
+    created_s: float | None
+    scheduled_s: float | None
+    ready_s: float | None
+    """When its Ready condition first turned True (kwok fakes it: the model's readiness is the placement's)."""
+    deleted_s: float | None
+    """When its deletion was asked for."""
+    pending_s: float | None
+    """scheduled - created; for a pod never scheduled, from its creation until it was deleted or the trial ended."""
+    pending_until: str | None = None
+    """What ended the Pending time: ``scheduled``, ``deleted`` or ``trial end``."""
+    failed_scheduling: dict[str, int] = Field(default_factory=dict)
+    """FailedScheduling reason (the scheduler's filter reason, node counts left out) -> attempts that gave it."""
+    first_failed_scheduling: str | None = None
+    """The scheduler's first FailedScheduling message in full."""
+    preempted_s: float | None = None
+    preempted_by: str | None = None
+    """The preemptor: its pod name where the watch saw it too, else its uid."""
+    evicted_s: float | None = None
+    evicted: str | None = None
+    """Why: ``EvictionByEvictionAPI: Eviction API: evicting`` (a drain), ``DeletionByTaintManager: ...``."""
+
+
 class TrialSummary(Model):
     """One trial: an arm run once."""
 
@@ -287,6 +322,9 @@ class TrialSummary(Model):
     """Sum over the trial's segments of the distinct devices each used (see summary.devices_charged)."""
     search: list[dict[str, Any]] = Field(default_factory=list)
     """Adaptive campaigns: each segment's search result (bounds, estimate, stage-runs; see conductor)."""
+    pods: list[PodSummary] | None = None
+    """The trial's workload pods in order of creation, as the cluster reported them; None where nothing was
+    watched (the local and manual backends)."""
 
     def stage(self, index: int) -> StageSummary | None:
         """The stage with this index, or None when the trial has no such stage."""
@@ -328,10 +366,36 @@ class ArmStageFigures(Model):
     classes: dict[str, ArmClassFigures] = Field(default_factory=dict)
 
 
+class PendingTime(Model):
+    """How long pods waited to be scheduled over an arm's repeats: per trial, the longest Pending of its pods."""
+
+    spread: Spread
+    """Mean and 95% interval over the repeats; ``values`` has one per trial, in run order."""
+    max_s: float | None
+    """The longest over every repeat."""
+
+
+class ArmPods(Model):
+    """An arm's scheduling over the repeats whose pods were watched."""
+
+    trials: int
+    pending: PendingTime
+    classes: dict[str, PendingTime] = Field(default_factory=dict)
+    """Class -> the same, over that class's pods."""
+    reasons: dict[str, int] = Field(default_factory=dict)
+    """Every distinct FailedScheduling reason -> attempts that gave it over every repeat, most first."""
+    preempted: int = 0
+    """Pods preempted, over every repeat."""
+    evicted: int = 0
+    """Pods evicted, over every repeat."""
+
+
 class ArmFigures(Model):
     """One arm's figures, stage by stage."""
 
     stages: list[ArmStageFigures]
+    pods: ArmPods | None = None
+    """Its scheduling over repeats; None where no trial of the arm had its pods watched."""
 
 
 class ClassComparison(Model):

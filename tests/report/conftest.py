@@ -3,7 +3,8 @@
 ``make_campaign`` writes a small campaign the way the conductor does (an exclusive control measured
 one class per segment, a shared arm with all classes in one segment, two repeats, three stages), with
 the awkward parts a real run can have but a short CPU campaign rarely shows: timeouts, a stage rolled
-back with the next one skipped, a stage interrupted, and GPU telemetry. The times are fixed so the
+back with the next one skipped, a stage interrupted, and GPU telemetry; and, in a variant, the pod
+events a Kubernetes backend records (a Pending pod, a preemption, a drain). The times are fixed so the
 pictures are the same at every run. summary.json comes from bench_plugin.outputs.write_summaries
 (the analysis's typed Summary, saved); its "comparison" section is replaced by a hand-made one built
 from the results models (the report must not depend on the analysis's current numbers), kept as the
@@ -38,6 +39,7 @@ from bench_plugin.results.summary import (
 )
 from bench_plugin.samples import Sample
 from bench_plugin.scenario.models import Slo
+from bench_plugin.sharing.kubernetes.podevents import PodEvent
 
 T0 = 1_800_000_000.0
 STAGES = [("low", {"llm": 2.0, "embedding": 4.0, "asr": 1.0}), ("high", {"llm": 4.0, "embedding": 8.0, "asr": 2.0}),
@@ -133,8 +135,77 @@ def _segment(rec: Recorder, db_times: list[tuple[str, tuple[Any, ...]]], trial: 
     return t + 0.2
 
 
-def build_store(results: Path, telemetry: bool = True, interrupted: bool = False) -> Path:
-    """Write results.sqlite for the synthetic campaign; return its path."""
+UNSCHEDULABLE = ("0/1 nodes are available: 1 Insufficient nvidia.com/gpu.shared. preemption: 0/1 nodes are "
+                 "available: 1 No preemption victims found for incoming pod.")
+CORDONED = ("0/1 nodes are available: 1 node(s) were unschedulable. preemption: 0/1 nodes are available: "
+            "1 Preemption is not helpful for scheduling.")
+
+
+def _pod(rec: Recorder, trial: int, name: str, workload: str, created: float, *,
+         scheduled: float | None = None, ready: float | None = None, deleted: float | None = None,
+         failed: tuple[tuple[float, str, int], ...] = (), node: str = "gpu-a",
+         resource: str = "nvidia.com/gpu.shared") -> str:
+    """One pod's events as the Kubernetes backend's pod watch records them; its uid."""
+    uid = f"uid-{name}"
+
+    def add(kind: str, t: float, **fields: Any) -> None:
+        rec.pod_event(trial, PodEvent(t=t, kind=kind, pod=name, uid=uid, workload=workload, **fields))
+
+    add("created", created)
+    for t, message, count in failed:
+        add("failed_scheduling", t, reason="FailedScheduling", message=message, count=count)
+    if scheduled is not None:
+        add("scheduled", scheduled, node=node, requests={resource: "1"})
+        add("started", scheduled + 0.4, node=node)
+    if ready is not None:
+        add("ready", ready, node=node)
+    if deleted is not None:
+        add("deleted", deleted, node=node if scheduled is not None else None, message="grace period 30 s")
+    return uid
+
+
+def add_pod_events(rec: Recorder, trial: int, arm: str, repeat: int,
+                   segments: list[tuple[list[str], float, float]]) -> None:
+    """Pod events of one trial: ``segments`` are (classes, applied_s, released_s) as the trial ran them.
+
+    The exclusive arm's pods are placed at once; the shared arm's asr pod waits 2 s for a replica
+    (FailedScheduling, twice) in repeat 1; in repeat 2 a new llm pod preempts the embedding pod, the
+    asr pod is evicted by a drain and its replacement stays Pending (cordoned node) to the trial's end.
+    """
+    resource = "nvidia.com/gpu" if arm == "exclusive" else "nvidia.com/gpu.shared"
+    for classes, applied, released in segments:
+        for i, name in enumerate(classes):
+            pod = f"bench-{name}-{trial}{i}f9c-x{i}z"
+            if arm == "exclusive" or name != "asr" or repeat == 2:
+                _pod(rec, trial, pod, name, applied, scheduled=applied, ready=applied + 1.0,
+                     deleted=released if (arm, repeat, name) != ("shared", 2, "embedding") else None,
+                     resource=resource)
+            else:
+                _pod(rec, trial, pod, name, applied, scheduled=applied + 2.0, ready=applied + 2.5, deleted=released,
+                     failed=((applied + 0.01, UNSCHEDULABLE, 1), (applied + 1.2, UNSCHEDULABLE, 1)),
+                     resource=resource)
+        if arm == "shared" and repeat == 2:
+            victim = f"bench-embedding-{trial}1f9c-x1z"
+            urgent = _pod(rec, trial, f"bench-llm-{trial}9b7d-u9q", "llm", applied + 5.0, scheduled=applied + 5.0,
+                          ready=applied + 5.6, deleted=released,
+                          failed=((applied + 5.02, UNSCHEDULABLE, 1),), resource=resource)
+            rec.pod_event(trial, PodEvent(t=applied + 4.99, kind="deleted", pod=victim, uid=f"uid-{victim}",
+                                          workload="embedding", node="gpu-a", message="grace period 30 s"))
+            rec.pod_event(trial, PodEvent(t=applied + 5.01, kind="preempted", pod=victim, uid=f"uid-{victim}",
+                                          workload="embedding", node="gpu-a", reason="Preempted",
+                                          message=f"Preempted by pod {urgent} on node gpu-a"))
+            asr = f"bench-asr-{trial}2f9c-x2z"
+            rec.pod_event(trial, PodEvent(t=applied + 7.0, kind="evicted", pod=asr, uid=f"uid-{asr}", workload="asr",
+                                          node="gpu-a", reason="EvictionByEvictionAPI",
+                                          message="EvictionByEvictionAPI: Eviction API: evicting"))
+            rec.pod_event(trial, PodEvent(t=applied + 7.0, kind="deleted", pod=asr, uid=f"uid-{asr}", workload="asr",
+                                          node="gpu-a", message="grace period 30 s"))
+            _pod(rec, trial, f"bench-asr-{trial}5c1e-r2p", "asr", applied + 7.1,
+                 failed=((applied + 7.11, CORDONED, 1), (applied + 9.0, CORDONED, 3)), resource=resource)
+
+
+def build_store(results: Path, telemetry: bool = True, interrupted: bool = False, pods: bool = False) -> Path:
+    """Write results.sqlite for the synthetic campaign (with the cluster's pod events when ``pods``); its path."""
     rec = Recorder(results / "results.sqlite")
     _meta(rec)
     rng = np.random.default_rng(7)
@@ -148,10 +219,15 @@ def build_store(results: Path, telemetry: bool = True, interrupted: bool = False
         start = t
         shared = arm == "shared"
         segments = [CLASSES] if shared else [[n] for n in CLASSES]
+        ran: list[tuple[list[str], float, float]] = []
         for segment, classes in enumerate(segments):
             abort = 1 if shared and repeat == 2 and not interrupted else None
             stop = 2 if interrupted and trial == 4 else None
+            applied = t
             t = _segment(rec, db_times, trial, segment, classes, t, rng, shared, abort, stop)
+            ran.append((classes, applied, t - 0.1))
+        if pods:
+            add_pod_events(rec, trial, arm, repeat, ran)
         rec.trial_ended(trial, "interrupted" if interrupted and trial == 4 else "completed")
         db_times.append(("UPDATE trials SET started_s=?, ended_s=? WHERE id=?", (start, t, trial)))
         t += 0.5
@@ -255,14 +331,15 @@ MakeCampaign = Callable[..., Path]
 
 
 def make_results(results: Path, comparison: str | None = "hand", telemetry: bool = True,
-                 interrupted: bool = False) -> Path:
+                 interrupted: bool = False, pods: bool = False) -> Path:
     """Write a synthetic results folder (results.sqlite + summary.json) at ``results``.
 
     ``comparison``: "hand" (comparison_section()), "analysis" (as bench_plugin.analysis wrote it) or None
-    (NOTHING_TO_COMPARE: no control and no arm in the section).
+    (NOTHING_TO_COMPARE: no control and no arm in the section). ``pods``: with the pod events a
+    Kubernetes backend records (add_pod_events); without, as the local backend runs.
     """
     results.mkdir(parents=True)
-    build_store(results, telemetry=telemetry, interrupted=interrupted)
+    build_store(results, telemetry=telemetry, interrupted=interrupted, pods=pods)
     summary = write_summaries(results)
     if comparison == "hand":
         summary.comparison = comparison_section()
@@ -276,8 +353,8 @@ def make_results(results: Path, comparison: str | None = "hand", telemetry: bool
 def make_campaign(tmp_path: Path) -> MakeCampaign:
     """make_results in this test's own folder: ``make_campaign(comparison=..., telemetry=..., name=...)``."""
     def make(comparison: str | None = "hand", telemetry: bool = True, interrupted: bool = False,
-             name: str = "results") -> Path:
-        return make_results(tmp_path / name, comparison, telemetry, interrupted)
+             name: str = "results", pods: bool = False) -> Path:
+        return make_results(tmp_path / name, comparison, telemetry, interrupted, pods)
     return make
 
 
@@ -291,3 +368,9 @@ def default_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def default_report(default_results: Path) -> Path:
     """report.html of default_results, rendered once per session (report.md beside it), read only."""
     return write_report(default_results)
+
+
+@pytest.fixture(scope="session")
+def pods_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """report.html of make_results with pod events (as the Kubernetes backend records), once per session, read only."""
+    return write_report(make_results(tmp_path_factory.mktemp("pods") / "results", pods=True))

@@ -44,5 +44,5 @@ def test_the_existing_tables_are_unchanged(tmp_path: Path) -> None:
     columns = [row[1] for row in db.execute("PRAGMA table_info(telemetry)")]
     db.close()
     assert tables == {"meta", "trials", "segments", "stages", "samples", "telemetry", "events", "stage_series",
-                      "stage_series_notes"}
+                      "stage_series_notes", "pod_events"}
     assert columns == ["t", "device", "metric", "value", "process", "trial"]
