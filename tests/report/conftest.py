@@ -178,7 +178,7 @@ def add_pod_events(rec: Recorder, trial: int, arm: str, repeat: int,
             pod = f"bench-{name}-{trial}{i}f9c-x{i}z"
             if arm == "exclusive" or name != "asr" or repeat == 2:
                 _pod(rec, trial, pod, name, applied, scheduled=applied, ready=applied + 1.0,
-                     deleted=released if (arm, repeat, name) != ("shared", 2, "embedding") else None,
+                     deleted=None if (arm, repeat) == ("shared", 2) and name != "llm" else released,
                      resource=resource)
             else:
                 _pod(rec, trial, pod, name, applied, scheduled=applied + 2.0, ready=applied + 2.5, deleted=released,

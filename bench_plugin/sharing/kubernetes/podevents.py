@@ -34,8 +34,9 @@ Times are the cluster's own. Event times have microseconds (``eventTime``; ``fir
 container start, deletion) are whole seconds, cut down. So a Pending time (scheduled - created) is
 good to a second, and within one second an Event may sort after a pod transition that followed it
 (or before one it followed: the scheduler deletes a victim, then records Preempted). They are kept
-as the cluster wrote them rather than guessed finer; the local clock is used only for a pod gone
-without a deletion time in its last state.
+as the cluster wrote them rather than guessed finer; the local clock dates only a pod gone without a
+deletion time in its last state, or gone while a watch was away (absent from the list made again; a
+pod whose labels stop matching the selector looks the same, and counts as deleted).
 
 Each transition is recorded once: a relist after an expired watch, or a list overlapping a watch,
 gives nothing new, and so do identical Events the scheduler records twice. An Event whose pod has not
@@ -275,6 +276,14 @@ class PodTimeline:
         if deleted:  # gone without a deletion time in its last state: when the watch saw it go
             return self._new(uid, "deleted", self.clock(), message="gone (its last state had no deletion time)")
         return []
+
+    def missing(self, listed: set[str]) -> list[PodEvent]:
+        """Pods known but absent from a new list (gone while a watch was away): deleted, when seen gone."""
+        out: list[PodEvent] = []
+        for uid in sorted(set(self._pods) - listed):
+            if (uid, "deleted") not in self._seen:
+                out += self._new(uid, "deleted", self.clock(), message="gone while the watch was away")
+        return out
 
     def event(self, obj: Json) -> list[PodEvent]:
         """The new occurrences an Event about a pod reports; held (and [] now) while its pod is unknown."""

@@ -11,9 +11,10 @@ Usage (the backend, per trial)::
 Each stream is the informer's pattern, by hand: list (with its resourceVersion), then watch from that
 version; a watch that the server ends (``watch_s``) is opened again from the last version seen; one
 that has expired (410 Gone: etcd compacted the history it would replay, which happens to Events, as
-the API server keeps no watch cache for them) is listed again. PodTimeline (podevents.py) makes each
-transition a PodEvent once, whatever the lists repeat, and ``record`` gets each one as it arrives
-(not in time order: store them and sort on reading).
+the API server keeps no watch cache for them) is listed again; a pod missing from that list went
+while the watch was away. PodTimeline (podevents.py) makes each transition a PodEvent once, whatever
+the lists repeat, and ``record`` gets each one as it arrives (not in time order: store them and sort
+on reading).
 
 Both streams run in a ``threading.Thread``; under Locust, gevent's monkey-patching makes those
 greenlets and the client's sockets cooperative, so the same code runs in both worlds. ``stop()``
@@ -31,6 +32,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from bench_plugin.sharing.base import ApplyError
 from bench_plugin.sharing.kubernetes.clusterview import api_reason
 from bench_plugin.sharing.kubernetes.podevents import PodEvent, PodTimeline
 from bench_plugin.sharing.kubernetes.semantics import Json
@@ -46,8 +48,12 @@ PAGE = 500
 KEPT_ERRORS = 20
 
 
-class PodWatchError(Exception):
-    """The watch could not start (its first list failed); the message names the list and the reason."""
+class PodWatchError(ApplyError):
+    """The watch could not start (its first list failed); one line naming the list and the reason.
+
+    An ApplyError: raised while a trial's arm is applied, it stops the run with that line, as a
+    preflight refusal does (a pod timeline the run cannot record is a setup error, not a result).
+    """
 
 
 class _Expired(Exception):
@@ -57,29 +63,36 @@ class _Expired(Exception):
 class _Stream:
     """One list-then-watch loop over pods or Events of the namespace."""
 
-    def __init__(self, what: str, call: Callable[..., Any], handle: Callable[[str, Json], None], watch_s: int) -> None:
+    def __init__(self, what: str, call: Callable[..., Any], handle: Callable[[str, Json], None], watch_s: int,
+                 listed: Callable[[set[str]], None] | None = None) -> None:
         self.what = what
         self.call = call
         self.handle = handle
         self.watch_s = watch_s
+        self.listed = listed
+        """Called after each complete list with the uids it held."""
         self.resource_version: str | None = None
         self._watch: Any = None
 
     def list(self) -> None:
         """List every object (paged), hand each to ``handle`` as ``LISTED``, and keep the list's version."""
         token: str | None = None
+        uids: set[str] = set()
         while True:
             page: dict[str, Any] = {"limit": PAGE, "_preload_content": False, "_request_timeout": REQUEST_S}
             if token:
                 page["_continue"] = token
             answer = json.loads(self.call(**page).data)
             for item in answer.get("items") or []:
+                uids.add(str((item.get("metadata") or {}).get("uid")))
                 self.handle("LISTED", item)
             meta = answer.get("metadata") or {}
             if not token:
                 self.resource_version = meta.get("resourceVersion")
             token = meta.get("continue")
             if not token:
+                if self.listed is not None:
+                    self.listed(uids)
                 return
 
     def watch(self) -> None:
@@ -164,7 +177,7 @@ class PodWatch:
         self._streams = [
             _Stream(f"pods ({selector})",
                     lambda **kw: core.list_namespaced_pod(namespace, label_selector=selector, **kw),
-                    self._on_pod, self.watch_s),
+                    self._on_pod, self.watch_s, listed=self._on_pods_listed),
             _Stream("events",
                     lambda **kw: core.list_namespaced_event(namespace, field_selector="involvedObject.kind=Pod", **kw),
                     self._on_event, self.watch_s),
@@ -221,6 +234,10 @@ class PodWatch:
     def _on_pod(self, change: str, obj: Json) -> None:
         with self._lock:
             self._record(self._timeline.pod(obj, deleted=change == "DELETED"))
+
+    def _on_pods_listed(self, uids: set[str]) -> None:
+        with self._lock:  # a relist after 410: pods deleted meanwhile are in no list and sent no DELETED
+            self._record(self._timeline.missing(uids))
 
     def _on_event(self, change: str, obj: Json) -> None:
         if change == "DELETED":  # an Event expiring (its TTL) says nothing new

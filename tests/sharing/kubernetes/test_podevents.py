@@ -163,3 +163,13 @@ def test_in_order_sorts_by_time_then_lifecycle() -> None:
     same = [PodEvent(T, kind, "p", "u") for kind in ("ready", "scheduled", "created")]
     assert kinds(in_order([PodEvent(T + 1, "deleted", "p", "u"), *same])) == [
         "created", "scheduled", "ready", "deleted"]
+
+
+def test_a_pod_missing_from_a_new_list_went_while_the_watch_was_away() -> None:
+    timeline = PodTimeline(clock=lambda: T + 50)
+    timeline.pod(pod("u1"))
+    timeline.pod(pod("u2", "bench-asr-0", meta={"deletionTimestamp": "2026-12-01T15:59:39Z",
+                                                "deletionGracePeriodSeconds": 0}))
+    [gone] = timeline.missing({"u3"})  # u2's deletion is known already
+    assert (gone.uid, gone.kind, gone.t, gone.message) == ("u1", "deleted", T + 50, "gone while the watch was away")
+    assert timeline.missing(set()) == []
