@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 import gevent
@@ -135,6 +136,7 @@ class Conductor:
         self.events.trial_start.fire(trial=trial)
         status, reason = "completed", None
         try:
+            self.backend.observe(trial.arm, trial.id, partial(self.recorder.pod_event, trial.id))
             for segment, classes in enumerate(self.backend.segments(trial.arm, self.class_names)):
                 self._segment(trial, segment, classes)
         except (ApplyError, NotReady) as exc:
@@ -148,6 +150,9 @@ class Conductor:
             raise
         finally:
             self.backend.release()
+            for problem in self.backend.end_observe():  # after the release: the deletions are on the timeline
+                self.recorder.event("observe_problem", trial.id, problem=problem)
+                logger.warning("trial %d: pod timeline: %s", trial.id, problem)
             self.recorder.trial_ended(trial.id, status, reason)
             self.recorder.event("trial_stop", trial.id, status=status, reason=reason)
             self.events.trial_stop.fire(trial=trial, status=status, reason=reason)

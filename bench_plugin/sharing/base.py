@@ -90,6 +90,15 @@ class SharingBackend(ABC):
         """Why class ``name``'s server is gone (exit code, last log lines), or None while it runs."""
         return None
 
+    def observe(self, arm: Arm, trial_id: int, record: Callable[[Any], None]) -> None:
+        """Begin recording what the platform does to ``trial_id``'s workloads (``record`` gets each event);
+        only the kubernetes backend has anything to record (its pods' timeline)."""
+        return None
+
+    def end_observe(self) -> list[str]:
+        """Stop what ``observe`` began; the problems it recovered from, one line each."""
+        return []
+
     def disrupt(self, spec: Disruption, classes: list[str], record: Callable[..., None]) -> None:
         """Do the scenario's disruption to ``classes`` now, recording each step; only the kubernetes backend can."""
         raise ApplyError(f"disruption (kind {spec.kind}) needs the kubernetes backend, not {self.name}")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -33,6 +34,7 @@ from bench_plugin.sharing.kubernetes.api import Api, Json, KubeError
 from bench_plugin.sharing.kubernetes.changes import ClusterChanges
 from bench_plugin.sharing.kubernetes.checks import check_arm, priority_conflict
 from bench_plugin.sharing.kubernetes.disruption import Disruptor, Record
+from bench_plugin.sharing.kubernetes.podwatch import PodWatch
 from bench_plugin.sharing.kubernetes.rollout import WaitTimeout, describe_exit, poll, wait_gone, wait_ready
 
 logger = logging.getLogger(__name__)
@@ -77,6 +79,7 @@ class KubernetesBackend(SharingBackend):
         """Class -> its pod (namespace/name) in the segment now applied."""
         self._leftovers: list[str] = []
         self._disruptor: Disruptor | None = None
+        self._watch: PodWatch | None = None
 
     # -- the connection ----------------------------------------------------------------------------
 
@@ -336,6 +339,24 @@ class KubernetesBackend(SharingBackend):
                        f"last {describe_exit(last)}"
         return None
 
+    def observe(self, arm: Arm, trial_id: int, record: Callable[[Any], None]) -> None:
+        """Follow the trial's workload pods and the Events about them (podwatch.py) until ``end_observe``."""
+        self.end_observe()
+        try:
+            self._ensure_namespace()  # the watch lists the namespace before the arm's objects are made in it
+        except KubeError as exc:
+            raise ApplyError(f"arm '{arm.name}': {exc}") from None
+        selector = k8s.selector({**m.campaign_labels(self.campaign), m.ARM_LABEL: arm.name})
+        self._watch = PodWatch(self.api.client, self.namespace, selector, record)
+        self._watch.start()
+
+    def end_observe(self) -> list[str]:
+        watch, self._watch = self._watch, None
+        if watch is None:
+            return []
+        watch.stop()
+        return list(watch.errors)
+
     def disrupt(self, spec: Disruption, classes: list[str], record: Record) -> None:
         """Do ``spec`` to ``classes`` now (disruption.py); blocks until it is done, records every step."""
         self._disruptor = Disruptor(self.api, self.namespace, self.campaign, spec, record,
@@ -384,6 +405,7 @@ class KubernetesBackend(SharingBackend):
             problems.append(str(exc))
             logger.error("kubernetes restore: %s", exc)
         problems += self.changes.undo()
+        self.end_observe()
         self._leftovers = problems
 
     def leftovers(self) -> list[str]:

@@ -11,6 +11,7 @@ allocate at all is refused by the preflight before anything is created.
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -120,6 +121,20 @@ def test_arm_short_of_gpus_fails_with_the_schedulers_reason(k8s_cluster: Cluster
     assert "Insufficient nvidia.com/gpu" in trials[1]["reason"]
     assert shared_state(k8s_cluster, ns, [node]).config == SHIPPED_KEYS
     assert k8s_cluster.core.read_namespaced_pod("filler-0", ns).status.phase == "Running"  # not the plugin's
+    # the pod timeline: the scheduler's own message on the failed trial's pods, in the store and the summary
+    pending = [pod for pod in trials[1]["pods"] if pod["scheduled_s"] is None]
+    assert pending and all(pod["pending_until"] in ("deleted", "trial end") for pod in pending), trials[1]["pods"]
+    assert any("Insufficient nvidia.com/gpu" in reason for pod in pending for reason in pod["failed_scheduling"])
+    assert "Insufficient nvidia.com/gpu" in pending[0]["first_failed_scheduling"]
+    summary = json.loads((tmp_path / "results" / "summary.json").read_text())
+    assert any("Insufficient nvidia.com/gpu" in r for r in summary["arms"]["exclusive"]["pods"]["reasons"])
+    assert all(pod["ready_s"] is not None for pod in trials[0]["pods"])  # the shared arm's pods ran
+    with sqlite3.connect(tmp_path / "results" / "results.sqlite") as db:
+        kinds = {k for (k,) in db.execute("SELECT kind FROM pod_events WHERE trial=2")}
+    assert {"created", "failed_scheduling", "deleted"} <= kinds, kinds
+    assert "filler-0" not in {pod["pod"] for trial in trials for pod in trial["pods"]}  # only the plugin's pods
+    report = (tmp_path / "results" / "report.md").read_text()
+    assert "Insufficient nvidia.com/gpu" in report
 
 
 def test_an_arm_the_nodes_can_never_hold_is_refused_by_the_preflight(k8s_cluster: Cluster, k8s_namespace: str,
