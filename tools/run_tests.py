@@ -3,8 +3,8 @@
     python tools/run_tests.py [--lanes N] [--record] [PYTEST_ARGS...]
 
 Most tests wait on real processes (servers starting, stages of a few seconds, workers joining) and
-use a fraction of the machine, so two pytest processes over disjoint sets of test files finish in
-a little over half the time of one. Tests marked ``serial`` compare timings against a reference
+use a fraction of the machine, so three pytest processes over disjoint sets of test files, even on
+two cores, finish in well under half the time of one. Tests marked ``serial`` compare timings against a reference
 measured on a quiet host (the harness's accuracy, one process against N workers): they are skipped
 in the lanes and run afterwards on their own.
 
@@ -155,7 +155,7 @@ def last_line(log: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lanes", type=int, default=2, help="pytest processes side by side (default 2)")
+    parser.add_argument("--lanes", type=int, default=3, help="pytest processes side by side (default 3)")
     parser.add_argument("--record", action="store_true", help="rewrite tests/durations.json from this run")
     args, extra = parser.parse_known_args(argv)
     if args.lanes < 1:

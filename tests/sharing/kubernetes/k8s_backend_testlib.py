@@ -8,6 +8,8 @@ never touched. The device plugin's ConfigMap lives in the test's namespace too.
 
 from __future__ import annotations
 
+import json
+import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -192,3 +194,25 @@ def filler(name: str, node: str) -> dict:
             "spec": {"nodeSelector": {"kubernetes.io/hostname": node},
                      "containers": [{"name": "main", "image": "registry.invalid/filler:0",
                                      "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+
+
+def scenario_with(path: Path, ns: str, disruption: dict[str, Any], classes: tuple[str, ...], stage_s: float) -> Path:
+    """write_scenario's exclusive-only campaign with the scenario's ``disruption:`` section. The rollout
+    timeout, which also bounds the wait for a node to be Ready after a rejoin, is generous: a kwok continued
+    after SIGSTOP re-lists before it reports the node again, which took over 30 s on a busy machine."""
+    write_scenario(path, ns, [{"name": "exclusive", "control": True, "sharing": "exclusive"}], classes=classes,
+                   stage_s=stage_s, section={"rollout_timeout_s": 120})
+    data = yaml.safe_load(path.read_text())
+    data["disruption"] = disruption
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def disruption_events(results: Path) -> list[dict[str, Any]]:
+    """The campaign's ``disruption`` events, in time order, each with its trial."""
+    db = sqlite3.connect(f"file:{results / 'results.sqlite'}?mode=ro", uri=True)
+    try:
+        return [{**json.loads(detail), "trial": trial} for trial, detail in
+                db.execute("SELECT trial, detail FROM events WHERE kind='disruption' ORDER BY t")]
+    finally:
+        db.close()

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import threading
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from typing import Any
 import pytest
 import yaml
 from harness import run_locust
-from k8s_backend_testlib import add_pool_node, campaign_args, leftovers, write_scenario
+from k8s_backend_testlib import add_pool_node, campaign_args, disruption_events, leftovers, scenario_with
 from k8s_cluster import Cluster, node_condition, wait_for
 from kubernetes import client as k8s
 
@@ -34,30 +33,13 @@ pytestmark = pytest.mark.slow
 ARMS = [{"name": "exclusive", "control": True, "sharing": "exclusive"}]
 
 
-def scenario_with(path: Path, ns: str, disruption: dict[str, Any], classes: tuple[str, ...], stage_s: float) -> Path:
-    write_scenario(path, ns, ARMS, classes=classes, stage_s=stage_s)
-    data = yaml.safe_load(path.read_text())
-    data["disruption"] = disruption
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return path
-
-
-def events(results: Path) -> list[dict[str, Any]]:
-    db = sqlite3.connect(f"file:{results / 'results.sqlite'}?mode=ro", uri=True)
-    try:
-        return [{**json.loads(detail), "trial": trial} for trial, detail in
-                db.execute("SELECT trial, detail FROM events WHERE kind='disruption' ORDER BY t")]
-    finally:
-        db.close()
-
-
 def run(cluster: Cluster, ns: str, tmp_path: Path, scenario: Path, url: str, classes: tuple[str, ...],
         timeout: float = 120) -> list[dict[str, Any]]:
     done = run_locust(campaign_args(scenario, tmp_path / "results", cluster, url, classes, "--namespace", ns),
                       timeout=timeout)
     assert done.returncode == 0, done.stdout[-3000:]
     assert "Traceback" not in done.stdout, done.stdout[-3000:]
-    return events(tmp_path / "results")
+    return disruption_events(tmp_path / "results")
 
 
 def assert_clean(cluster: Cluster, ns: str, nodes: list[str]) -> None:

@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 from harness import start_locust, stop_process
-from k8s_backend_testlib import add_pool_node, campaign_args, leftovers
+from k8s_backend_testlib import add_pool_node, campaign_args, disruption_events, leftovers, scenario_with
 from k8s_cluster import Cluster, wait_for
-from test_disruption import events, scenario_with
 
 pytestmark = pytest.mark.slow
 
@@ -49,7 +48,7 @@ def test_ctrl_c_during_a_node_failure_rejoins_the_node(k8s_cluster: Cluster, k8s
     output = log.read_text()
     assert code == 130, output[-3000:]
     assert "Traceback" not in output, output[-3000:]
-    rejoined = [e for e in events(tmp_path / "results") if e["action"] == "rejoin-node"]
+    rejoined = [e for e in disruption_events(tmp_path / "results") if e["action"] == "rejoin-node"]
     assert [(e["target"], e["result"]) for e in rejoined] == [("(stopped before the rejoin)", "exit 0")]
     assert leftovers(k8s_cluster, ns) == []
     k8s_cluster.wait_for_node_ready(node, 60)
