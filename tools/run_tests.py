@@ -197,10 +197,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"tests: {args.lanes} lanes side by side {lanes_s:.0f} s, then serial {serial_s:.0f} s; "
           f"{time.monotonic() - start:.0f} s in all", flush=True)
     if args.record:
-        times: dict[str, float] = defaultdict(float)
+        measured: dict[str, float] = defaultdict(float)
         for junit in work.glob("lane-*.xml"):  # what balances the lanes: the serial phase runs alone
             for path, seconds in file_times(junit).items():
-                times[path] += seconds
+                measured[path] += seconds
+        # a file this run did not measure (a lane that stopped early, a selection) keeps its last figure
+        times = {**recorded(), **measured}
         DURATIONS.write_text(json.dumps({k: round(v, 1) for k, v in sorted(times.items())}, indent=1) + "\n",
                              encoding="utf-8")
         print(f"wrote {DURATIONS.relative_to(ROOT)}", flush=True)
