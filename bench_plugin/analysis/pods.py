@@ -87,6 +87,7 @@ def _pod(uid: str, events: list[PodEvent], names: dict[str, str], end: float | N
         first_failed_scheduling=first_failure.message if first_failure is not None else None,
         preempted_s=_t(preempted), preempted_by=names.get(preemptor, preemptor) if preemptor else None,
         evicted_s=_t(evicted), evicted=evicted.message if evicted is not None else None,
+        preempting=[e.message for e in events if e.kind == "preempting" and e.message],
     )
 
 
@@ -120,4 +121,5 @@ def arm_pods(trials: Sequence[TrialSummary]) -> ArmPods | None:
         reasons=dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
         preempted=sum(1 for p in every if p.preempted_s is not None),
         evicted=sum(1 for p in every if p.evicted_s is not None),
+        preempting=sum(len(p.preempting) for p in every),
     )

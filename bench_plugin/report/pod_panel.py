@@ -28,6 +28,7 @@ _RIGHT: dict[str, Any] = {"loc": "center left", "bbox_to_anchor": (1.005, 0.5), 
 _MARKS: dict[str, tuple[str, dict[str, Any]]] = {  # kind -> legend label, marker style
     "failed_scheduling": ("FailedScheduling", {"marker": "x", "color": "#b22222", "markersize": 6}),
     "preempted": ("preempted", {"marker": "v", "color": "#7b1fa2", "markersize": 7}),
+    "preempting": ("preempted other work", {"marker": "^", "color": "#7b1fa2", "markersize": 7}),
     "evicted": ("evicted", {"marker": "s", "color": "#e65100", "markersize": 6}),
     "killing": ("Killing (kubelet)", {"marker": "|", "color": "#444444", "markersize": 9}),
     "deleted": ("deletion asked", {"marker": "X", "color": "#222222", "markersize": 6}),

@@ -28,7 +28,8 @@ def _reasons(pod: PodSummary) -> str:
 
 def _then(pod: PodSummary) -> str:
     parts = [f"preempted by {pod.preempted_by}" if pod.preempted_s is not None else "",
-             f"evicted ({pod.evicted})" if pod.evicted_s is not None else ""]
+             f"evicted ({pod.evicted})" if pod.evicted_s is not None else "",
+             *pod.preempting]
     return "; ".join(p for p in parts if p) or "-"
 
 
@@ -59,7 +60,7 @@ def markdown_section(summary: Summary, level: int = 2) -> list[str]:
         longest = f"{pods.pending.max_s:.1f} s" if pods.pending.max_s is not None else "-"
         lines.append(f"- **{arm}**: longest Pending {longest}, per repeat {spread_text(pods.pending.spread)} s over "
                      f"{pods.trials} repeat(s); FailedScheduling reasons: {reasons}; preempted {pods.preempted}, "
-                     f"evicted {pods.evicted}")
+                     f"evicted {pods.evicted}, other work preempted {pods.preempting}")
     lines.append("")
     for trial in watched:
         lines += [f"{mark}# Trial {trial.id}: arm {trial.arm}, repeat {trial.repeat}", "", *trial_table(trial), ""]

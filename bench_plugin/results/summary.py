@@ -305,6 +305,8 @@ class PodSummary(Model):
     evicted_s: float | None = None
     evicted: str | None = None
     """Why: ``EvictionByEvictionAPI: Eviction API: evicting`` (a drain), ``DeletionByTaintManager: ...``."""
+    preempting: list[str] = Field(default_factory=list)
+    """The pods of the cluster's other work this pod preempted: ``preempted pod <ns>/<name> on node <node>``."""
 
 
 class TrialSummary(Model):
@@ -388,6 +390,8 @@ class ArmPods(Model):
     """Pods preempted, over every repeat."""
     evicted: int = 0
     """Pods evicted, over every repeat."""
+    preempting: int = 0
+    """Pods of the cluster's other work that the arm's pods preempted, over every repeat."""
 
 
 class ArmFigures(Model):

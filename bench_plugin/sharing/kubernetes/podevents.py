@@ -14,6 +14,8 @@ failed_scheduling  Event reason FailedScheduling (default-scheduler): the schedu
                ``0/1 nodes are available: 1 Insufficient nvidia.com/gpu. ...``; one per attempt
                reported (``eventTime``, then ``series.lastObservedTime`` for repeats)
 preempted      Event reason Preempted on the victim: ``Preempted by pod <uid> on node <node>``
+preempting     the same Event seen from the preemptor: a watched pod's uid is ``<uid>`` while the victim
+               is not watched (the cluster's other work); the message names the victim and the node
 started        every container ``state.running`` (the latest ``startedAt``)
 ready          condition Ready turned True
 not_ready      condition Ready turned False after being True (probe failing, node lost)
@@ -41,7 +43,8 @@ pod whose labels stop matching the selector looks the same, and counts as delete
 Each transition is recorded once: a relist after an expired watch, or a list overlapping a watch,
 gives nothing new, and so do identical Events the scheduler records twice. An Event whose pod has not
 been seen yet is held until the pod shows up (events and pods come on separate watches); Events of
-pods never seen (pods without the watched labels) are never recorded.
+pods never seen (pods without the watched labels) are never recorded, except a Preempted Event whose
+preemptor is a watched pod: that is the watched pod's ``preempting``, the preemption as the arm did it.
 """
 
 from __future__ import annotations
@@ -57,8 +60,8 @@ from typing import Any
 from bench_plugin.scenario import WORKLOAD_CLASSES
 from bench_plugin.sharing.kubernetes.semantics import Json, format_amount, pod_requests
 
-POD_EVENT_KINDS: tuple[str, ...] = ("created", "failed_scheduling", "scheduled", "started", "ready", "not_ready",
-                                    "preempted", "evicted", "killing", "deleted")
+POD_EVENT_KINDS: tuple[str, ...] = ("created", "failed_scheduling", "preempting", "scheduled", "started", "ready",
+                                    "not_ready", "preempted", "evicted", "killing", "deleted")
 """Every kind, in a pod's lifecycle order (the tie-break between transitions at the same time)."""
 CLASS_LABEL = "bench-plugin/class"
 """The label that names a pod's workload class (llm, embedding, asr)."""
@@ -293,7 +296,11 @@ class PodTimeline:
         if involved.get("kind") != "Pod" or kind is None or not uid:
             return []
         if uid not in self._pods:
-            self._hold(uid, obj)
+            by = preemptor_uid(obj.get("message")) if kind == "preempted" else None
+            if by is not None and by in self._pods:
+                return self._preempting(by, obj, involved)
+            for waiting in {uid, by} - {None}:  # its pod, or a preemptor of ours, may show up later
+                self._hold(str(waiting), obj)
             return []
         meta = obj.get("metadata") or {}
         series = obj.get("series") or {}
@@ -319,6 +326,16 @@ class PodTimeline:
             out += self._new(uid, kind, last, key=(key, count), reason=obj.get("reason"), message=message,
                              node=node, count=repeats)
         return out
+
+    def _preempting(self, by: str, obj: Json, involved: Json) -> list[PodEvent]:
+        """Watched pod ``by`` preempted the unwatched pod an Event is about (its Preempted Event)."""
+        meta = obj.get("metadata") or {}
+        found = re.search(r" on node (\S+)", str(obj.get("message") or ""))
+        node = found.group(1) if found else self._pods[by].node
+        victim = f"{involved.get('namespace') or ''}/{involved.get('name') or ''}".strip("/")
+        return self._new(by, "preempting", self._when(obj.get("eventTime") or obj.get("firstTimestamp")
+                                                      or obj.get("lastTimestamp") or meta.get("creationTimestamp")),
+                         key=victim, reason="Preempted", message=f"preempted pod {victim} on node {node}", node=node)
 
     def _hold(self, uid: str, obj: Json) -> None:
         self._held.setdefault(uid, []).append(obj)

@@ -121,6 +121,30 @@ def test_a_preempted_pods_disruption_is_told_by_its_preempted_event() -> None:
     assert timeline.event(event("Preempted", "Preempted by pod u9 on node gpu-b", name="e2")) == []
 
 
+def other_work_preempted(by: str, name: str = "e5") -> dict[str, Any]:
+    """The Preempted Event of a pod the watch does not follow (the cluster's other work), preempted by ``by``."""
+    victim = event("Preempted", f"Preempted by pod {by} on node gpu-b", uid="filler-uid", name=name)
+    victim["involvedObject"].update(name="filler-0", namespace="team")
+    return victim
+
+
+def test_a_watched_pod_that_preempts_other_work_says_so() -> None:
+    timeline = PodTimeline()
+    timeline.pod(pod())
+    [got] = timeline.event(other_work_preempted("u1"))
+    assert (got.kind, got.pod, got.node) == ("preempting", "bench-llm-0", "gpu-b")
+    assert got.message == "preempted pod team/filler-0 on node gpu-b" and got.t == pytest.approx(T + 0.075648)
+    assert timeline.event(other_work_preempted("u1", name="e6")) == []  # the same victim, recorded twice
+    assert timeline.event(other_work_preempted("not-watched", name="e7")) == []  # neither side is ours
+
+
+def test_a_preemption_seen_before_its_preemptor_waits_for_it() -> None:
+    timeline = PodTimeline()
+    assert timeline.event(other_work_preempted("u1")) == []
+    assert kinds(timeline.pod(pod())) == ["created", "preempting"]
+    assert not timeline.known("filler-uid")
+
+
 def test_a_pod_gone_without_a_deletion_time_is_dated_when_seen_gone() -> None:
     timeline = PodTimeline(clock=lambda: T + 99)
     timeline.pod(pod())

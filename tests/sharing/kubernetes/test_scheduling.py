@@ -97,6 +97,11 @@ def test_high_priority_arm_preempts_filler_pods(k8s_cluster: Cluster, k8s_namesp
                              for e in preempted), [e.message for e in preempted]
     assert not k8s.SchedulingV1Api(k8s_cluster.api_client).list_priority_class(
         field_selector="metadata.name=bench-plugin-high").items
+    # the pod timeline tells the preemption from the arm's side: its llm pod preempted the victim
+    [llm] = summary["trials"][0]["pods"]
+    assert llm["preempting"] == [f"preempted pod {ns}/{victim} on node {node}"], llm
+    assert summary["arms"]["high"]["pods"]["preempting"] == 1
+    assert f"preempted pod {ns}/{victim}" in (tmp_path / "results" / "report.md").read_text()
 
 
 def test_a_foreign_priority_class_of_another_value_is_refused(k8s_cluster: Cluster, k8s_namespace: str,
