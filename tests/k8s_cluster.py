@@ -21,6 +21,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping
@@ -453,3 +454,36 @@ def node_condition(node: Mapping[str, Any], kind: str) -> str | None:
         if condition.get("type") == kind:
             return str(condition.get("status"))
     return None
+
+
+class ClusterPoller:
+    """A test's own client of the cluster that calls ``poll()`` every ``interval_s`` in a thread while it is
+    entered (``with``): an API error is kept in ``errors`` and the next poll tries again."""
+
+    def __init__(self, cluster: Cluster, name: str, interval_s: float = 0.1) -> None:
+        self.interval_s = interval_s
+        self.client = k8s_config.new_client_from_config(config_file=str(cluster.kubeconfig))
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def poll(self) -> None:
+        """One pass; ApiException means "try again"."""
+        raise NotImplementedError
+
+    def __enter__(self) -> ClusterPoller:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self.client.close()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.poll()
+            except ApiException as error:  # an object the fixture deleted, the apiserver busy: try again
+                self.errors.append(f"{error.status} {error.reason}")
+            self._stop.wait(self.interval_s)

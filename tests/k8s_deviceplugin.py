@@ -20,14 +20,12 @@ come from the node's ``nvidia.com/gpu.count`` label (add_gpu_node sets it).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable
 from typing import Any
 
 import yaml
-from k8s_cluster import Cluster
+from k8s_cluster import Cluster, ClusterPoller
 from kubernetes import client as k8s
-from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 
 CONFIG_LABEL = "nvidia.com/device-plugin.config"
@@ -59,41 +57,27 @@ def advertised(config_text: str | None, gpus: int) -> tuple[dict[str, int], str,
     return {WHOLE: gpus}, "none", 1
 
 
-class DevicePluginStandIn:
+class DevicePluginStandIn(ClusterPoller):
     """Polls ``nodes`` and the ConfigMap ``namespace/config_map``; updates each node as the plugin would."""
 
     def __init__(self, cluster: Cluster, nodes: Iterable[str], *, namespace: str,
                  config_map: str = "bench-plugin-sharing", interval_s: float = 0.1) -> None:
+        super().__init__(cluster, "device-plugin-stand-in", interval_s)
         self.nodes = list(nodes)
         self.namespace = namespace
         self.config_map = config_map
-        self.interval_s = interval_s
-        self.client = k8s_config.new_client_from_config(config_file=str(cluster.kubeconfig))
         self.core = k8s.CoreV1Api(self.client)
         self.applied: dict[str, str | None] = {}
         """Node -> the config key it serves now (None: the default)."""
         self.switches: list[tuple[str, str | None]] = []
         """Every (node, key) switch made, in order."""
-        self.errors: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="device-plugin-stand-in", daemon=True)
 
     def __enter__(self) -> DevicePluginStandIn:
-        self._thread.start()
+        super().__enter__()
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-        self.client.close()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.sync()
-            except ApiException as error:  # a node deleted by the fixture, the apiserver busy: try again
-                self.errors.append(f"{error.status} {error.reason}")
-            self._stop.wait(self.interval_s)
+    def poll(self) -> None:
+        self.sync()
 
     def sync(self) -> None:
         """One pass over the nodes."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,10 +18,9 @@ from typing import Any
 
 import harness
 import yaml
-from k8s_cluster import Cluster, wait_for
+from k8s_cluster import Cluster, ClusterPoller, wait_for
 from k8s_deviceplugin import CONFIG_LABEL, GFD_LABELS
 from kubernetes import client as k8s
-from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 
 POOL_LABEL = "bench-test/pool"
@@ -137,7 +135,7 @@ def assert_restored(cluster: Cluster, namespace: str, before: SharedState, nodes
     wait_for(lambda: shared_state(cluster, namespace, nodes).labels == before.labels, "node labels as before", 30)
 
 
-class ObjectWatch:
+class ObjectWatch(ClusterPoller):
     """Polls the plugin's Deployments in a namespace and its PriorityClasses while a campaign runs.
 
     ``deployments`` maps (name, arm label) -> the Deployment (a dict, API keys) as first seen;
@@ -145,36 +143,23 @@ class ObjectWatch:
     """
 
     def __init__(self, cluster: Cluster, namespace: str, interval_s: float = 0.1) -> None:
+        super().__init__(cluster, "object-watch", interval_s)
         self.namespace = namespace
-        self.interval_s = interval_s
-        self.client = k8s_config.new_client_from_config(config_file=str(cluster.kubeconfig))
         self.deployments: dict[tuple[str, str], dict[str, Any]] = {}
         self.priority_classes: dict[str, dict[str, Any]] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="object-watch", daemon=True)
+        self._apps = k8s.AppsV1Api(self.client)
+        self._scheduling = k8s.SchedulingV1Api(self.client)
 
     def __enter__(self) -> ObjectWatch:
-        self._thread.start()
+        super().__enter__()
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-        self.client.close()
-
-    def _run(self) -> None:
-        apps = k8s.AppsV1Api(self.client)
-        scheduling = k8s.SchedulingV1Api(self.client)
-        while not self._stop.is_set():
-            try:
-                for d in apps.list_namespaced_deployment(self.namespace, label_selector=MANAGED).items:
-                    key = (d.metadata.name, d.metadata.labels["bench-plugin/arm"])
-                    self.deployments.setdefault(key, self.client.sanitize_for_serialization(d))
-                for pc in scheduling.list_priority_class(label_selector=MANAGED).items:
-                    self.priority_classes.setdefault(pc.metadata.name, self.client.sanitize_for_serialization(pc))
-            except ApiException:
-                pass  # the namespace going away at the end of a test
-            self._stop.wait(self.interval_s)
+    def poll(self) -> None:
+        for d in self._apps.list_namespaced_deployment(self.namespace, label_selector=MANAGED).items:
+            key = (d.metadata.name, d.metadata.labels["bench-plugin/arm"])
+            self.deployments.setdefault(key, self.client.sanitize_for_serialization(d))
+        for pc in self._scheduling.list_priority_class(label_selector=MANAGED).items:
+            self.priority_classes.setdefault(pc.metadata.name, self.client.sanitize_for_serialization(pc))
 
     def pod_spec(self, name: str, arm: str) -> dict[str, Any]:
         """The pod template spec of Deployment ``name`` of ``arm``."""
