@@ -28,7 +28,7 @@ from k8s_backend_testlib import add_pool_node, campaign_args, disruption_events,
 from k8s_cluster import Cluster, node_condition, wait_for
 from kubernetes import client as k8s
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]  # recovery and node Ready times want a quiet host
 
 ARMS = [{"name": "exclusive", "control": True, "sharing": "exclusive"}]
 
