@@ -243,10 +243,10 @@ class Disruptor:
         self._rejoin(target)
         ready: dict[str, str] = {}
 
-        def all_ready() -> bool | None:
-            ready["states"] = self._states(nodes)
-            return True if all(node_ready(self.api.get(k8s.name_path(k8s.NODES, n))) == "True" for n in nodes) \
-                else None
+        def all_ready() -> bool | None:  # one read of each node gives both the record and the answer
+            states = {n: node_ready(self.api.get(k8s.name_path(k8s.NODES, n))) for n in nodes}
+            ready["states"] = self._joined(states)
+            return True if all(state == "True" for state in states.values()) else None
 
         ok = poll(all_ready, self.ready_timeout_s) is not None
         self.record(action="node-state", target=target, t=time.time(),
@@ -254,7 +254,11 @@ class Disruptor:
                     f"not Ready {self.ready_timeout_s:g} s after the rejoin: {ready.get('states', '')}")
 
     def _states(self, nodes: list[str]) -> str:
-        return ", ".join(f"{n} Ready={node_ready(self.api.get(k8s.name_path(k8s.NODES, n)))}" for n in nodes)
+        return self._joined({n: node_ready(self.api.get(k8s.name_path(k8s.NODES, n))) for n in nodes})
+
+    @staticmethod
+    def _joined(states: dict[str, str]) -> str:
+        return ", ".join(f"{n} Ready={state}" for n, state in states.items())
 
     def _rejoin(self, target: str) -> None:
         assert self.spec.rejoin_command is not None
