@@ -31,6 +31,9 @@ B ~ Binomial(n, q): then x_(1) and x_(n) can serve as the ranks, and an interval
 
 QUANTILES: tuple[float, ...] = (0.5, 0.95, 0.99)
 
+TIE: float = 1e-12
+"""Coverages closer than this are equal: the binomial tails are sums in floating point."""
+
 IntArray = NDArray[np.int64]
 
 
@@ -83,10 +86,15 @@ def samples_needed(q: float, confidence: float = CONFIDENCE) -> int:
     n = ceil(ln((1 - confidence) / 2) / ln(max(q, 1 - q))); at 95%: 6 for P50, 72 for P95, 368 for P99.
     """
     _check(q, confidence)
-    n = max(1, math.ceil(math.log((1.0 - confidence) / 2.0) / math.log(max(q, 1.0 - q))))
-    while n > 1 and _bounded(n - 1, q, confidence):  # the closed form may be off by one in floating point
+    half = (1.0 - confidence) / 2.0
+
+    def bounded(k: int) -> bool:  # the rule itself: no binomial quantiles (and no scipy import) needed
+        return (1.0 - q) ** k <= half and q ** k <= half
+
+    n = max(1, math.ceil(math.log(half) / math.log(max(q, 1.0 - q))))
+    while n > 1 and bounded(n - 1):  # the closed form may be off by one in floating point
         n -= 1
-    while not _bounded(n, q, confidence):
+    while not bounded(n):
         n += 1
     return n
 
@@ -111,32 +119,39 @@ def _ranks_of(n: int, q: float, confidence: float) -> tuple[int, int]:
     return int(lo[0]), int(hi[0])
 
 
-def _bounded(n: int, q: float, confidence: float) -> bool:
-    lo, hi = _ranks_of(n, q, confidence)
-    return lo >= 1 and hi <= n
+def _special() -> Any:
+    """scipy.special, imported when first needed (a load generator that never computes an interval, a
+    worker, should not pay for it at start-up); the binomial tails come from its incomplete beta functions,
+    which import in a third of scipy.stats' time."""
+    from scipy import special
 
-
-def _binom() -> Any:
-    """scipy's binomial distribution, imported when first needed: scipy.stats takes a second to import,
-    and a load generator that never computes an interval (a worker) should not pay it at start-up."""
-    from scipy.stats import binom
-
-    return binom
+    return special
 
 
 def _below(k: IntArray, n: IntArray, q: float) -> NDArray[np.float64]:
-    """P(B <= k): the lower tail left out by a lower rank k + 1."""
-    return np.asarray(_binom().cdf(k, n, q), dtype=float)
+    """P(B <= k): the lower tail left out by a lower rank k + 1 (0 below k = 0, 1 from k = n)."""
+    k, n = np.broadcast_arrays(np.asarray(k, dtype=np.int64), np.asarray(n, dtype=np.int64))
+    inside = np.asarray(_special().bdtr(np.clip(k, 0, n), n, q), dtype=float)
+    return np.where(k < 0, 0.0, np.where(k >= n, 1.0, inside))
 
 
 def _above(k: IntArray, n: IntArray, q: float) -> NDArray[np.float64]:
-    """P(B >= k): the upper tail left out by an upper rank k."""
-    return np.asarray(_binom().sf(k - 1, n, q), dtype=float)
+    """P(B >= k): the upper tail left out by an upper rank k (1 up to k = 0, 0 past k = n)."""
+    k, n = np.broadcast_arrays(np.asarray(k, dtype=np.int64), np.asarray(n, dtype=np.int64))
+    inside = np.asarray(_special().bdtrc(np.clip(k - 1, 0, n), n, q), dtype=float)
+    return np.where(k <= 0, 1.0, np.where(k > n, 0.0, inside))
+
+
+def _tail_rank(p: float, n: IntArray, q: float) -> IntArray:
+    """A first guess at the binomial p-quantile: the continuous solution of P(B <= k) = p, rounded up;
+    the rank searches below step from it to the exact rank."""
+    guess = np.nan_to_num(np.asarray(_special().bdtrik(p, n, q), dtype=float), nan=0.0)
+    return np.ceil(guess).astype(np.int64)
 
 
 def _lower_rank(n: IntArray, q: float, half: float) -> IntArray:
     """The largest l in 0..n with P(B < l) <= half (l = 0 always qualifies: x_(0) is -inf)."""
-    rank = np.clip(np.asarray(_binom().ppf(half, n, q), dtype=np.int64), 0, n)
+    rank = np.clip(_tail_rank(half, n, q), 0, n)
     while (up := (rank < n) & (_below(rank, n, q) <= half)).any():
         rank = rank + up
     while (down := (rank > 0) & (_below(rank - 1, n, q) > half)).any():
@@ -146,7 +161,7 @@ def _lower_rank(n: IntArray, q: float, half: float) -> IntArray:
 
 def _upper_rank(n: IntArray, q: float, half: float) -> IntArray:
     """The smallest u in 1..n + 1 with P(B >= u) <= half (u = n + 1 always qualifies: x_(n+1) is +inf)."""
-    rank = np.clip(np.asarray(_binom().isf(half, n, q), dtype=np.int64) + 1, 1, n + 1)
+    rank = np.clip(_tail_rank(1.0 - half, n, q) + 1, 1, n + 1)
     while (down := (rank > 1) & (_above(rank - 1, n, q) <= half)).any():
         rank = rank - down
     while (up := (rank <= n) & (_above(rank, n, q) > half)).any():
@@ -160,7 +175,8 @@ def _coverage(n: IntArray, q: float, lo: IntArray, hi: IntArray) -> NDArray[np.f
 
 
 def _narrow(n: IntArray, q: float, confidence: float, lo: IntArray, hi: IntArray) -> tuple[IntArray, IntArray]:
-    """Move bounded ranks inwards one at a time, the move keeping more coverage first, while it stays >= confidence."""
+    """Move bounded ranks inwards one at a time, the move keeping more coverage first
+    (the lower rank on a tie), while it stays >= confidence."""
     bounded = (lo >= 1) & (hi <= n)
     while True:
         raise_lo = _coverage(n, q, lo + 1, hi)
@@ -170,6 +186,7 @@ def _narrow(n: IntArray, q: float, confidence: float, lo: IntArray, hi: IntArray
         can_hi = room & (drop_hi >= confidence)
         if not (can_lo | can_hi).any():
             return lo, hi
-        take_lo = can_lo & (~can_hi | (raise_lo >= drop_hi))
+        # equal coverage (the median's symmetric ranks) up to rounding: raise the lower rank, whatever the noise
+        take_lo = can_lo & (~can_hi | (raise_lo >= drop_hi - TIE))
         lo = lo + take_lo
         hi = hi - (can_hi & ~take_lo)

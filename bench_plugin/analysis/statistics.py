@@ -53,10 +53,10 @@ def percentiles(values: Sequence[float]) -> dict[str, float | None]:
 
 
 def _t95(n: int) -> float:
-    from scipy import stats  # imported when first needed: scipy.stats takes a second to import, and a load
-    # generator that never analyses anything (a worker) should not pay it at start-up
+    from scipy import special  # imported when first needed: a load generator that never analyses anything
+    # (a worker) should not pay for it at start-up; special.stdtrit is Student's t quantile
 
-    return float(stats.t.ppf(0.975, n - 1))
+    return float(special.stdtrit(n - 1, 0.975))
 
 
 def spread(values: Sequence[float | None], kind: Kind = VALUE) -> Spread:

@@ -56,6 +56,15 @@ def test_exact_coverage_of_the_ranks_from_samples_needed_to_2000(q: float) -> No
     assert (narrower < 0.95).all()  # no rank can move inwards without losing coverage
 
 
+@pytest.mark.parametrize("confidence", [0.8, 0.9, 0.95, 0.99])
+def test_the_medians_equal_choices_always_raise_the_lower_rank(confidence: float) -> None:
+    # At q = 0.5 raising the lower rank and dropping the upper one keep the same coverage; rounding in the
+    # binomial tails must not decide between them, or the same samples get another interval elsewhere.
+    n = np.arange(samples_needed(0.5, confidence), 3001)
+    lo, hi = order_ranks(n, 0.5, confidence)
+    assert set(np.unique(lo + hi - (n + 1))) <= {0, 1}  # symmetric, or the lower rank one step further in
+
+
 @pytest.mark.parametrize("q", QS)
 def test_below_samples_needed_the_interval_is_not_bounded_above(q: float) -> None:
     needed = samples_needed(q)
