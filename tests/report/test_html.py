@@ -7,7 +7,6 @@ import re
 import sqlite3
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from html.parser import HTMLParser
 from pathlib import Path
@@ -258,14 +257,14 @@ def test_requests_are_thinned_to_the_budget_but_every_failure_is_kept(default_re
         assert req.ok_t[-1] - req.ok_t[0] >= 0.8 * span, "thinning keeps the whole time range"
 
 
-@pytest.mark.slow
-def test_a_million_samples_render_in_seconds(make_campaign: MakeCampaign,
-                                             record_property: pytest.RecordProperty) -> None:
+def test_a_large_campaign_renders_each_timeline_thinned(make_campaign: MakeCampaign) -> None:
+    # 100,000 samples, 25,000 a trial: five times what a timeline's scatter keeps. How long a million take
+    # is a benchmark (benchmarks/analysis_scale.py, figures in docs/benchmarks.md), not a test on a noisy host.
     results = make_campaign()
     db = sqlite3.connect(results / "results.sqlite")
     rng = np.random.default_rng(3)
     trials = db.execute("SELECT id, started_s, ended_s FROM trials").fetchall()
-    per = 1_000_000 // len(trials)
+    per = 100_000 // len(trials)
     for trial, start, end in trials:
         t = np.sort(rng.uniform(start, end, per))
         end_s = t + rng.lognormal(np.log(0.05), 0.5, per)
@@ -278,16 +277,11 @@ def test_a_million_samples_render_in_seconds(make_campaign: MakeCampaign,
               None if ok[i] else "timeout") for i in range(per)))
     db.commit()
     db.close()
-    start = time.perf_counter()
-    path = write_report(results)
-    took = time.perf_counter() - start
-    record_property("render_s_1M_samples", round(took, 2))
-    assert took < 30, f"report of 1M samples took {took:.1f} s"
-    text = path.read_text(encoding="utf-8")
+    text = write_report(results).read_text(encoding="utf-8")
     for plot_id in TIMELINES:
         dots = len(re.findall(r"<use ", figure_html(text, plot_id)))
-        assert dots <= 5000 + 200, (plot_id, dots)  # the thinned scatter, plus markers of the other panels
-    assert len(text) < 20_000_000
+        assert 4000 <= dots <= 5000 + 200, (plot_id, dots)  # the thinned scatter, plus markers of the other panels
+    assert len(text) < 5_000_000
 
 
 def test_markdown_written_beside_matches_render_report(default_results: Path, default_report: Path) -> None:
