@@ -215,19 +215,22 @@ def bench_embedding(size: str, args: argparse.Namespace, ceil: dict[str, float],
         lengths = [rng.randint(*EMBEDDING_WORDS) for _ in range(EMBEDDING_INPUTS)]
         batches.append(([_words(rng, n) for n in lengths], encoder_flops(cfg, lengths)))
     result: dict[str, Any] = {"class": "embedding", "size": size, "phases": []}
-    for max_batch in args.embedding_max_batch:  # 0: the server's default
+    for max_batch, pipelining in [(b, p) for p in args.embedding_pipelining for b in args.embedding_max_batch]:
         flags = ["--max-batch-size", str(max_batch)] if max_batch else []
-        server = Server("embedding", ["--size", size, *flags], out / f"server-embedding-{size}-{max_batch}.log")
+        flags += [] if pipelining == "on" else ["--no-pipelining"]
+        server = Server("embedding", ["--size", size, *flags],
+                        out / f"server-embedding-{size}-{max_batch}-{pipelining}.log")
         try:
             ready = server.wait_ready()
             phase = run_phase(server, args.embedding_concurrency, embedding_request(server.url, batches), args, nvml)
             row = phase.summary()
-            row.update(max_batch_size=max_batch or "default", concurrency=args.embedding_concurrency,
-                       ready_s=round(ready, 1), attention=server.log_line("embedding attention"))
+            row.update(max_batch_size=max_batch or "default", pipelining=pipelining,
+                       concurrency=args.embedding_concurrency, ready_s=round(ready, 1),
+                       attention=server.log_line("embedding attention"))
             if "achieved_tflops" in row:
                 row["share_of_matmul"] = round(row["achieved_tflops"] / ceil["matmul_tflops"], 3)
             result["phases"].append(row)
-            print(f"embedding {size} max_batch={max_batch}: {json.dumps(row)}", flush=True)
+            print(f"embedding {size} max_batch={max_batch} pipelining={pipelining}: {json.dumps(row)}", flush=True)
         finally:
             server.stop()
     return result
@@ -283,7 +286,8 @@ def markdown(report: dict[str, Any]) -> str:
             lines += [f"| max batch | concurrency | {rate} | TFLOP/s | share of matmul | GPU util % | mem util % "
                       "| server batch |", "|---|---|---|---|---|---|---|---|"]
             for p in res["phases"]:
-                lines.append(f"| {p['max_batch_size']} | {p['concurrency']} | {p.get(rate)} | "
+                batch = f"{p['max_batch_size']}" + (f", pipelining {p['pipelining']}" if "pipelining" in p else "")
+                lines.append(f"| {batch} | {p['concurrency']} | {p.get(rate)} | "
                              f"{p.get('achieved_tflops')} | {p.get('share_of_matmul')} | {p['gpu_util_pct']} | "
                              f"{p['mem_util_pct']} | {p['server_batch_mean']} |")
             notes = {p.get("attention") or p.get("capture") for p in res["phases"]} - {None}
@@ -304,6 +308,8 @@ def main() -> int:
     parser.add_argument("--llm-long-prompt", type=int, default=768, help="prompt words of a last B=32 phase (0: none)")
     parser.add_argument("--embedding", type=_csv(str), default=["large"])
     parser.add_argument("--embedding-max-batch", type=_csv(int), default=[0, 32], help="0: the server default")
+    parser.add_argument("--embedding-pipelining", type=_csv(str), default=["on"],
+                        help="on, off or on,off (side by side): the server's --no-pipelining")
     parser.add_argument("--embedding-concurrency", type=int, default=64, help="requests of 16 inputs in flight")
     parser.add_argument("--asr", type=_csv(str), default=["large"])
     parser.add_argument("--asr-max-batch", type=_csv(int), default=[8, 32])

@@ -176,6 +176,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=16384,
         help="most input tokens per model step; a batch closes at whichever limit it reaches first (default 16384)",
     )
+    emb.add_argument(
+        "--no-pipelining",
+        action="store_true",
+        help="on CUDA, finish each batch before launching the next (default: launch the next batch of what is "
+        "queued while the last one is on the GPU)",
+    )
 
     asr = sub.add_parser("asr", help="Whisper-style encoder-decoder with dynamic batching")
     _add_common(asr)

@@ -18,6 +18,8 @@ from .validation import Body, opt_int, opt_str
 MAX_INPUTS = 2048  # OpenAI's per-request limit
 # Fixed-point digits of float-encoded vectors (a multiple of 3): below a float32 ulp for |x| ~ 0.01-1.
 FLOAT_DECIMALS = 9
+FLOAT_WIDTH = FLOAT_DECIMALS + 4
+"""Bytes of one formatted value: sign (or space), digit, point, decimals, separator."""
 _DIGITS = np.array([[ord(c) for c in f"{i:03d}"] for i in range(1000)], dtype=np.uint8)
 EmbeddingInput = str | list[int]
 
@@ -107,38 +109,48 @@ def embeddings_response(req: EmbeddingRequest, vectors: list[np.ndarray], model:
 
 
 def format_floats(rows: np.ndarray) -> list[bytes]:
-    """Each row of a 2-D float array (|x| < 10) as comma-separated fixed-point decimals, formatted at once.
+    """Each row of a 2-D float array (|x| < 10) as fixed-width decimals, formatted at once.
 
-    ``json.dumps`` of a 1024-float vector costs ~0.5 ms of Python (~9 ms for a 16-input
-    request): at a few hundred requests a second that alone saturates the event loop and
-    leaves the GPU idle. Unit-norm embeddings are well inside |x| < 10; each value is within
-    0.5e-9 of the float32 it encodes.
+    Every value takes FLOAT_WIDTH bytes: its sign ("-", or a space: JSON allows whitespace around a
+    number), one digit, a point, FLOAT_DECIMALS decimals and a separator (a comma, a space after the
+    row's last value), so the text of a row is a slice of one array, not a filtered copy. ``json.dumps``
+    of a 1024-float vector costs ~0.5 ms of Python (~9 ms for a 16-input request): at a few hundred
+    requests a second that alone saturates the event loop and leaves the GPU idle. Unit-norm embeddings
+    are well inside |x| < 10; each value is within 0.5e-9 of the float32 it encodes. The embedding
+    server formats on the GPU the same bytes (:func:`.embedding_text.float_text`).
     """
     values = np.asarray(rows, dtype=np.float64)
     flat = values.ravel()
     scaled = np.rint(np.abs(flat) * 10**FLOAT_DECIMALS).astype(np.int64)
-    chars = np.zeros((flat.size, 4 + FLOAT_DECIMALS), dtype=np.uint8)  # sign, units, point, decimals, separator
-    chars[:, 0] = np.where(np.signbit(flat), ord("-"), 0)  # 0 = no character
-    chars[:, 1] = ord("0") + scaled // 10**FLOAT_DECIMALS
+    chars = np.empty((flat.size, FLOAT_WIDTH), dtype=np.uint8)
+    chars[:, 0] = np.where(np.signbit(flat), ord("-"), ord(" "))
+    units, rest = np.divmod(scaled, 10**FLOAT_DECIMALS)
+    chars[:, 1] = ord("0") + units
     chars[:, 2] = ord(".")
     for group in range(FLOAT_DECIMALS // 3):  # three decimals at a time, through a lookup table
         shift = 10 ** (FLOAT_DECIMALS - 3 * (group + 1))
-        chars[:, 3 + 3 * group : 6 + 3 * group] = _DIGITS[(scaled // shift) % 1000]
-    separators = chars[:, -1].reshape(values.shape)
-    separators[:] = ord(",")
-    separators[:, -1] = ord("|")  # row boundary
-    text = chars.ravel()
-    return bytes(text[text != 0]).split(b"|")[:-1]
+        chars[:, 3 + 3 * group : 6 + 3 * group] = _DIGITS[(rest // shift) % 1000]
+    chars[:, -1] = ord(",")
+    per_row = chars.reshape(values.shape[0], -1)
+    per_row[:, -1] = ord(" ")
+    return [row.tobytes() for row in per_row]
 
 
-def embeddings_body(req: EmbeddingRequest, vectors: list[np.ndarray], model: str, prompt_tokens: int) -> bytes:
-    """:func:`embeddings_response` serialised to JSON bytes, with float vectors formatted by numpy."""
+def fits_fixed_point(vectors: np.ndarray) -> bool:
+    """Whether every value can take the fixed-width form (|x| < 10, none NaN)."""
+    return bool(np.all(np.abs(vectors) < 9.999999999))  # NaN fails this too
+
+
+def embeddings_body(req: EmbeddingRequest, vectors: list[np.ndarray], model: str, prompt_tokens: int,
+                    texts: list[bytes] | None = None) -> bytes:
+    """:func:`embeddings_response` serialised to JSON bytes, with float vectors formatted by numpy, or given
+    already formatted in ``texts`` (:func:`format_floats`' bytes, one per vector)."""
     if req.encoding_format == "base64":
         encoded = [json.dumps(encode_vector(v, "base64")).encode() for v in vectors]
     else:
         matrix = np.stack(vectors)
-        if np.all(np.abs(matrix) < 9.999999999):  # NaN fails this too
-            encoded = [b"[" + row + b"]" for row in format_floats(matrix)]
+        if fits_fixed_point(matrix):
+            encoded = [b"[" + row + b"]" for row in (texts if texts is not None else format_floats(matrix))]
         else:
             encoded = [json.dumps(encode_vector(v, "float")).encode() for v in vectors]
     items = [b'{"object":"embedding","index":%d,"embedding":%s}' % (i, e) for i, e in enumerate(encoded)]

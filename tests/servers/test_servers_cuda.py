@@ -134,3 +134,35 @@ def test_every_embedding_size_starts_on_cuda(tmp_path: Path, size: str) -> None:
         assert "failed" not in server.output().split("attention:", 1)[1].splitlines()[0], server.output()
     finally:
         server.stop()
+
+
+def test_embedding_server_pipelined_answers_match_one_request_at_a_time(tmp_path: Path) -> None:
+    """Concurrent requests through the pipelined CUDA server (text formatted on the GPU) get the answers each
+    request gets alone from a server that finishes every batch first: pipelining reorders nothing."""
+    texts = [" ".join(f"w{(i * 7 + j) % 300}" for j in range(5 + 13 * i)) for i in range(24)]
+
+    async def ask(url: str, together: bool) -> list[list[float]]:
+        async with aiohttp.ClientSession() as session:
+            async def one(text: str) -> list[float]:
+                async with session.post(url + "/v1/embeddings", json={"input": [text, text[::-1]]}) as reply:
+                    assert reply.status == 200, await reply.text()
+                    body = await reply.json()
+                return [x for item in body["data"] for x in item["embedding"]]
+
+            if together:
+                return list(await asyncio.gather(*(one(t) for t in texts)))
+            return [await one(t) for t in texts]
+
+    answers = {}
+    for flags, together in (([], True), (["--no-pipelining"], False)):
+        server = ServerProcess("embedding", ["--size", "base", "--device", "cuda", *flags], tmp_path)
+        try:
+            server.wait_ready(timeout=180)
+            answers[together] = np.array(asyncio.run(ask(server.url, together)))
+        finally:
+            server.stop()
+    # batched with others or alone, an input's vector is the same up to bf16 rounding
+    assert np.abs(answers[True] - answers[False]).max() < 2e-2
+    cosines = [float(np.dot(a, b) / np.linalg.norm(a) / np.linalg.norm(b))
+               for a, b in zip(answers[True], answers[False], strict=True)]
+    assert min(cosines) > 0.999
