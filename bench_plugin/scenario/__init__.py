@@ -1,6 +1,7 @@
 """Scenario: the one YAML experiment a campaign runs (models in ``models``, the Kubernetes section in
-``kubernetes``, file loading in ``loader``)."""
+``kubernetes``, an arm's CPU affinity in ``affinity``, file loading in ``loader``)."""
 
+from bench_plugin.scenario.affinity import CpuPlacement, format_cpulist, parse_cpulist
 from bench_plugin.scenario.disruption import DISRUPTION_KINDS, Disruption
 from bench_plugin.scenario.kubernetes import ClassKubernetes, DevicePlugin, KubernetesSettings, Toleration
 from bench_plugin.scenario.loader import apply_overrides, load_scenario, scenario_sha256
@@ -40,6 +41,7 @@ __all__ = [
     "ClassSettings",
     "ClassSpec",
     "Classes",
+    "CpuPlacement",
     "DevicePlugin",
     "Disruption",
     "EmbeddingClass",
@@ -59,6 +61,8 @@ __all__ = [
     "Warmup",
     "apply_overrides",
     "changed_variables",
+    "format_cpulist",
     "load_scenario",
+    "parse_cpulist",
     "scenario_sha256",
 ]

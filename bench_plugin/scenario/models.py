@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from bench_plugin.scenario.affinity import CpuPlacement
 from bench_plugin.scenario.base import PositiveFloat, StrictModel
 from bench_plugin.scenario.base import ScenarioError as ScenarioError  # re-exported: it was defined here first
 from bench_plugin.scenario.disruption import Disruption
@@ -184,6 +185,9 @@ class Arm(StrictModel):
     """The arm this one differs from by exactly one variable; the control arm when unset."""
     sharing: Literal["exclusive", "time-slicing", "mps", "mig"] = "exclusive"
     classes: dict[Literal["llm", "embedding", "asr"], ClassSettings] = Field(default_factory=dict)
+    cpu_affinity: dict[Literal["llm", "embedding", "asr"], CpuPlacement] = Field(default_factory=dict)
+    """Local backend only: the CPU cores (and NUMA node) of each class's server process. One variable:
+    the layout of the servers on the cores (disjoint or shared) is what an affinity arm changes."""
     description: str = ""
 
     def variables(self, class_names: list[str]) -> dict[str, Any]:
@@ -193,6 +197,8 @@ class Arm(StrictModel):
             settings = self.classes.get(name, ClassSettings())  # type: ignore[call-overload]
             for key, value in settings.model_dump().items():
                 out[f"classes.{name}.{key}"] = value
+        out["cpu_affinity"] = {name: self.cpu_affinity[name].model_dump()
+                               for name in class_names if name in self.cpu_affinity}
         return out
 
 
@@ -320,6 +326,9 @@ def _check_arms(scenario: Scenario) -> None:
         extra = sorted(set(arm.classes) - set(class_names))
         if extra:
             raise ValueError(f"arm '{arm.name}' sets classes not in the scenario: {', '.join(extra)}")
+        extra = sorted(set(arm.cpu_affinity) - set(class_names))
+        if extra:
+            raise ValueError(f"arm '{arm.name}': cpu_affinity names classes not in the scenario: {', '.join(extra)}")
         if arm.control:
             if arm.baseline is not None:
                 raise ValueError(f"the control arm '{arm.name}' cannot have a baseline")
