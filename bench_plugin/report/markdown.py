@@ -28,6 +28,7 @@ from bench_plugin.report.comparison import (
 )
 from bench_plugin.report.comparison import offered_text as _offered
 from bench_plugin.report.comparison import spread_text as _fmt
+from bench_plugin.report.placement import cpus_by_arm
 from bench_plugin.report.stage_series import TrialSeries, markdown_section
 from bench_plugin.results.summary import ArmStageFigures, Comparison, Summary
 
@@ -186,6 +187,9 @@ def _conditions_section(summary: Summary, started_s: float | None,
         lines.append("- packages: " + ", ".join(f"{k} {v}" for k, v in sorted(packages.items())))
     for arm, config in (arm_settings or {}).items():
         lines.append(f"- arm {arm}: `{json.dumps(config, sort_keys=True)}`")
+    for arm, classes in cpus_by_arm((t.arm, t.placement) for t in summary.trials).items():
+        lines.append(f"- arm {arm}, CPU cores of each server (read back at its start): "
+                     + "; ".join(f"{name} {' / '.join(labels)}" for name, labels in classes.items()))
     lines.append("- each server's command line: see report.html (Conditions) or results.sqlite (segments.placement)")
     return [*lines, ""]
 

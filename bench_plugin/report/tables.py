@@ -15,6 +15,7 @@ import shlex
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from bench_plugin.report.placement import cpus_label
 from bench_plugin.results.store import FailureGroup, StageRecord, TrialRecord
 from bench_plugin.results.summary import Summary
 
@@ -150,13 +151,13 @@ def _servers(trials: Sequence[TrialRecord]) -> str:
         for seg in t.segments:
             for cls, where in seg.placement.items():
                 command = where.get("command")
-                rows.append([t.id, t.arm, t.repeat, seg.index, cls, where.get("device"), where.get("url"),
-                             code(shlex.join(command) if isinstance(command, list) else command),
+                rows.append([t.id, t.arm, t.repeat, seg.index, cls, where.get("device"), cpus_label(where) or "-",
+                             where.get("url"), code(shlex.join(command) if isinstance(command, list) else command),
                              code(where.get("env")) if where.get("env") else "-"])
     if not rows:
         return "<p>No server placement was recorded.</p>"
-    body = table(["trial", "arm", "repeat", "segment", "class", "device", "url", "command line", "environment"],
-                 rows, "servers")
+    body = table(["trial", "arm", "repeat", "segment", "class", "device", "cpus", "url", "command line",
+                  "environment"], rows, "servers")
     # Open when short enough to read (and print) whole; a long campaign folds it away.
     state = " open" if len(rows) <= 12 else ""
     return f"<details{state}><summary>{len(rows)} server processes</summary>\n{body}\n</details>"

@@ -43,6 +43,7 @@ from bench_plugin.report.figures import (
     new_figure,
     style,
 )
+from bench_plugin.report.placement import where_label
 from bench_plugin.report.telemetry import draw_panel, panels_with_data, process_names
 from bench_plugin.results.store import ClassRequests, TelemetrySeries, TrialRecord
 from bench_plugin.sharing.kubernetes.podevents import PodEvent
@@ -59,12 +60,6 @@ SLOs = dict[str, dict[str, float | None] | None]
 
 _APPLIED: dict[str, Any] = {"color": "#555555", "linestyle": "-.", "linewidth": 1.0}
 _RIGHT: dict[str, Any] = {"loc": "center left", "bbox_to_anchor": (1.005, 0.5), "frameon": False}
-
-
-def _where(placement: dict[str, Any]) -> str:
-    """A placement as a short label: node, device and slice where the backend says them."""
-    parts = [str(placement[k]) for k in ("node", "device", "slice", "mig") if placement.get(k)]
-    return " / ".join(parts) or "unknown device"
 
 
 def _classes(trial: TrialRecord, requests: dict[str, ClassRequests]) -> list[str]:
@@ -93,7 +88,7 @@ def _placement_panel(ax: Axes, trial: TrialRecord, t0: float, end: float, classe
             row = classes.index(cls)
             colour = class_colour(cls)
             ready_s = seg.ready.get(cls)
-            ax.annotate(f"{cls} on {_where(seg.placement.get(cls, {}))}", xy=(applied, row), xytext=(3, 5),
+            ax.annotate(f"{cls} on {where_label(seg.placement.get(cls, {}))}", xy=(applied, row), xytext=(3, 5),
                         textcoords="offset points", fontsize=8, va="bottom", color=colour)
             if ready_s is None:
                 ax.plot([applied, released], [row, row], color=colour, linestyle=":", linewidth=1.5)

@@ -38,6 +38,13 @@ class ClassPlacement:
     """The physical GPU under the device (a MIG instance's parent), so shares of one GPU count once."""
     mps_daemon_pid: int | None = None
     """The MPS control daemon this server was a client of (sharing ``mps``)."""
+    cpus: str | None = None
+    """The CPU cores the server may run on, read back from /proc/<pid>/status (local backend): the arm's
+    ``cpu_affinity`` where it sets one, else what the server inherited."""
+    numa_node: int | None = None
+    """The NUMA node of the arm's ``cpu_affinity`` (local backend)."""
+    numa_membind: bool | None = None
+    """With ``numa_node``: whether the server's memory is bound to it (``numactl --membind``; false: no numactl)."""
     node: str | None = None
     """The Kubernetes node the class's pod ran on (kubernetes backend)."""
     pod: str | None = None
@@ -53,13 +60,15 @@ class Placement:
     classes: dict[str, ClassPlacement]
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form for the results store and the timeline (the Kubernetes fields only where set)."""
-        return {name: {key: value for key, value in asdict(p).items() if value or key not in _CLUSTER_FIELDS}
+        """JSON-ready form for the results store and the timeline (the backend-specific fields only where set)."""
+        return {name: {key: value for key, value in asdict(p).items()
+                       if key not in _OPTIONAL_FIELDS or value not in (None, {}, "")}
                 for name, p in self.classes.items()}
 
 
-_CLUSTER_FIELDS = ("node", "pod", "resources")
-"""ClassPlacement fields only the kubernetes backend sets; stored only where set, so other placements read as before."""
+_OPTIONAL_FIELDS = ("node", "pod", "resources", "cpus", "numa_node", "numa_membind")
+"""ClassPlacement fields only one backend sets (the kubernetes backend's node, pod and resources; the local
+backend's CPU placement); stored only where set, so other placements read as before."""
 
 
 class SharingBackend(ABC):

@@ -10,7 +10,10 @@
 
 Every server on a GPU is pinned with ``CUDA_VISIBLE_DEVICES=<GPU or MIG UUID>`` and told
 ``--device cuda:0``, so device numbering cannot drift between the backend and the server. What each
-mode and knob does, and what is refused, is decided in sharing/plan.py (docs/sharing-modes.md).
+mode and knob does, and what is refused, is decided in sharing/plan.py (docs/sharing-modes.md). An
+arm's ``cpu_affinity`` pins each class's server to CPU cores (or a NUMA node) of this host, each class
+being a process of its own (sharing/affinity.py); every placement records the cores read back from
+the running server.
 
 Every server (and MPS daemon) the backend starts it also stops: between segments, at the end, on
 Ctrl-C, when a start fails, and (servers, by a parent-death signal) if the campaign is killed.
@@ -20,10 +23,12 @@ from __future__ import annotations
 
 import shlex
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from bench_plugin.scenario import Arm, Scenario
+from bench_plugin.scenario import Arm, Scenario, format_cpulist
+from bench_plugin.sharing.affinity import check_affinity, host_cpus, pins, read_cores
 from bench_plugin.sharing.base import ApplyError, ClassPlacement, Placement, SharingBackend
 from bench_plugin.sharing.devices import Device, host_devices
 from bench_plugin.sharing.mps import (
@@ -63,6 +68,8 @@ class LocalBackend(SharingBackend):
         self.devices, self.device_info = host_devices()
         self.mps_control = find_control_binary()
         """The MPS control binary; None where there is none (MPS arms are then refused)."""
+        self.host_cpus = host_cpus()
+        """The cores this process may use and the NUMA nodes, against which ``cpu_affinity`` is checked."""
         self.mps_timeout_s = 30.0
         self.default_mps_pipe_directory = DEFAULT_PIPE_DIRECTORY
         """Where a daemon this tool did not start would listen for every CUDA process (checked, never touched)."""
@@ -74,6 +81,7 @@ class LocalBackend(SharingBackend):
             "backend": self.name,
             "devices": [d.__dict__ for d in self.devices],
             "mps_control": self.mps_control,
+            **self.host_cpus.describe(),
             **self.device_info,
         }
 
@@ -83,6 +91,10 @@ class LocalBackend(SharingBackend):
         foreign = foreign_daemon_pipe(self.default_mps_pipe_directory)
         check_arm(arm, names, kinds, self.devices, mps_control=self.mps_control,
                   foreign_mps_pipe=str(foreign) if foreign else None)
+        try:
+            check_affinity(arm, names, self.host_cpus)
+        except ValueError as exc:
+            raise ApplyError(f"arm '{arm.name}': {exc}") from None
 
     def segments(self, arm: Arm, class_names: list[str]) -> list[list[str]]:
         return plan_segments(arm, class_names, self.devices)
@@ -112,9 +124,11 @@ class LocalBackend(SharingBackend):
         return cmd + list(extra or []) + list(server.args)
 
     def plans(self, arm: Arm, class_names: list[str], mps_env: dict[str, str] | None = None) -> dict[str, ServerPlan]:
-        """Device, environment and flags of each class's server in one segment."""
+        """Device, environment, flags and CPU cores of each class's server in one segment."""
         devices = assign_devices(arm, class_names, self.devices)
-        return {name: server_plan(arm, name, devices[name], self.scenario.classes.get(name).server.kind, mps_env)
+        pinned = pins(arm, class_names, self.host_cpus)
+        return {name: replace(server_plan(arm, name, devices[name], self.scenario.classes.get(name).server.kind,
+                                          mps_env), pin=pinned.get(name))
                 for name in class_names}
 
     def apply(self, arm: Arm, class_names: list[str], trial_id: int, segment: int) -> Placement:
@@ -144,19 +158,33 @@ class LocalBackend(SharingBackend):
 
     def _start(self, name: str, plan: ServerPlan, trial_id: int, segment: int) -> ClassPlacement:
         port = free_port(HOST)
-        cmd = self.command(name, plan.device, port, plan.args)
+        pin = plan.pin
+        cmd = (pin.prefix() if pin else []) + self.command(name, plan.device, port, plan.args)
         log = self.log_dir / f"trial-{trial_id:03d}-seg{segment}-{name}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "a", encoding="utf-8") as fh:
             settings = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(plan.env.items()))
             fh.write(f"# {settings} {shlex.join(cmd)}\n")
+            if pin is not None:
+                fh.write(f"# {pin.note()}\n")
         marker = {CAMPAIGN_ENV: str(self.log_dir.parent.resolve())}
-        proc = start_server(name, cmd, {**plan.env, **marker}, log, drop=INHERITED_BUT_DROPPED)
+        proc = start_server(name, cmd, {**plan.env, **marker}, log, drop=INHERITED_BUT_DROPPED,
+                            cores=pin.cores if pin else None)
         self.running.append(proc)
+        # Pinned before exec, so what /proc says now is what every thread of the server gets.
+        cores = read_cores(proc.pid)
+        gone = cores is None and proc.exit_code() is not None  # readiness reports its exit and log
+        if pin is not None and cores != pin.cores and not gone:
+            got = format_cpulist(cores) if cores is not None else "unreadable"
+            raise OSError(f"{name}'s server runs on cpus {got}, not the {format_cpulist(pin.cores)} it was given "
+                          f"(/proc/{proc.pid}/status Cpus_allowed_list)")
         return ClassPlacement(
             url=f"http://{HOST}:{port}", device=plan.device.name, pid=proc.pid, command=cmd, env=plan.env,
             log=str(log), device_uuid=plan.device.uuid, gpu=plan.device.gpu,
             mps_daemon_pid=self.mps.pid if self.mps is not None else None,
+            cpus=format_cpulist(cores) if cores is not None else None,
+            numa_node=pin.numa_node if pin else None,
+            numa_membind=(pin.membind is not None) if pin and pin.numa_node is not None else None,
         )
 
     def exited(self, name: str) -> str | None:

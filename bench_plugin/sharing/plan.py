@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from bench_plugin.scenario import Arm, ClassSettings
+from bench_plugin.sharing.affinity import CpuPin
 from bench_plugin.sharing.base import ApplyError
 from bench_plugin.sharing.devices import Device
 from bench_plugin.sharing.mps import CLIENT_PRIORITY, client_env
@@ -48,6 +49,8 @@ class ServerPlan:
     """Environment variables the backend sets for this server (recorded in the placement)."""
     args: list[str]
     """Extra reference-server flags (--memory-limit-mib, --stream-priority); empty for ``command`` servers."""
+    pin: CpuPin | None = None
+    """The CPU cores (and NUMA node) the arm's ``cpu_affinity`` gives this server; None: the campaign's own."""
 
     @property
     def device_arg(self) -> str:

@@ -2,6 +2,7 @@
 
 Each server gets its own log file and a parent-death signal (Linux prctl), so a campaign that is
 killed outright still takes its servers with it; a normal stop sends SIGTERM, waits, then SIGKILL.
+A server given CPU cores is pinned to them in the child before exec, so no thread of it runs elsewhere.
 """
 
 from __future__ import annotations
@@ -13,8 +14,11 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from bench_plugin.scenario.affinity import format_cpulist
 
 _PR_SET_PDEATHSIG = 1
 
@@ -30,6 +34,15 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
     # Not Linux/glibc: no parent-death signal, and the normal stop path still applies.
     with contextlib.suppress(OSError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _child_setup(cores: frozenset[int] | None) -> Callable[[], None]:
+    """What the child does between fork and exec: die with its parent, and keep to ``cores`` where given."""
+    def setup() -> None:
+        _die_with_parent()
+        if cores is not None:
+            os.sched_setaffinity(0, cores)  # before exec: every thread the server starts inherits it
+    return setup
 
 
 @dataclass
@@ -73,12 +86,19 @@ class ServerProcess:
 
 
 def start_server(name: str, command: list[str], env: dict[str, str], log_path: Path,
-                 drop: tuple[str, ...] = ()) -> ServerProcess:
+                 drop: tuple[str, ...] = (), cores: frozenset[int] | None = None) -> ServerProcess:
     """Start ``command`` with ``env`` added to this process's environment, output to ``log_path``.
 
     Inherited variables whose names start with one of ``drop`` are left out, so a setting from the
     caller's shell (an MPS pipe directory, a CUDA_VISIBLE_DEVICES) cannot leak into an arm.
+    ``cores``: the CPU cores the server may run on (None: this process's own set). OSError if the
+    server cannot be started or pinned.
     """
+    if cores is not None and not cores <= os.sched_getaffinity(0):
+        # The child could not pin itself, and an error raised between fork and exec reaches the parent
+        # as an exec failure of the command: say why here, before forking.
+        raise OSError(f"{name}'s server cannot be pinned to cpus {format_cpulist(cores)}: not all among the cores "
+                      f"this process may use ({format_cpulist(os.sched_getaffinity(0))})")
     log_path.parent.mkdir(parents=True, exist_ok=True)
     inherited = {k: v for k, v in os.environ.items() if not (drop and k.startswith(drop))}
     with open(log_path, "ab") as log:
@@ -88,7 +108,7 @@ def start_server(name: str, command: list[str], env: dict[str, str], log_path: P
             stdout=log,
             stderr=subprocess.STDOUT,
             env={**inherited, **env},
-            preexec_fn=_die_with_parent,
+            preexec_fn=_child_setup(cores),
             start_new_session=True,
         )
     return ServerProcess(name, command, env, log_path, process)

@@ -15,6 +15,8 @@ node_labels        a required node affinity
 memory_limit_mib   the reference server's ``--memory-limit-mib`` (PyTorch's allocator); refused for a
                    class that runs its own command
 thread_percentage  refused: the device plugin's MPS daemon gives each replica 100 / replicas percent
+cpu_affinity       refused: it pins processes of this host (local backend); a pod's cores are the
+                   kubelet's (CPU manager), not the campaign's
 =================  ==============================================================================
 """
 
@@ -53,6 +55,11 @@ def _check_class(scenario: Scenario, arm: Arm, name: str) -> None:
     if spec.server.kind == "command" and not own_command:
         raise ValueError(f"{key}.server is a command line for this host; give {key}.kubernetes.command (and args) "
                          "for the pod, or use the reference server")
+    if name in arm.cpu_affinity:
+        raise ValueError(f"cpu_affinity.{name}: CPU affinity pins server processes of this host (the local "
+                         "backend); on Kubernetes a pod's cores are the kubelet's to choose: give "
+                         f"{key}.kubernetes.cpu a whole number of CPUs (with memory, a Guaranteed pod) on nodes whose "
+                         "kubelet runs the static CPU manager policy, which then gives it cores of its own")
     if settings.thread_percentage is not None:
         raise ValueError(f"{key}.thread_percentage: on Kubernetes the device plugin's MPS daemon sets each "
                          "replica's share (100 / replicas per cent); leave it unset")

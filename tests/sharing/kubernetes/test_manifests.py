@@ -137,6 +137,7 @@ def test_the_kubernetes_section_defaults_and_refusals(tmp_path: Path) -> None:
     ({"name": "t", "sharing": "mps", "classes": {"llm": {"thread_percentage": 50}}}, "MPS daemon sets each replica"),
     ({"name": "ends-with-dash-", "sharing": "mps"}, "the arm's name labels its objects"),
     ({"name": "x" * 60, "sharing": "mps"}, "at most 63"),
+    ({"name": "p", "cpu_affinity": {"llm": "0-3"}}, "cpu_affinity.llm: CPU affinity pins server processes of"),
 ])
 def test_arms_the_backend_refuses(tmp_path: Path, arm: dict[str, Any], message: str) -> None:
     s = scenario(tmp_path, [arm])
