@@ -120,8 +120,9 @@ def test_a_starved_load_generator_marks_its_stages_generator_limited(tmp_path: P
         worst = max(c["send_lag_ms"]["p99"] for c in stage["classes"].values())
         assert worst > 10.0
         # the hog's CPU is the generator's own: an unhogged generator at these rates uses under 0.05 core, the
-        # hog all it is given (a core on a quiet host, less when other work shares the two)
-        assert stage["generators"]["local"]["cores"] > 0.25
+        # hog all it is given (0.86 of a core on a quiet host; 0.24 was seen with eight busy processes on the
+        # two cores), so twice the unhogged figure already tells them apart
+        assert stage["generators"]["local"]["cores"] > 0.1
 
 
 @contextmanager
