@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import k8s_device_plugin as dpc
+import k8s_plugin_config as dpc
 import pytest
 import yaml
 from k8s_cluster import Cluster, bin_dir, wait_for
