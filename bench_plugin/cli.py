@@ -14,12 +14,16 @@ import argparse
 import json
 import sqlite3
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from bench_plugin.comparability import Campaign, differences
 from bench_plugin.results.store import StoreError
-from bench_plugin.results.summary import SummaryError, load_summary
+from bench_plugin.results.summary import SummaryError
 from bench_plugin.scenario import ScenarioError, load_scenario
+
+T = TypeVar("T")
 
 
 class CliError(Exception):
@@ -32,27 +36,32 @@ def _results_dir(path: Path) -> Path:
     return path
 
 
-def regenerate(directory: Path) -> None:
-    """Rewrite every derived file of one campaign from its results.sqlite."""
-    from bench_plugin.outputs import write_outputs
-
+def _store_errors(directory: Path, action: Callable[[], T]) -> T:
+    """``action``'s result; a store or summary it cannot read is one line naming the directory."""
     try:
-        write_outputs(directory)
+        return action()
     except sqlite3.DatabaseError as exc:
         raise CliError(f"{directory / 'results.sqlite'}: unreadable results store: {exc}") from None
     except (StoreError, SummaryError) as exc:
         raise CliError(str(exc)) from None
 
 
+def regenerate(directory: Path) -> None:
+    """Rewrite every derived file of one campaign from its results.sqlite."""
+    from bench_plugin.outputs import write_outputs
+
+    _store_errors(directory, lambda: write_outputs(directory))
+
+
 def load_campaign(directory: Path) -> Campaign:
-    """A campaign's summary and resolved scenario, for comparing."""
+    """A campaign's summary (computed afresh from its store, nothing written) and resolved scenario."""
+    from bench_plugin.outputs import summarise
+
     try:
-        summary = load_summary(directory / "summary.json")
         scenario = json.loads((directory / "scenario.resolved.json").read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise CliError(f"{directory}: cannot read its scenario: {exc}") from None
-    except SummaryError as exc:
-        raise CliError(str(exc)) from None
+    summary = _store_errors(directory, lambda: summarise(directory))
     return Campaign(name=str(directory), summary=summary, scenario=scenario)
 
 
@@ -60,6 +69,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     dirs = [_results_dir(Path(d)) for d in args.dirs]
     if len(dirs) > 2:
         raise CliError("give one results directory (regenerate) or two (compare)")
+    if len(dirs) == 2:  # judged before anything is written: a refused comparison leaves both folders as they were
+        a, b = (load_campaign(d) for d in dirs)
+        fixed = differences(a, b)
+        if fixed:
+            for diff in fixed:
+                sys.stderr.write(f"bench-plugin: error: not the same experiment: {diff}\n")
+            return 2
     for directory in dirs:
         regenerate(directory)
         print(f"bench-plugin: wrote {directory}/summary.json, summary.md, report.html, report.md")
@@ -67,12 +83,6 @@ def cmd_report(args: argparse.Namespace) -> int:
         return 0
     from bench_plugin.report.side_by_side import render_side_by_side
 
-    a, b = (load_campaign(d) for d in dirs)
-    fixed = differences(a, b)
-    if fixed:
-        for diff in fixed:
-            sys.stderr.write(f"bench-plugin: error: not the same experiment: {diff}\n")
-        return 2
     text = render_side_by_side(a, b, differences(a, b, context=True))
     if args.out:
         Path(args.out).write_text(text, encoding="utf-8")

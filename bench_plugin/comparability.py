@@ -3,12 +3,14 @@
 Two campaigns can be put side by side only when what the scenario calls fixed is the same in both:
 each class's model, server and request set (by hash), the stages, and the versions of the software
 that serves and measures. What may differ is what a comparison is for: the arms, the date, the host,
-the GPU or its driver. Those differences are listed with the comparison; fixed-condition differences
-refuse it, naming each one.
+the GPU or its driver, how many processes generated the load and how busy the host was with other
+work. Those differences are listed with the comparison; fixed-condition differences refuse it, naming
+each one as ``condition: A's value vs B's value``.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +29,20 @@ class Difference:
     b: Any
 
     def __str__(self) -> str:
-        return f"{self.condition}: {self.a!r} vs {self.b!r}"
+        return f"{self.condition}: {plain(self.a)} vs {plain(self.b)}"
+
+
+def plain(value: Any) -> str:
+    """A condition's value as a person reads it: text as is, "none", numbers short, the rest as compact JSON."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int | float):
+        return f"{value:g}"
+    return json.dumps(value, sort_keys=True, separators=(", ", ": "), default=str)
 
 
 @dataclass(frozen=True)
@@ -63,11 +78,16 @@ def context_conditions(campaign: Campaign) -> dict[str, Any]:
     """Conditions that may legitimately differ (they are what a comparison looks at)."""
     conditions = campaign.summary.conditions or {}
     backend = conditions.get("backend") or {}
+    stages = [stage for trial in campaign.summary.trials for stage in trial.stages]
+    others = [stage.host.others_cores for stage in stages if stage.host and stage.host.others_cores is not None]
     return {
         "host": conditions.get("host"),
         "devices": [d.get("model") for d in backend.get("devices", [])],
         "driver": backend.get("driver"),
         "arms": [a.get("name") for a in campaign.scenario.get("arms", [])],
+        "load_generators": max((len(stage.generators) for stage in stages), default=None),
+        "host.other_work_cores_max": round(max(others), 2) if others else None,
+        "host.busy_stages": sum(1 for stage in stages if stage.host_busy),
     }
 
 

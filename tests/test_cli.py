@@ -98,6 +98,13 @@ def test_different_request_set_is_refused_naming_it(two_campaigns: tuple[Path, P
     db.execute("UPDATE meta SET value=? WHERE key='request_sets'", (json.dumps(sets),))
     db.commit()
     db.close()
+    for name in ("report.html", "report.md", "summary.json", "summary.md"):
+        (c / name).unlink(missing_ok=True)
+    before = {p.name: p.stat().st_mtime_ns for p in a.iterdir()}
     done = cli("report", str(a), str(c))
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert "not the same experiment: request_sets.llm.sha256" in done.stderr
+    (line,) = [line for line in done.stderr.splitlines() if "not the same experiment" in line]
+    real = json.loads((a / "summary.json").read_text())["request_sets"]["llm"]["sha256"]
+    assert line == f"bench-plugin: error: not the same experiment: request_sets.llm.sha256: {real} vs {'0' * 64}"
+    assert {p.name: p.stat().st_mtime_ns for p in a.iterdir()} == before, "a refused comparison wrote into A"
+    assert not any((c / name).exists() for name in ("summary.json", "report.html")), "a refused comparison wrote into B"
