@@ -21,7 +21,7 @@ from typing import TypeVar
 from bench_plugin.comparability import Campaign, differences
 from bench_plugin.results.store import StoreError
 from bench_plugin.results.summary import SummaryError
-from bench_plugin.scenario import ScenarioError, load_scenario
+from bench_plugin.scenario import Scenario, ScenarioError, load_scenario
 
 T = TypeVar("T")
 
@@ -92,6 +92,23 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else many or one + 's'}"
+
+
+def outline(scenario: Scenario) -> str:
+    """One line of what a scenario runs: arms, repeats, its stages or its search, its classes."""
+    if scenario.search is not None:
+        search = scenario.search
+        mix = ", ".join(f"{name} {rate:g}" for name, rate in search.mix.items())
+        load = (f"an adaptive search from scale {search.start_scale:g} up to {search.max_scale:g} of "
+                f"{{{mix}}} req/s in {search.stage_duration_s:g}-s stages, to {search.precision:.0%}")
+    else:
+        load = _count(len(scenario.stages), "stage")
+    return (f"{_count(len(scenario.arms), 'arm')} x {_count(scenario.repeats, 'repeat')}, {load}, "
+            f"classes {', '.join(scenario.classes.names())}")
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     from bench_plugin.scenario.checks import sample_warnings
 
@@ -104,8 +121,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
             for line in str(exc).splitlines():
                 sys.stderr.write(f"bench-plugin: error: {line}\n")
             continue
-        print(f"{name}: ok ({scenario.name}: {len(scenario.arms)} arms x {scenario.repeats} repeats, "
-              f"{len(scenario.stages)} stages, classes {', '.join(scenario.classes.names())})")
+        print(f"{name}: ok ({scenario.name}: {outline(scenario)})")
         for line in sample_warnings(scenario):
             sys.stderr.write(f"bench-plugin: warning: {name}: {line}\n")
     return 2 if failed else 0

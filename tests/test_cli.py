@@ -21,7 +21,11 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_validate_ok_and_bad(tmp_path: Path) -> None:
     done = cli("validate", "scenarios/day19.yaml")
-    assert done.returncode == 0 and "day19: 2 arms x 3 repeats" in done.stdout
+    assert done.returncode == 0 and "day19: 2 arms x 3 repeats, 3 stages, classes llm, embedding, asr" in done.stdout
+    done = cli("validate", "scenarios/search-calibration.yaml")  # a search has no fixed stages; one arm is "1 arm"
+    outline = ("search-calibration: 1 arm x 2 repeats, an adaptive search from scale 1 up to 32 of {embedding 10} "
+               "req/s in 3-s stages, to 15%, classes embedding")
+    assert done.returncode == 0 and outline in done.stdout
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\nrepeats: 0\n")
     done = cli("validate", str(bad))
