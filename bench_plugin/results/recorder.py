@@ -8,10 +8,18 @@ one-line notes in ``stage_series_notes``), and, where a cluster ran the workload
 workload pods (``pod_events``, as the Kubernetes backend's pod watch reports them, at the cluster's times).
 Samples are buffered and committed at each stage boundary, so a crash or Ctrl-C loses at most the
 stage in flight; that stage is then marked ``interrupted``.
+
+Every other write commits at once (autocommit) into the write-ahead log, which survives a killed
+process (SIGKILL) and is read back by the next connection. At each segment's end the log is folded
+into results.sqlite (a checkpoint), so the file alone holds every segment that ended: what a resumed
+campaign keeps (resume.py), should only results.sqlite be carried to another machine. One process
+writes a campaign at a time: the recorder holds an exclusive lock on the file while it is open.
+A resumed campaign moves the rows of a segment's unfinished attempt aside (``supersede_segment``).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import sqlite3
@@ -20,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from bench_plugin.results.store import SCHEMA, STORE_VERSION, StoreError, store_version
+from bench_plugin.results.store import SCHEMA, STORE_VERSION, SUPERSEDABLE, StoreError, store_version
 from bench_plugin.samples import SAMPLE_FIELDS, Sample
 from bench_plugin.sharing.kubernetes.podevents import PodEvent
 from bench_plugin.telemetry.rows import TelemetryRow
@@ -36,9 +44,11 @@ class Recorder:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         existed = path.is_file() and path.stat().st_size > 0
+        self._lock = _StoreLock(path)
         self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
         if existed and store_version(self._db, str(path)) != STORE_VERSION:
             self._db.close()
+            self._lock.close()
             raise StoreError(f"{path}: a store of an older version: write new results into a new directory")
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(SCHEMA)
@@ -53,6 +63,21 @@ class Recorder:
         except sqlite3.OperationalError as exc:  # another process has the file open: results.sqlite-wal stays
             logger.warning("results.sqlite kept its write-ahead log (%s): keep results.sqlite-wal beside it", exc)
         self._db.close()
+        self._lock.close()
+
+    def checkpoint(self) -> None:
+        """Fold the write-ahead log into results.sqlite, so the file alone holds everything committed.
+
+        PASSIVE: it never waits (a wait would stall every greenlet of the process, the workers' heartbeats
+        too); frames a reader still needs (the web UI's report, say) are left for the next checkpoint.
+        """
+        _, log, done = self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        if done < log:
+            logger.info("results.sqlite: %d of %d log frames folded in; a reader holds the rest", done, log)
+
+    def drop_meta(self, key: str) -> None:
+        """Remove one campaign-wide fact (a resumed campaign's status until it ends again)."""
+        self._db.execute("DELETE FROM meta WHERE key=?", (key,))
 
     def set_meta(self, key: str, value: Any) -> None:
         """Store one campaign-wide fact (JSON-encoded)."""
@@ -66,8 +91,13 @@ class Recorder:
         )
 
     def trial_started(self, trial_id: int) -> None:
-        """Mark a trial as running."""
-        self._db.execute("UPDATE trials SET started_s=?, status='running' WHERE id=?", (time.time(), trial_id))
+        """Mark a trial as running (resumed with a kept segment: from its first start)."""
+        # A resumed trial with a kept segment keeps the start of its first attempt: that segment ran from then
+        # on. Without one (every row of the earlier attempt superseded), it starts now.
+        now = time.time()
+        self._db.execute("UPDATE trials SET started_s=CASE WHEN EXISTS (SELECT 1 FROM segments WHERE trial=?) "
+                         "THEN COALESCE(started_s, ?) ELSE ? END, status='running' WHERE id=?",
+                         (trial_id, now, now, trial_id))
 
     def trial_ended(self, trial_id: int, status: str, reason: str | None = None) -> None:
         """Close a trial: ``completed``, ``failed``, ``interrupted``."""
@@ -93,8 +123,38 @@ class Recorder:
                          (json.dumps(dict(warmup), sort_keys=True), trial, segment))
 
     def segment_released(self, trial: int, segment: int) -> None:
-        """Record when the segment's servers were stopped."""
+        """Record when the segment's servers were stopped: the segment ended; fold it into the file."""
+        self.commit()
         self._db.execute("UPDATE segments SET released_s=? WHERE trial=? AND segment=?", (time.time(), trial, segment))
+        self.checkpoint()
+
+    def supersede_segment(self, trial: int, segment: int, resume: int) -> dict[str, int]:
+        """Move every row of a segment's unfinished attempt to the ``superseded_*`` tables, in one transaction.
+
+        Rows of the segment (samples, stages, its own row, its timeline events, stage series) and the
+        trial's telemetry and pod events from the segment's start on (all of them for segment 0: nothing
+        of the trial before it is kept) move, tagged with ``resume``. Returns table -> rows moved.
+        """
+        self.commit()
+        row = self._db.execute("SELECT applied_s FROM segments WHERE trial=? AND segment=?",
+                               (trial, segment)).fetchone()
+        since = row[0] if row is not None and segment > 0 else None
+        own = ("trial=? AND segment=?", (trial, segment))
+        later = ("trial=?", (trial,)) if since is None else ("trial=? AND t>=?", (trial, since))
+        where: dict[str, tuple[str, tuple[Any, ...]]] = {
+            "events": ("trial=? AND json_extract(detail, '$.segment')=?", (trial, segment)),
+            "telemetry": later, "pod_events": later,
+        }
+        moved: dict[str, int] = {}
+        with self._db:
+            self._db.execute("BEGIN")
+            for table in SUPERSEDABLE:
+                condition, params = where.get(table, own)
+                cursor = self._db.execute(f"INSERT INTO superseded_{table} SELECT ?, * FROM {table} WHERE {condition}",
+                                          (resume, *params))
+                self._db.execute(f"DELETE FROM {table} WHERE {condition}", params)
+                moved[table] = cursor.rowcount
+        return moved
 
     def stage_started(
         self, trial: int, segment: int, stage: int, name: str | None, offered: dict[str, float],
@@ -200,3 +260,21 @@ class Recorder:
             self._db.execute("BEGIN")
             self._db.executemany(f"INSERT INTO samples ({','.join(SAMPLE_FIELDS)}) VALUES ({marks})", rows)
         self._pending.clear()
+
+
+class _StoreLock:
+    """An exclusive lock on results.sqlite (flock, apart from SQLite's own locks) while a recorder has it open."""
+
+    def __init__(self, path: Path) -> None:
+        self._file = open(path, "ab")  # noqa: SIM115 (held for the recorder's life)
+        try:
+            fcntl.flock(self._file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._file.close()
+            raise StoreError(f"{path}: another process is writing this campaign (one process at a time)") from None
+        except OSError as exc:  # a file system without flock: the run goes on unguarded
+            logger.warning("%s: cannot lock it (%s); make sure no other process writes this campaign", path, exc)
+
+    def close(self) -> None:
+        """Release the lock."""
+        self._file.close()

@@ -6,6 +6,8 @@ and the report (each trial's timeline: when the arm was applied and where each c
 when each class became ready and warmed up, when each stage ran and how it ended, every request's
 intended send time and latency, and the GPU telemetry of the trial window, plus the per-stage series a
 queried source returned). A store of a version this code does not know is refused with one line.
+What a resumed campaign superseded (``superseded_*`` tables: the rows of attempts cut short) is read
+by nothing here: every reader sees the campaign as if one process had recorded it.
 
 The report must stay fast on a campaign of a million samples, where building a Python tuple per row is
 what costs (about 3 s per million). So: one query counts every trial's requests per class, then ONE
@@ -35,7 +37,7 @@ from bench_plugin.telemetry.rows import TelemetryRow
 
 FloatArray = npt.NDArray[np.float64]
 
-SCHEMA = """
+_TABLES = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS trials (
     id INTEGER PRIMARY KEY, position INTEGER NOT NULL, arm TEXT NOT NULL, repeat INTEGER NOT NULL,
@@ -83,16 +85,29 @@ CREATE TABLE IF NOT EXISTS pod_events (
 CREATE INDEX IF NOT EXISTS pod_events_by_trial ON pod_events (trial, t);
 """
 
-STORE_VERSION = 3
+SUPERSEDABLE: tuple[str, ...] = ("samples", "stages", "segments", "events", "telemetry", "stage_series",
+                                 "stage_series_notes", "pod_events")
+"""Tables with rows of one segment's attempt. A resumed campaign re-runs a segment that did not end
+(resume.py) and moves the rows of its earlier attempt to ``superseded_<table>`` (the same columns and a
+leading ``resume``, the number of the resume that superseded them): kept, never read by the analysis."""
+
+SCHEMA = _TABLES + "".join(
+    f"CREATE TABLE IF NOT EXISTS superseded_{name} AS SELECT 0 AS resume, * FROM {name} WHERE 0;\n"
+    for name in SUPERSEDABLE)
+"""Every table of this version's store."""
+
+STORE_VERSION = 4
 """The store version this code writes (meta key ``store_version``). History:
 
 - 1: stores written before the version was kept (no ``store_version``): stages without planned length,
   arrival counts, self-check or host load, samples without ``slot_wait_s``, segments without warm-up.
   Read as they are: the missing columns read as unknown.
 - 2: no ``pod_events`` (what the cluster did to the workload pods). Read as they are: no trial has pod events.
-- 3: this module's SCHEMA.
+- 3: no ``superseded_*`` tables (the earlier attempts of segments a resumed campaign re-ran). Read as
+  they are: nothing was superseded.
+- 4: this module's SCHEMA.
 """
-KNOWN_VERSIONS: tuple[int, ...] = (1, 2, 3)
+KNOWN_VERSIONS: tuple[int, ...] = (1, 2, 3, 4)
 """Store versions this code reads."""
 
 

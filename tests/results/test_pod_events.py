@@ -1,4 +1,4 @@
-"""Pod events in the store (version 3): written by the Recorder at the cluster's times, read back typed and in
+"""Pod events in the store (since version 3): written by the Recorder at the cluster's times, read back typed and in
 order, summarised into summary.json; a version-2 store, which has none, still reads and reports."""
 
 from __future__ import annotations
@@ -11,7 +11,14 @@ import pytest
 
 from bench_plugin.outputs import summarise, write_outputs
 from bench_plugin.results.recorder import Recorder
-from bench_plugin.results.store import StoreError, open_campaign, open_store, read_pod_events, store_version
+from bench_plugin.results.store import (
+    STORE_VERSION,
+    StoreError,
+    open_campaign,
+    open_store,
+    read_pod_events,
+    store_version,
+)
 from bench_plugin.results.summary import load_summary, parse_summary
 from bench_plugin.sharing.kubernetes.podevents import PodEvent
 
@@ -45,7 +52,7 @@ def campaign(path: Path, pods: bool = True) -> None:
 def test_pod_events_read_back_typed_and_in_order(tmp_path: Path) -> None:
     campaign(tmp_path / "results.sqlite")
     with open_store(tmp_path / "results.sqlite") as db:
-        assert store_version(db) == 3
+        assert store_version(db) == STORE_VERSION
         events = read_pod_events(db, 1)
     assert [(e.pod, e.kind) for e in events] == [
         ("bench-llm-x", "created"), ("bench-llm-x", "failed_scheduling"), ("bench-asr-y", "created"),

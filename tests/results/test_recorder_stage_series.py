@@ -6,7 +6,7 @@ import sqlite3
 from pathlib import Path
 
 from bench_plugin.results.recorder import Recorder
-from bench_plugin.results.store import StageSeriesRecord, read_stage_series
+from bench_plugin.results.store import SUPERSEDABLE, StageSeriesRecord, read_stage_series
 from bench_plugin.telemetry import fields as F
 from bench_plugin.telemetry.rows import TelemetryRow
 
@@ -44,5 +44,5 @@ def test_the_existing_tables_are_unchanged(tmp_path: Path) -> None:
     columns = [row[1] for row in db.execute("PRAGMA table_info(telemetry)")]
     db.close()
     assert tables == {"meta", "trials", "segments", "stages", "samples", "telemetry", "events", "stage_series",
-                      "stage_series_notes", "pod_events"}
+                      "stage_series_notes", "pod_events"} | {f"superseded_{name}" for name in SUPERSEDABLE}
     assert columns == ["t", "device", "metric", "value", "process", "trial"]
