@@ -3,11 +3,14 @@
 Interleaved order (ABCABC...) is the default: a machine that warms up, throttles or fills its page
 cache over the run then affects every arm alike, instead of biasing whichever arm ran last
 (AAABBBCCC, the ``sequential`` order, kept for cases where switching arms is very expensive).
+
+A resumed campaign runs the same schedule, less what it already ran to its end (``Done``, worked out
+from the results directory by resume.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from bench_plugin.scenario import Arm, Scenario
 
@@ -30,3 +33,15 @@ def plan_trials(scenario: Scenario) -> list[Trial]:
     else:
         pairs = [(arm, r) for arm in scenario.arms for r in range(1, scenario.repeats + 1)]
     return [Trial(id=i + 1, position=i, arm=arm, repeat=r) for i, (arm, r) in enumerate(pairs)]
+
+
+@dataclass(frozen=True)
+class Done:
+    """What of the schedule already ran to its end and is kept: the conductor runs the rest.
+
+    A segment (one application of an arm and its stages in order: ``(trial id, segment index)``) is
+    the unit; a trial is done when every one of its segments is and its end was recorded.
+    """
+
+    trials: frozenset[int] = field(default_factory=frozenset)
+    segments: frozenset[tuple[int, int]] = field(default_factory=frozenset)

@@ -1,7 +1,8 @@
 """Conditions: everything about where and how a campaign ran, so the next experiment can build on it.
 
 The seed's rule: keep the full conditions of every run, whatever it shows. This collects the host,
-its CPU and GPUs (with driver), the Python and package versions, and the command line; the scenario
+its CPU and GPUs (with driver), the Python and package versions, the plugin's source (its git revision
+and a digest of its files: two installs of one version can differ), and the command line; the scenario
 and request-set hashes are recorded beside it by the plugin.
 """
 
@@ -15,6 +16,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from bench_plugin.loadgen.protocol import source_digest
 from bench_plugin.sharing.base import SharingBackend
 
 PACKAGES = ("bench-plugin", "locust", "gevent", "geventhttpclient", "pydantic", "numpy", "torch", "aiohttp",
@@ -53,6 +55,7 @@ def collect_conditions(backend: SharingBackend) -> dict[str, Any]:
         "python": sys.version.split()[0],
         "packages": package_versions(),
         "source_revision": source_revision(),
+        "source_digest": source_digest(),
         "command": sys.argv,
         "backend": backend.describe(),
     }

@@ -6,6 +6,9 @@ load generators themselves), drain what is in flight, check each stage's account
 servers. Every step lands in the recorder as it happens, so a failure or Ctrl-C at any point
 leaves everything measured before it, plus the reason, in results.sqlite.
 
+A resumed campaign hands over what it already ran (campaign.Done): those trials and segments are
+skipped, the rest runs as it would have.
+
 A stage whose load was not exactly the stated one (a worker lost mid-stage, a sample missing: see
 loadgen/ledger.py) is marked ``invalid`` with the reason, and the campaign stops there with status
 ``failed``: its figures would compare unequal loads.
@@ -25,7 +28,7 @@ from bench_plugin.analysis.boundary import stage_margin
 from bench_plugin.analysis.objectives import ClassObjectives
 from bench_plugin.analysis.search import BoundarySearch, fixed_sweep_runs
 from bench_plugin.analysis.summary import class_stats
-from bench_plugin.campaign import Trial
+from bench_plugin.campaign import Done, Trial
 from bench_plugin.events import BenchEvents
 from bench_plugin.hostload import HostLoad, HostMonitor, with_extra_own
 from bench_plugin.inputs import RequestSet
@@ -76,6 +79,7 @@ class Conductor:
         fleet: Fleet,
         telemetry: CampaignTelemetry,
         builders: Mapping[str, Builder] | None = None,
+        done: Done | None = None,
     ) -> None:
         self.scenario = scenario
         self.class_names = class_names
@@ -95,6 +99,8 @@ class Conductor:
         self.host_loads: dict[StageKey, HostLoad] = {}
         self.builders = dict(builders or {})
         """Class -> how to build one of its requests (its user's ``prepare``), for the warm-up."""
+        self.done = done or Done()
+        """Trials and segments a resumed campaign already ran to their end: skipped."""
         self.judged: tuple[tuple[int, int, int], list[Sample]] | None = None
         """The stage an adaptive search is about to judge, and its samples (stragglers included)."""
         self.status = "running"
@@ -113,7 +119,8 @@ class Conductor:
         """Run every trial; sets ``status`` to completed, failed or interrupted."""
         try:
             for trial in self.trials:
-                self._trial(trial)
+                if trial.id not in self.done.trials:
+                    self._trial(trial)
             self.status = "completed"
         except CampaignFailed as exc:
             self.status, self.reason = "failed", str(exc)
@@ -138,7 +145,8 @@ class Conductor:
         try:
             self.backend.observe(trial.arm, trial.id, partial(self.recorder.pod_event, trial.id))
             for segment, classes in enumerate(self.backend.segments(trial.arm, self.class_names)):
-                self._segment(trial, segment, classes)
+                if (trial.id, segment) not in self.done.segments:
+                    self._segment(trial, segment, classes)
         except (ApplyError, NotReady) as exc:
             status, reason = "failed", str(exc)
             raise CampaignFailed(f"trial {trial.id} (arm {trial.arm.name}, repeat {trial.repeat}): {exc}") from None

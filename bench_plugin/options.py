@@ -19,6 +19,9 @@ def add_arguments(parser: Any) -> None:
                        help="Scenario YAML (or ConfigMap) to run as a campaign")
     group.add_argument("--results-dir", type=str, env_var="LOCUST_RESULTS_DIR", default=None,
                        help="Where results go (default: results/<scenario>-<UTC time>)")
+    group.add_argument("--resume", type=str, env_var="LOCUST_RESUME", default=None, metavar="DIR",
+                       help="Continue the interrupted campaign whose results are in DIR (its --results-dir): "
+                            "segments that ended are kept, the rest run; refused if the experiment differs")
     group.add_argument("--arm", type=str, env_var="LOCUST_ARM", default=None,
                        help="Run only this arm (required with an explicit host: the manual backend)")
     group.add_argument("--repeats", type=int, env_var="LOCUST_REPEATS", default=None,

@@ -11,6 +11,9 @@ listeners, so failures are turned into an explicit exit code instead of being ra
 With workers (``--master``), the master alone applies arms and writes results; the load comes from
 the workers, split exactly between them (loadgen/). A worker needs only the locustfile: it takes the
 request sets from the master (loadgen/worker.py).
+
+``--resume DIR`` continues an interrupted campaign in its own directory (resume.py): the checks that
+it is the same experiment come before anything is changed; the conductor is then told what is done.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from locust.argument_parser import get_parser
 from locust.env import Environment
 from locust.runners import STATE_CLEANUP, STATE_STOPPED, STATE_STOPPING, MasterRunner, WorkerRunner
 
-from bench_plugin import webui
+from bench_plugin import resume, webui
 from bench_plugin.campaign import plan_trials
 from bench_plugin.conditions import collect_conditions
 from bench_plugin.conductor import Conductor
@@ -43,6 +46,7 @@ from bench_plugin.loadgen.protocol import Hello, Identity
 from bench_plugin.loadgen.worker import WorkerLink
 from bench_plugin.options import BACKENDS, HOST_OPTIONS, parse_service_urls
 from bench_plugin.results.recorder import Recorder
+from bench_plugin.results.store import StoreError
 from bench_plugin.samples import Sample
 from bench_plugin.scenario import Scenario, ScenarioError, load_scenario, scenario_sha256
 from bench_plugin.scenario.checks import sample_warnings
@@ -81,15 +85,21 @@ class BenchPlugin:
     """One campaign inside one Locust process (master or local)."""
 
     def __init__(self, environment: Environment, scenario: Scenario, request_sets: dict[str, RequestSet],
-                 results_dir: Path, backend: SharingBackend, class_names: list[str]) -> None:
+                 results_dir: Path, backend: SharingBackend, class_names: list[str],
+                 resuming: resume.Resuming | None = None) -> None:
         self.environment = environment
         self.scenario = scenario
         self.results_dir = results_dir
         self.events = BenchEvents()
         self.request_sets = request_sets
+        self.resuming = resuming
+        """The checked resume of a campaign recorded in ``results_dir`` (``--resume``); None for a new one."""
         results_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.recorder = Recorder(results_dir / "results.sqlite")
+        except StoreError as exc:
+            fail(f"--resume {resuming.recorded.given}: {exc}" if resuming else str(exc))
         store_request_sets(self.request_sets, results_dir / "inputs")
-        self.recorder = Recorder(results_dir / "results.sqlite")
         self.backend = backend
         self.fleet = Fleet(environment, request_sets=request_sets, scenario_sha256=scenario_sha256(scenario),
                            take=self._take, note=self.recorder.event)
@@ -105,6 +115,7 @@ class BenchPlugin:
             request_sets=self.request_sets, events=self.events, fleet=self.fleet,
             telemetry=CampaignTelemetry(telemetry_options(environment), self.recorder),
             builders=warmup_builders(environment, request_sets),
+            done=resuming.plan.done if resuming else None,
         )
         self.live = LiveView(scenario, class_names, len(trials))
         self.live.watch(self.events, results_dir / "results.sqlite")
@@ -112,9 +123,13 @@ class BenchPlugin:
             self.events.stage_start.add_listener(lambda **_: environment.stats.reset_all())
         self.greenlet: gevent.Greenlet | None = None
         self.finalized = False
-        for trial in trials:
-            self.recorder.add_trial(trial.id, trial.position, trial.arm.name, trial.repeat,
-                                    trial.arm.model_dump(mode="json"))
+        if resuming is not None:  # the trials are in the store: supersede what runs again
+            record = resume.begin(resuming.recorded, resuming.plan, self.recorder, resuming.conditions)
+            sys.stderr.write(f"bench_plugin: {resume.describe(resuming, record)}\n")
+        else:
+            for trial in trials:
+                self.recorder.add_trial(trial.id, trial.position, trial.arm.name, trial.repeat,
+                                        trial.arm.model_dump(mode="json"))
 
     @property
     def finished(self) -> bool:
@@ -134,7 +149,8 @@ class BenchPlugin:
     def on_test_start(self, **_: Any) -> None:
         """Start the conductor (once per campaign)."""
         if self.greenlet is None:
-            self.recorder.set_meta("started_s", time.time())
+            if self.resuming is None:  # a resumed campaign keeps its first start (each resume has its own)
+                self.recorder.set_meta("started_s", time.time())
             collector.settle()
             self.greenlet = gevent.spawn(self.conductor.run)
 
@@ -168,6 +184,8 @@ class BenchPlugin:
         if not self.conductor.finished:  # test stopped before the conductor ever ran
             self.backend.restore()
             self.conductor.status = "interrupted"
+            self.recorder.set_meta("status", {"status": "interrupted", "reason": "stopped before the first trial",
+                                              "ended_s": time.time()})
         from bench_plugin.outputs import write_outputs
 
         leftovers = self.backend.leftovers()
@@ -187,6 +205,9 @@ class BenchPlugin:
             self.environment.process_exit_code = 2
         status, reason = self.conductor.status, self.conductor.reason
         self.live.on_end(status, str(self.results_dir / "report.html"))
+        if self.resuming is not None:
+            times = len(self.resuming.recorded.resumes) + 1
+            reason = "; ".join(filter(None, [reason, f"resumed {times} time{'s' if times > 1 else ''}"]))
         if status == "failed":
             sys.stderr.write(f"bench_plugin: error: campaign failed: {reason}\n")
         else:
@@ -206,8 +227,29 @@ def _hosts(environment: Environment, scenario: Scenario) -> dict[str, str]:
     return hosts
 
 
-def _load(environment: Environment) -> tuple[Scenario, Path]:
-    return _load_from(environment.parsed_options)
+def _load(environment: Environment, recorded: resume.Recorded | None) -> tuple[Scenario, Path]:
+    """The scenario to run: the command line's; resuming, the recorded one with the recorded overrides."""
+    options = environment.parsed_options
+    if recorded is None:
+        return _load_from(options)
+    try:
+        path, overrides = resume.options_for(recorded, getattr(options, "scenario", None),
+                                             getattr(options, "results_dir", None),
+                                             **{name: getattr(options, name, None) for name in resume.OVERRIDES})
+        return load_scenario(path, **overrides), path
+    except (resume.ResumeRefused, ScenarioError) as exc:
+        fail(str(exc))
+
+
+def _recorded(environment: Environment) -> resume.Recorded | None:
+    """With ``--resume DIR``: the campaign recorded there (refused in one line if there is nothing to resume)."""
+    given = getattr(environment.parsed_options, "resume", None)
+    if not given:
+        return None
+    try:
+        return resume.read_campaign(given)
+    except resume.ResumeRefused as exc:
+        fail(str(exc))
 
 
 def _load_from(options: Namespace | None) -> tuple[Scenario, Path]:
@@ -372,14 +414,15 @@ def register(environment: Environment) -> BenchPlugin | None:
     if isinstance(environment.runner, WorkerRunner):
         _register_worker(environment)
         return None
-    scenario, path = _load(environment)
+    recorded = _recorded(environment)
+    scenario, path = _load(environment, recorded)
     _warn_short_stages(scenario, path)
     class_names = _class_names(environment, scenario, path)
     try:
         request_sets = build_request_sets(scenario, path.parent)
     except ScenarioError as exc:
         fail(str(exc))
-    results_dir = _results_dir(environment, scenario)
+    results_dir = recorded.directory if recorded else _results_dir(environment, scenario)
     backend = _backend(environment, scenario, class_names, results_dir)
     try:
         for arm in scenario.arms:
@@ -387,9 +430,12 @@ def register(environment: Environment) -> BenchPlugin | None:
     except ApplyError as exc:
         fail(f"{path}: {exc}")
     _check_prometheus(telemetry_options(environment))
-    plugin = BenchPlugin(environment, scenario, request_sets, results_dir, backend, class_names)
+    conditions = collect_conditions(backend)
+    resuming = _resuming(recorded, scenario, class_names, request_sets, conditions) if recorded else None
+    plugin = BenchPlugin(environment, scenario, request_sets, results_dir, backend, class_names, resuming)
     _route_ctrl_c_to_main_greenlet(environment)
-    _record_campaign(plugin, path, scenario, class_names)
+    if resuming is None:
+        _record_campaign(plugin, path, scenario, class_names, conditions)
     setattr(environment, PLUGIN_ATTRIBUTE, plugin)
     environment.bench_plugin_events = plugin.events  # type: ignore[attr-defined]
     webui.attach(plugin)
@@ -426,7 +472,22 @@ def _backend(environment: Environment, scenario: Scenario, class_names: list[str
     return LocalBackend(scenario, results_dir / "logs")
 
 
-def _record_campaign(plugin: BenchPlugin, path: Path, scenario: Scenario, class_names: list[str]) -> None:
+def _resuming(recorded: resume.Recorded, scenario: Scenario, class_names: list[str],
+              request_sets: dict[str, RequestSet], conditions: dict[str, Any]) -> resume.Resuming:
+    """The checked plan of a resume; a different experiment is refused in one line naming what differs."""
+    try:
+        resuming = resume.prepare(recorded, trials=plan_trials(scenario), scenario_sha256=scenario_sha256(scenario),
+                                  classes=class_names, request_sets={n: rs.sha256 for n, rs in request_sets.items()},
+                                  conditions=conditions)
+    except resume.ResumeRefused as exc:
+        fail(str(exc))
+    for line in resume.other_units(recorded.meta.get("conditions") or {}, conditions):
+        sys.stderr.write(f"bench_plugin: warning: --resume {recorded.given}: {line}\n")
+    return resuming
+
+
+def _record_campaign(plugin: BenchPlugin, path: Path, scenario: Scenario, class_names: list[str],
+                     conditions: dict[str, Any]) -> None:
     options = plugin.environment.parsed_options
     rec = plugin.recorder
     rec.set_meta("schema", "bench_plugin.results/1")
@@ -434,10 +495,10 @@ def _record_campaign(plugin: BenchPlugin, path: Path, scenario: Scenario, class_
         "name": scenario.name, "path": str(path), "sha256": scenario_sha256(scenario),
         "resolved": scenario.model_dump(mode="json"),
     })
-    rec.set_meta("overrides", {name: getattr(options, name, None) for name in ("arm", "repeats", "stage_duration")})
+    rec.set_meta("overrides", {name: getattr(options, name, None) for name in resume.OVERRIDES})
     rec.set_meta("classes", class_names)
     rec.set_meta("request_sets", {name: rs.describe() for name, rs in plugin.request_sets.items()})
-    rec.set_meta("conditions", collect_conditions(plugin.backend))
+    rec.set_meta("conditions", conditions)
     (plugin.results_dir / "scenario.yaml").write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
     (plugin.results_dir / "scenario.resolved.json").write_text(
         json.dumps(scenario.model_dump(mode="json"), indent=2), encoding="utf-8"

@@ -294,7 +294,7 @@ def build_summary(reader: CampaignReader) -> Summary:
     status = meta.get("status", {"status": "interrupted", "reason": "the run ended without closing the store"})
     return Summary(
         scenario=ScenarioRef(name=scenario.get("name"), sha256=scenario.get("sha256"), path=scenario.get("path")),
-        status=CampaignStatus.model_validate(status),
+        status=CampaignStatus.model_validate({**status, "resumed": meta.get("resumes") or []}),
         overrides=meta.get("overrides"),
         classes=meta.get("classes"),
         control=control,

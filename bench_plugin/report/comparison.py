@@ -1,5 +1,8 @@
 """The words and numbers the reports show for summary.json's figures and its "comparison" section.
 
+(And the campaign's status: how it ended and, resumed, when and what ran again: :func:`status_text`,
+:func:`resume_rows`.)
+
 The section itself (each arm against the control: per-stage contention figures, the operating
 boundary and the verdict) is typed in bench_plugin.results.summary (``Comparison``, ``ArmComparison``,
 ``StageComparison``, ``Boundary``) and read from there; this module only says how it reads on a page.
@@ -17,10 +20,12 @@ A missing figure (None, or no mean) is shown as "-".
 
 from __future__ import annotations
 
+import datetime as dt
+
 from bench_plugin.analysis.boundary import format_offered
 from bench_plugin.analysis.statistics import fixed
 from bench_plugin.analysis.verdict import INCONCLUSIVE, is_inconclusive
-from bench_plugin.results.summary import Boundary, Comparison, Judged, Spread
+from bench_plugin.results.summary import Boundary, CampaignStatus, Comparison, Judged, Spread
 
 NO_COMPARISON = ("The comparison with the control (verdict, operating boundary, fairness) is not available: "
                  "the \"comparison\" section of summary.json names no control arm, or no arm to compare with it.")
@@ -110,3 +115,31 @@ def boundary_short(boundary: Boundary) -> str:
     if boundary.status == "below the lowest stage":
         return f"below the lowest stage measured{limit}"
     return boundary.status + limit
+
+
+def status_text(status: CampaignStatus, reason: str = " ({})") -> str:
+    """How the campaign ended, with its reason (placed by ``reason``) and, resumed, when and what ran again."""
+    text = f"{status.status}" + (reason.format(status.reason) if status.reason else "")
+    if status.resumed:
+        n = len(status.resumed)
+        at = ", ".join(dt.datetime.fromtimestamp(r.at_s, tz=dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+                       for r in status.resumed)
+        rerun = sum(len(r.rerun) for r in status.resumed)
+        again = f"{rerun} unfinished segment{'s' if rerun != 1 else ''} run again"
+        text += f"; resumed {n} time{'s' if n > 1 else ''} ({at}; {again})"
+    return text
+
+
+RESUME_COLUMNS = ("resume", "at", "after", "kept", "ran again from its start", "superseded rows", "host")
+"""The columns of :func:`resume_rows`."""
+
+
+def resume_rows(status: CampaignStatus) -> list[list[str]]:
+    """One row per resume of the campaign (none for a campaign run in one process), in RESUME_COLUMNS."""
+    def segments(pairs: list[tuple[int, int]]) -> str:
+        return ", ".join(f"trial {t} segment {s}" for t, s in pairs) or "none"
+
+    return [[str(r.number), dt.datetime.fromtimestamp(r.at_s, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+             r.previous_status or "-", segments(r.kept), segments(r.rerun),
+             ", ".join(f"{table} {n}" for table, n in sorted(r.superseded.items())) or "none", r.host or "-"]
+            for r in status.resumed]

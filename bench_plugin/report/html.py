@@ -34,6 +34,7 @@ from bench_plugin.report.comparison import (
     offered_text,
     significance_text,
     spread_text,
+    status_text,
 )
 from bench_plugin.report.css import CSS
 from bench_plugin.report.figures import Plot, arm_styles
@@ -226,7 +227,7 @@ def _page(summary: Summary, meta: dict[str, Any], sections: list[tuple[str, str,
     status = summary.status
     state = status.status
     facts = [("scenario", f"{scenario.name} ({scenario.path})"),
-             ("status", state + (f": {status.reason}" if status.reason else "")),
+             ("status", status_text(status, ": {}")),
              ("date", when(meta.get("started_s"))), ("control arm", summary.control or "none"),
              ("arms", ", ".join(summary.arms)), ("repeats", _repeats(summary)),
              ("verdict", _verdict_fact(summary, comparison))]

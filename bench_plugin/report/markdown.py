@@ -21,10 +21,13 @@ from bench_plugin.report import checks, disruption, scheduling
 from bench_plugin.report.comparison import (
     NO_COMPARISON,
     RATIO_UNIT,
+    RESUME_COLUMNS,
     boundary_short,
     boundary_text,
     compared,
+    resume_rows,
     significance_text,
+    status_text,
 )
 from bench_plugin.report.comparison import offered_text as _offered
 from bench_plugin.report.comparison import spread_text as _fmt
@@ -79,8 +82,7 @@ def _overrides(summary: Summary) -> dict[str, Any]:
 
 
 def _status(summary: Summary) -> str:
-    status = summary.status
-    return f"{status.status}" + (f" ({status.reason})" if status.reason else "")
+    return status_text(summary.status)
 
 
 def render_summary(summary: Summary) -> str:
@@ -179,6 +181,8 @@ def _conditions_section(summary: Summary, started_s: float | None,
         + (", ".join(f"{d.get('name')} ({d.get('model')})" for d in backend.get("devices") or []) or "-")
         + "".join(f"; {k}: {backend[k]}" for k in ("driver", "nvml", "cuda") if backend.get(k)),
     ]
+    for row in resume_rows(summary.status):
+        lines.append("- " + "; ".join(f"{column} {value}" for column, value in zip(RESUME_COLUMNS, row, strict=True)))
     for name, rs in (summary.request_sets or {}).items():
         lines.append(f"- request set {name}: {rs.get('count')} requests, sha256 `{rs.get('sha256')}` "
                      f"({rs.get('source')})")

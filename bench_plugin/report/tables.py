@@ -15,6 +15,7 @@ import shlex
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from bench_plugin.report.comparison import RESUME_COLUMNS, resume_rows, status_text
 from bench_plugin.report.placement import cpus_label
 from bench_plugin.results.store import FailureGroup, StageRecord, TrialRecord
 from bench_plugin.results.summary import Summary
@@ -104,12 +105,13 @@ def conditions_section(summary: Summary, meta: dict[str, Any], trials: Sequence[
             ("scenario sha256", code(scenario.sha256)),
             ("overrides", {k: v for k, v in (summary.overrides or {}).items() if v is not None} or "none"),
             ("started", when(meta.get("started_s"))), ("ended", when(status.ended_s)),
-            ("status", f"{status.status}" + (f" ({status.reason})" if status.reason else "")),
+            ("status", status_text(status)),
             ("command line", code(shlex.join(command) if isinstance(command, list) else command)),
             ("source revision", code(cond.get("source_revision"))),
             ("host", cond.get("host")), ("platform", cond.get("platform")), ("python", cond.get("python")),
             *[(k, code(v) if isinstance(v, dict | list) else v) for k, v in sorted(cond.items()) if k not in shown],
         ]),
+        *(["<h3>Resumes</h3>", table(list(RESUME_COLUMNS), resume_rows(status))] if status.resumed else []),
         "<h3>Request sets</h3>",
         table(["class", "requests", "sha256", "source"],
               [[name, rs.get("count"), code(rs.get("sha256")), rs.get("source")]

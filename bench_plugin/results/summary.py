@@ -12,7 +12,9 @@ version is refused with one line rather than read as something it is not. Versio
 - ``bench_plugin.summary/2``: this module. It grew optional sections that a file without them reads
   as absent, so every /2 file stays readable as it is: ``trials[].pods`` and ``arms.<arm>.pods`` (what
   the cluster did to the workload pods; None where nothing was watched: the local and manual backends,
-  stores before version 3). A file that has them is refused, naming the field, by code older than them.
+  stores before version 3); a file that has them is refused, naming the field, by code older than them.
+  And ``status.resumed`` (each time the campaign was resumed; empty for a campaign run in one process),
+  which older code keeps as an extra of ``status`` (that section allows extras).
 """
 
 from __future__ import annotations
@@ -534,14 +536,35 @@ class ScenarioRef(Model):
     path: str | None
 
 
+class Resume(Model):
+    """One time the campaign was resumed (``--resume``; bench_plugin/resume.py): when, from what, what it re-ran."""
+
+    number: int
+    """1 for the first resume."""
+    at_s: float
+    previous_status: str | None
+    """How the process before it left the campaign: ``interrupted``, ``failed``, or ``unfinished`` (killed)."""
+    previous_reason: str | None = None
+    kept: list[tuple[int, int]] = Field(default_factory=list)
+    """(trial, segment) kept as they were."""
+    rerun: list[tuple[int, int]] = Field(default_factory=list)
+    """(trial, segment) whose unfinished attempt was superseded and which ran again from their start."""
+    superseded: dict[str, int] = Field(default_factory=dict)
+    """Table -> rows of those attempts moved to results.sqlite's ``superseded_*`` tables."""
+    host: str | None = None
+    command: list[str] | None = None
+
+
 class CampaignStatus(Model):
-    """How the campaign ended."""
+    """How the campaign ended, and each time it was resumed."""
 
     model_config = ConfigDict(extra="allow")
 
     status: str
     reason: str | None = None
     ended_s: float | None = None
+    resumed: list[Resume] = Field(default_factory=list)
+    """Every resume, oldest first (empty: the campaign ran in one process)."""
 
 
 class Summary(Model):

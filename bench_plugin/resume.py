@@ -1,0 +1,314 @@
+"""Resume: continue an interrupted campaign in its own results directory (``--resume DIR``).
+
+The unit of resumption is the **segment**: one application of an arm (its servers started once,
+ready, warmed up) and its stages in order, until its servers are released. A segment whose release
+was recorded is kept whole: every one of its samples was drained, committed and accounted for. A
+segment that did not get there (Ctrl-C, a kill, a failure, an invalid stage) is run again **from its
+start**, on fresh servers with a fresh warm-up: its stage k then follows the same history (warm-up,
+stages 0..k-1 on the same servers) as stage k of every other trial. Running only its missing stages
+would measure them after a warm-up instead of after the lower stages, and would leave the last
+completed stage without the stragglers that arrive after its end (they are committed with the next
+stage). An adaptive search segment (``search:``) is re-run whole for the same reason: its later
+steps are chosen from the figures of its earlier ones, on the same servers. A trial is done when its
+end was recorded as completed; one that was not runs its remaining segments.
+
+The earlier attempt of a segment that runs again is not deleted: its rows (samples, stages, its
+segment row, its timeline events, telemetry and stage series) move to the store's ``superseded_*``
+tables (recorder.supersede_segment), which no analysis reads. The ``resumed`` event on the timeline
+and the meta key ``resumes`` (the summary's ``status.resumed``) say when, from what state, what was
+kept and what runs again, and how many rows were superseded.
+
+A resume is refused, in one line naming what differs, when the directory is not a campaign's, when
+its campaign completed, or when the experiment would not be the same: the scenario (its sha256 after
+the overrides, which default to the recorded ones), the workload classes, a request set's sha256,
+the backend, a device (model, memory, CPU cores), the driver, Python, a package version or the
+bench_plugin source. A device that is another unit of the same model (another UUID) is a warning.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench_plugin.campaign import Done, Trial
+from bench_plugin.results.recorder import Recorder
+from bench_plugin.results.store import (
+    STORE_VERSION,
+    StoreError,
+    TrialRecord,
+    open_store,
+    read_meta,
+    read_trials,
+    store_version,
+)
+
+STORE = "results.sqlite"
+
+OVERRIDES = ("arm", "repeats", "stage_duration")
+"""The command-line overrides a campaign records; a resume takes them from the record unless given."""
+
+UNFINISHED_STAGES = ("running", "interrupted", "invalid")
+"""Stage statuses of a segment that did not run to its end."""
+
+
+class ResumeRefused(Exception):
+    """This directory's campaign cannot be resumed here; the message is one line, ``--resume DIR: why``."""
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What a results directory says about its campaign: the store's facts and its trials as recorded."""
+
+    directory: Path
+    given: str
+    """DIR as given on the command line (messages name it so)."""
+    meta: dict[str, Any]
+    trials: list[TrialRecord]
+
+    def refused(self, why: str) -> ResumeRefused:
+        """A refusal naming this directory."""
+        return ResumeRefused(f"--resume {self.given}: {why}")
+
+    @property
+    def status(self) -> dict[str, Any] | None:
+        """How the last process left the campaign (None: it was killed before it could say)."""
+        status = self.meta.get("status")
+        return status if isinstance(status, dict) else None
+
+    @property
+    def resumes(self) -> list[dict[str, Any]]:
+        """The resumes recorded so far, oldest first."""
+        return list(self.meta.get("resumes") or [])
+
+
+def read_campaign(given: str) -> Recorded:
+    """The campaign recorded in directory ``given``; ResumeRefused when it is not one or has nothing left."""
+    directory = Path(given)
+    where = f"--resume {given}"
+    if not directory.exists():
+        raise ResumeRefused(f"{where}: no such directory")
+    if not directory.is_dir():
+        raise ResumeRefused(f"{where}: not a directory")
+    store = directory / STORE
+    if not store.is_file():
+        raise ResumeRefused(f"{where}: not a campaign's results directory (no {STORE})")
+    try:
+        with open_store(store) as db:
+            version = store_version(db, str(store))
+            meta, trials = read_meta(db), read_trials(db)
+    except StoreError as exc:
+        raise ResumeRefused(f"{where}: {exc}") from None
+    except sqlite3.DatabaseError as exc:
+        raise ResumeRefused(f"{where}: {STORE} cannot be read: {exc}") from None
+    if version != STORE_VERSION:
+        raise ResumeRefused(f"{where}: {STORE} is store version {version}, this bench-plugin writes "
+                            f"{STORE_VERSION}: resume it with the bench-plugin that wrote it")
+    if not isinstance(meta.get("scenario"), dict) or not meta["scenario"].get("sha256"):
+        raise ResumeRefused(f"{where}: not a campaign's results directory ({STORE} records no scenario)")
+    recorded = Recorded(directory, given, meta, trials)
+    status = recorded.status
+    if status is not None and status.get("status") == "completed":
+        ended = status.get("ended_s")
+        at = f" at {_when(ended)}" if isinstance(ended, int | float) else ""
+        raise recorded.refused(f"the campaign completed{at}: nothing to resume")
+    return recorded
+
+
+def options_for(recorded: Recorded, scenario: str | None, results_dir: str | None,
+                **given: Any) -> tuple[Path, dict[str, Any]]:
+    """The scenario file and overrides a resume runs with: the recorded ones, or given ones that match them.
+
+    ``given`` holds the command line's ``arm``, ``repeats`` and ``stage_duration`` (None: not given).
+    """
+    if results_dir is not None and Path(results_dir).resolve() != recorded.directory.resolve():
+        raise recorded.refused(f"--results-dir {results_dir} is another directory (a resumed campaign writes "
+                               "into its own)")
+    kept = recorded.meta.get("overrides") or {}
+    overrides: dict[str, Any] = {}
+    for name in OVERRIDES:
+        mine, theirs = given.get(name), kept.get(name)
+        if mine is not None and mine != theirs:
+            flag = "--" + name.replace("_", "-")
+            raise recorded.refused(f"{flag} {mine} vs {theirs if theirs is not None else 'not given'} (recorded)")
+        overrides[name] = theirs if mine is None else mine
+    if scenario is not None:
+        return Path(scenario), overrides
+    path = recorded.meta["scenario"].get("path")
+    if not path or not Path(path).is_file():
+        raise recorded.refused(f"the scenario it ran ({path}) is not there: name it with --scenario")
+    return Path(path), overrides
+
+
+def differences(recorded: Recorded, *, scenario_sha256: str, classes: list[str], request_sets: dict[str, str],
+                conditions: dict[str, Any]) -> list[str]:
+    """``what: recorded vs now`` for each fixed condition that differs (empty: the same experiment)."""
+    meta = recorded.meta
+    out: list[str] = []
+    theirs = meta["scenario"]["sha256"]
+    if theirs != scenario_sha256:
+        out.append(f"scenario sha256 {_short(theirs)} vs {_short(scenario_sha256)}")
+    if (meta.get("classes") or []) != classes:
+        out.append(f"classes {', '.join(meta.get('classes') or []) or 'none'} vs {', '.join(classes) or 'none'}")
+    sets = {name: (rs or {}).get("sha256") for name, rs in (meta.get("request_sets") or {}).items()}
+    for name in sorted(set(sets) | set(request_sets)):
+        if sets.get(name) != request_sets.get(name):
+            out.append(f"request set {name}: sha256 {_short(sets.get(name))} vs {_short(request_sets.get(name))}")
+    out += condition_differences(meta.get("conditions") or {}, conditions)
+    return out
+
+
+def condition_differences(theirs: dict[str, Any], mine: dict[str, Any]) -> list[str]:
+    """Differences of the conditions that shape a measurement: backend, devices, driver, Python, packages, source."""
+    out: list[str] = []
+    back_theirs, back_mine = theirs.get("backend") or {}, mine.get("backend") or {}
+    if back_theirs.get("backend") != back_mine.get("backend"):
+        out.append(f"backend {back_theirs.get('backend')} vs {back_mine.get('backend')}")
+    dev_theirs, dev_mine = devices(back_theirs), devices(back_mine)
+    for name in sorted(set(dev_theirs) | set(dev_mine)):
+        if dev_theirs.get(name) != dev_mine.get(name):
+            out.append(f"device {name}: {dev_theirs.get(name) or 'none'} vs {dev_mine.get(name) or 'none'}")
+    for key, label in (("driver", "driver"), ("cuda_driver", "CUDA driver")):
+        if back_theirs.get(key) != back_mine.get(key):
+            out.append(f"{label} {back_theirs.get(key)} vs {back_mine.get(key)}")
+    if theirs.get("python") != mine.get("python"):
+        out.append(f"python {theirs.get('python')} vs {mine.get('python')}")
+    pkg_theirs, pkg_mine = theirs.get("packages") or {}, mine.get("packages") or {}
+    for name in sorted(set(pkg_theirs) | set(pkg_mine)):
+        if pkg_theirs.get(name) != pkg_mine.get(name):
+            out.append(f"package {name}: {pkg_theirs.get(name)} vs {pkg_mine.get(name)}")
+    if theirs.get("source_digest") and theirs.get("source_digest") != mine.get("source_digest"):
+        out.append(f"bench_plugin source {theirs.get('source_digest')} vs {mine.get('source_digest')}")
+    return out
+
+
+def devices(backend: dict[str, Any]) -> dict[str, str]:
+    """Device (or cluster GPU node) -> what makes it the same device for a measurement: model, memory, cores."""
+    out: dict[str, str] = {}
+    for device in backend.get("devices") or []:
+        text = str(device.get("model"))
+        if device.get("memory_mib"):
+            text += f" {device['memory_mib']} MiB"
+        if device.get("name") == "cpu" and backend.get("cpu_count"):
+            text += f" ({backend['cpu_count']} cores)"
+        out[str(device.get("name"))] = text
+    for node in backend.get("nodes") or []:
+        out[f"node {node.get('name')}"] = f"{node.get('gpu_product')} x{node.get('gpu_count')}"
+    return out
+
+
+def other_units(theirs: dict[str, Any], mine: dict[str, Any]) -> list[str]:
+    """Warnings for devices of the same model that are other units (another UUID): figures may shift a little."""
+    ids = {d.get("name"): d.get("uuid") for d in (theirs.get("backend") or {}).get("devices") or []}
+    return [f"device {d.get('name')} is another unit of the same model ({ids[d.get('name')]} vs {d.get('uuid')})"
+            for d in (mine.get("backend") or {}).get("devices") or []
+            if ids.get(d.get("name")) and d.get("uuid") and ids[d.get("name")] != d.get("uuid")]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a resumed campaign keeps and what it runs again."""
+
+    done: Done
+    """Trials and segments kept (the conductor skips them)."""
+    kept: list[tuple[int, int]]
+    """(trial, segment) kept, in run order."""
+    rerun: list[tuple[int, int]]
+    """(trial, segment) with an earlier, unfinished attempt: superseded, then run from its start."""
+
+
+def plan(recorded: Recorded, trials: list[Trial]) -> Plan:
+    """The plan of a resume: kept segments and trials, and the segments whose attempt is superseded.
+
+    The recorded trials must be the planned ones (same ids, arms and repeats): the scenario's hash
+    says so already; a store that disagrees is refused rather than merged.
+    """
+    planned = {t.id: (t.arm.name, t.repeat) for t in trials}
+    kept: list[tuple[int, int]] = []
+    rerun: list[tuple[int, int]] = []
+    done: set[int] = set()
+    for record in sorted(recorded.trials, key=lambda r: r.position):
+        if planned.get(record.id) != (record.arm, record.repeat):
+            arm, repeat = planned.get(record.id, ("none", "-"))
+            raise recorded.refused(f"trial {record.id}: arm {record.arm} repeat {record.repeat} vs arm {arm} "
+                                   f"repeat {repeat}")
+        finished = True
+        for segment in sorted(record.segments, key=lambda s: s.index):
+            unfinished = any(s.status in UNFINISHED_STAGES for s in record.stages if s.segment == segment.index)
+            # Segments run in order: one that did not end means none after it did.
+            finished = finished and segment.released_s is not None and not unfinished
+            (kept if finished else rerun).append((record.id, segment.index))
+        if record.status == "completed" and finished:
+            done.add(record.id)
+    return Plan(Done(frozenset(done), frozenset(kept)), kept, rerun)
+
+
+def begin(recorded: Recorded, resume_plan: Plan, recorder: Recorder, conditions: dict[str, Any]) -> dict[str, Any]:
+    """Supersede the unfinished attempts, and record the resume (meta ``resumes``, a ``resumed`` event).
+
+    The previous status is dropped: until this process ends the campaign again, the store reads as
+    one that ended without closing (what it is, should this process be killed too). Returns the record.
+    """
+    number = len(recorded.resumes) + 1
+    superseded: dict[str, int] = {}
+    for trial, segment in resume_plan.rerun:
+        for table, rows in recorder.supersede_segment(trial, segment, number).items():
+            superseded[table] = superseded.get(table, 0) + rows
+    status = recorded.status or {"status": "unfinished", "reason": "the process ended without recording how "
+                                                                  "(killed, or its machine stopped)"}
+    record: dict[str, Any] = {
+        "number": number, "at_s": time.time(), "previous_status": status.get("status"),
+        "previous_reason": status.get("reason"), "kept": [list(k) for k in resume_plan.kept],
+        "rerun": [list(k) for k in resume_plan.rerun], "superseded": {k: v for k, v in superseded.items() if v},
+        "host": conditions.get("host"), "command": conditions.get("command"),
+    }
+    recorder.drop_meta("status")
+    recorder.set_meta("resumes", [*recorded.resumes, record])
+    recorder.event("resumed", None, **record)
+    return record
+
+
+def _short(sha: str | None) -> str:
+    return f"{sha[:12]}…" if sha else "none"
+
+
+def _when(epoch_s: float) -> str:
+    return dt.datetime.fromtimestamp(epoch_s, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+@dataclass(frozen=True)
+class Resuming:
+    """A resume that passed its checks: the recorded campaign, its plan, and this process's conditions."""
+
+    recorded: Recorded
+    plan: Plan
+    conditions: dict[str, Any]
+
+
+def prepare(recorded: Recorded, *, trials: list[Trial], scenario_sha256: str, classes: list[str],
+            request_sets: dict[str, str], conditions: dict[str, Any]) -> Resuming:
+    """Check that this process runs the recorded experiment, and plan what is left; ResumeRefused if not."""
+    found = differences(recorded, scenario_sha256=scenario_sha256, classes=classes, request_sets=request_sets,
+                        conditions=conditions)
+    if found:
+        raise recorded.refused("; ".join(found))
+    return Resuming(recorded, plan(recorded, trials), conditions)
+
+
+def describe(resuming: Resuming, record: dict[str, Any]) -> str:
+    """One line for the console: what a resume keeps and runs again."""
+    kept, rerun = resuming.plan.kept, resuming.plan.rerun
+    trials = len(resuming.plan.done.trials)
+    samples = record["superseded"].get("samples", 0)
+    again = (f"; runs again from its start: {', '.join(f'trial {t} segment {s}' for t, s in rerun)} "
+             f"({samples} samples of the earlier attempt superseded)") if rerun else ""
+    return (f"resuming {resuming.recorded.given} (resume {record['number']}, after status "
+            f"{record['previous_status']}): keeps {_count(len(kept), 'segment')} ({_count(trials, 'trial')} done)"
+            f"{again}")
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"

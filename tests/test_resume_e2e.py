@@ -1,0 +1,341 @@
+"""--resume through the real `locust --headless`: a campaign stopped by SIGINT or SIGKILL between stages
+continues in its own directory, and ends with the summary its recorded samples give.
+
+The campaign: synthetic servers (scenarios/calibration.yaml) for llm and embedding, 1 arm x 2 repeats x 2
+stages (1 s and 2 s), the embedding request set read from a file (so a request set can change while
+the scenario does not). It is run once uninterrupted, once stopped by SIGINT and once by SIGKILL, each
+time once trial 2's first stage has ended (between its stages), then resumed. Live timings differ
+between runs, so the resumed campaign's figures are checked against the figures the analysis gives
+for the same recorded samples, as if one uninterrupted process had recorded them, and against the
+uninterrupted run only in what does not depend on the clock: the trials, stages, statuses and the
+exact (seeded) request count of every stage and class. A search campaign is killed twice, and
+resumed twice. Each refusal is one line, exit status 2, no traceback, and leaves the directory as it was.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import signal
+import sqlite3
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from harness import run_locust, scenario_variant, start_locust, stop_process
+
+from bench_plugin.outputs import summarise
+from bench_plugin.results.recorder import Recorder
+from bench_plugin.results.summary import Summary, load_summary
+
+pytestmark = pytest.mark.slow
+
+STAGES = [{"duration_s": 1, "load": {"llm": 6, "embedding": 6}},
+          {"duration_s": 2, "load": {"llm": 8, "embedding": 8}}]
+LOCUSTFILE = ["-f", "locustfiles/mixed.py"]
+
+
+def write_texts(directory: Path, first: str = "a first text") -> None:
+    """The embedding request set as a file: 8 batches of 2 texts (``first`` opens the first one)."""
+    lines = [json.dumps({"input": [first if i == 0 else f"text {i} one", f"text {i} two"]}) for i in range(8)]
+    (directory / "texts.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def write_scenario(directory: Path, **changes: Any) -> Path:
+    """The campaign's scenario in ``directory`` (with its texts.jsonl), with top-level keys changed."""
+    directory.mkdir(parents=True, exist_ok=True)
+    write_texts(directory)
+    base = scenario_variant(directory, "calibration", repeats=2, stages=STAGES)
+    data = yaml.safe_load(base.read_text())
+    data["classes"]["embedding"]["requests"] = {"file": "texts.jsonl"}
+    data.update(changes)
+    base.write_text(yaml.safe_dump(data, sort_keys=False))
+    return base
+
+
+def store_rows(results: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Rows of a read-only query of the campaign's store ([] while it has no such table yet)."""
+    path = results / "results.sqlite"
+    if not path.is_file():
+        return []
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return db.execute(sql, params).fetchall()
+    except sqlite3.OperationalError:
+        return []
+    finally:
+        db.close()
+
+
+def stop_when(args: list[str], log: Path, results: Path, ready: Callable[[], bool], sig: signal.Signals) -> int:
+    """Start locust with ``args``, send ``sig`` once ``ready()`` holds; its exit status."""
+    proc = start_locust(args, log)
+    try:
+        deadline = time.monotonic() + 180
+        while not ready():
+            assert proc.poll() is None, f"the campaign ended before it could be stopped: {log.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.05)
+        proc.send_signal(sig)
+        return proc.wait(timeout=120)
+    finally:
+        stop_process(proc)
+
+
+def between_trial_2_stages(results: Path) -> Callable[[], bool]:
+    """Trial 2's first stage has ended (its second is about to start or running)."""
+    return lambda: bool(store_rows(results, "SELECT 1 FROM stages WHERE trial=2 AND stage=0 AND status='completed'"))
+
+
+def resume(results: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return run_locust([*LOCUSTFILE, "--resume", str(results), *extra], timeout=300)
+
+
+def one_error_line(done: subprocess.CompletedProcess[str]) -> str:
+    """The single bench_plugin error line of a refused run (exit status 2, no traceback)."""
+    assert done.returncode == 2, done.stdout[-3000:]
+    assert "Traceback" not in done.stdout, done.stdout
+    errors = [line for line in done.stdout.splitlines() if line.startswith("bench_plugin: error:")]
+    assert len(errors) == 1, done.stdout
+    return errors[0]
+
+
+def as_one_run(results: Path, where: Path) -> Summary:
+    """The summary the analysis gives for the samples stored in ``results``, as if one process had recorded
+    them: a copy of the store without any trace of the resumes (superseded tables, resume records)."""
+    where.mkdir()
+    for name in ("results.sqlite", "results.sqlite-wal"):  # a killed campaign's last commits are in its log
+        if (results / name).is_file():
+            shutil.copy(results / name, where / name)
+    db = sqlite3.connect(where / "results.sqlite")
+    for (table,) in db.execute("SELECT name FROM sqlite_master WHERE type='table' AND name LIKE 'superseded_%'"
+                               ).fetchall():
+        db.execute(f"DROP TABLE {table}")
+    db.execute("DELETE FROM meta WHERE key='resumes'")
+    db.execute("DELETE FROM events WHERE kind='resumed'")
+    db.commit()
+    db.close()
+    return summarise(where)
+
+
+def shape(summary: Summary) -> list[Any]:
+    """What does not depend on the clock: trials, stages, statuses, and every stage's request count per class."""
+    return [(t.id, t.arm, t.repeat, t.status,
+             [(s.index, s.status, s.offered, s.arrivals, {n: c.requests for n, c in s.classes.items()})
+              for s in t.stages]) for t in summary.trials]
+
+
+def without_resumes(summary: Summary) -> dict[str, Any]:
+    data = summary.model_dump(mode="json")
+    data["status"]["resumed"] = []
+    return data
+
+
+def check_resumed(results: Path, uninterrupted: Summary, before: Summary, tmp_path: Path, *,
+                  resumes: int, previous: str) -> Summary:
+    """What every resumed campaign must show; returns its summary."""
+    summary = load_summary(results / "summary.json")
+    assert summary.status.status == "completed" and len(summary.status.resumed) == resumes
+    last = summary.status.resumed[-1]
+    assert last.previous_status == previous and last.kept == [(1, 0)] and last.rerun == [(2, 0)]
+    # The same summary as one uninterrupted run of these samples, and the uninterrupted run's shape.
+    assert without_resumes(summary) == without_resumes(as_one_run(results, tmp_path / "as-one-run"))
+    assert shape(summary) == shape(uninterrupted)
+    for trial in summary.trials:
+        for stage in trial.stages:
+            assert all(stage.classes[n].requests == stage.arrivals[n] for n in stage.arrivals), (trial.id, stage)
+    # Trial 1 was kept: its figures are those its samples had before the resume.
+    assert summary.trials[0].model_dump(mode="json") == before.trials[0].model_dump(mode="json")
+    # Trial 2 ran again after the resume: none of its samples is from the attempt that was cut short.
+    assert store_rows(results, "SELECT COUNT(*) FROM samples WHERE trial=2 AND intended_s < ?", (last.at_s,)) \
+        == [(0,)]
+    (superseded,) = store_rows(results, "SELECT COUNT(*) FROM superseded_samples WHERE trial=2 AND resume=?",
+                               (resumes,))
+    assert superseded[0] == last.superseded.get("samples", 0)
+    assert store_rows(results, "SELECT COUNT(*) FROM events WHERE kind='resumed'") == [(resumes,)]
+    for name in ("summary.md", "report.md"):
+        assert f"resumed {resumes} time" in (results / name).read_text()
+    assert f"resumed {resumes} time" in (results / "report.html").read_text()
+    return summary
+
+
+@pytest.fixture(scope="module")
+def uninterrupted_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The campaign run once, uninterrupted: its results directory."""
+    where = tmp_path_factory.mktemp("uninterrupted")
+    results = where / "results"
+    done = run_locust([*LOCUSTFILE, "--scenario", str(write_scenario(where)), "--results-dir", str(results)])
+    assert done.returncode == 0, done.stdout[-3000:]
+    return results
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(uninterrupted_dir: Path) -> Summary:
+    return load_summary(uninterrupted_dir / "summary.json")
+
+
+@pytest.fixture(scope="module")
+def killed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A campaign SIGKILLed between trial 2's stages; and a pristine copy of its directory for the refusals."""
+    where = tmp_path_factory.mktemp("killed")
+    results = where / "results"
+    code = stop_when([*LOCUSTFILE, "--scenario", str(write_scenario(where)), "--results-dir", str(results)],
+                     where / "locust.log", results, between_trial_2_stages(results), signal.SIGKILL)
+    assert code == -signal.SIGKILL
+    pristine = where / "pristine"
+    shutil.copytree(results, pristine)
+    return results, pristine
+
+
+def test_sigint_between_stages_then_resume(uninterrupted: Summary, tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    scenario = write_scenario(tmp_path)
+    code = stop_when([*LOCUSTFILE, "--scenario", str(scenario), "--results-dir", str(results)],
+                     tmp_path / "locust.log", results, between_trial_2_stages(results), signal.SIGINT)
+    assert code == 130, (tmp_path / "locust.log").read_text()[-3000:]
+    before = load_summary(results / "summary.json")  # written by the interrupted process
+    assert before.status.status == "interrupted" and [t.status for t in before.trials] == ["completed", "interrupted"]
+    done = resume(results)  # the scenario and overrides come from the record
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert "resuming" in done.stdout and "runs again from its start: trial 2 segment 0" in done.stdout
+    check_resumed(results, uninterrupted, before, tmp_path, resumes=1, previous="interrupted")
+
+
+def test_sigkill_between_stages_then_resume(uninterrupted: Summary, killed: tuple[Path, Path], tmp_path: Path) -> None:
+    results, _ = killed
+    # What was committed survived the kill; the segment in flight is seen as unfinished.
+    assert store_rows(results, "SELECT status FROM trials ORDER BY id") == [("completed",), ("running",)]
+    assert store_rows(results, "SELECT trial, released_s IS NOT NULL FROM segments ORDER BY trial") == [(1, 1), (2, 0)]
+    statuses = dict(store_rows(results, "SELECT stage, status FROM stages WHERE trial=2"))
+    assert statuses[0] == "completed" and statuses.get(1, "running") == "running"
+    assert store_rows(results, "SELECT value FROM meta WHERE key='status'") == []  # nothing finalised
+    # results.sqlite alone (without its write-ahead log) holds every segment that ended: trial 1.
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    shutil.copy(results / "results.sqlite", alone / "results.sqlite")
+    assert store_rows(alone, "SELECT trial, COUNT(*) FROM samples GROUP BY trial") == \
+        store_rows(results, "SELECT trial, COUNT(*) FROM samples WHERE trial=1 GROUP BY trial")
+    before = as_one_run(results, tmp_path / "before")  # trial 1's figures as they stood after the kill
+    done = resume(results, "--scenario", str(results.parent / "scenario.yaml"))
+    assert done.returncode == 0, done.stdout[-3000:]
+    check_resumed(results, uninterrupted, before, tmp_path, resumes=1, previous="unfinished")
+
+
+def refused_copy(killed: tuple[Path, Path], tmp_path: Path) -> tuple[Path, str]:
+    """A private copy of the killed campaign's directory, and the digest of its store (a refusal changes nothing)."""
+    target = tmp_path / "results"
+    shutil.copytree(killed[1], target)
+    return target, hashlib.sha256((target / "results.sqlite").read_bytes()).hexdigest()
+
+
+def assert_untouched(results: Path, digest: str) -> None:
+    assert hashlib.sha256((results / "results.sqlite").read_bytes()).hexdigest() == digest
+    assert not (results / "summary.json").exists()
+
+
+def test_a_changed_scenario_is_refused(killed: tuple[Path, Path], tmp_path: Path) -> None:
+    results, digest = refused_copy(killed, tmp_path)
+    other = write_scenario(tmp_path / "other", stages=[STAGES[0], {**STAGES[1], "duration_s": 3}])
+    line = one_error_line(resume(results, "--scenario", str(other)))
+    assert line.startswith(f"bench_plugin: error: --resume {results}: scenario sha256 ")
+    assert "request set" not in line
+    assert_untouched(results, digest)
+
+
+def test_a_changed_request_set_is_refused(killed: tuple[Path, Path], tmp_path: Path) -> None:
+    results, digest = refused_copy(killed, tmp_path)
+    other = write_scenario(tmp_path / "other")
+    write_texts(other.parent, first="another first text")  # same scenario, other inputs
+    line = one_error_line(resume(results, "--scenario", str(other)))
+    assert line.startswith(f"bench_plugin: error: --resume {results}: request set embedding: sha256 ")
+    assert "scenario sha256" not in line and "llm" not in line
+    assert_untouched(results, digest)
+
+
+def test_another_override_is_refused(killed: tuple[Path, Path], tmp_path: Path) -> None:
+    results, digest = refused_copy(killed, tmp_path)
+    line = one_error_line(resume(results, "--repeats", "3"))
+    assert line == f"bench_plugin: error: --resume {results}: --repeats 3 vs not given (recorded)"
+    assert_untouched(results, digest)
+
+
+def test_a_campaign_another_process_writes_is_refused(killed: tuple[Path, Path], tmp_path: Path) -> None:
+    results, _ = refused_copy(killed, tmp_path)
+    writer = Recorder(results / "results.sqlite")  # this process holds it, as a campaign still running would
+    try:
+        line = one_error_line(resume(results))
+    finally:
+        writer.close()
+    assert line == (f"bench_plugin: error: --resume {results}: {results / 'results.sqlite'}: another process is "
+                    "writing this campaign (one process at a time)")
+    assert store_rows(results, "SELECT COUNT(*) FROM meta WHERE key='resumes'") == [(0,)]
+
+
+def test_a_completed_campaign_is_refused(uninterrupted_dir: Path) -> None:
+    digest = hashlib.sha256((uninterrupted_dir / "results.sqlite").read_bytes()).hexdigest()
+    line = one_error_line(resume(uninterrupted_dir))
+    assert line.startswith(f"bench_plugin: error: --resume {uninterrupted_dir}: the campaign completed at ")
+    assert line.endswith(" UTC: nothing to resume")
+    assert hashlib.sha256((uninterrupted_dir / "results.sqlite").read_bytes()).hexdigest() == digest
+
+
+def test_a_directory_that_is_no_campaign_is_refused(tmp_path: Path) -> None:
+    assert one_error_line(resume(tmp_path)) == (
+        f"bench_plugin: error: --resume {tmp_path}: not a campaign's results directory (no results.sqlite)")
+    (tmp_path / "results.sqlite").write_bytes(b"not a database at all, just bytes" * 100)
+    line = one_error_line(resume(tmp_path))
+    assert line.startswith(f"bench_plugin: error: --resume {tmp_path}: results.sqlite cannot be read: ")
+    missing = tmp_path / "missing"
+    assert one_error_line(resume(missing)) == f"bench_plugin: error: --resume {missing}: no such directory"
+
+
+SEARCH = {"mix": {"embedding": 10}, "start_scale": 1, "max_scale": 4, "precision": 0.15, "stage_duration_s": 1}
+"""Three steps (x1, x2, x4: the server's capacity is x10), each a second."""
+
+
+def search_steps(results: Path) -> list[float]:
+    """The scales of the search steps on the timeline, in order."""
+    return [json.loads(d)["scale"] for (d,) in store_rows(results, "SELECT detail FROM events WHERE "
+                                                                   "kind='search_step' ORDER BY t")]
+
+
+def steps_since_resumed(results: Path) -> int:
+    """Search steps taken since the last resume began (0 before it superseded the earlier attempt's)."""
+    rows = store_rows(results, "SELECT COUNT(*) FROM events WHERE kind='search_step' AND "
+                               "t > (SELECT MAX(t) FROM events WHERE kind='resumed')")
+    return int(rows[0][0]) if rows else 0
+
+
+def test_a_search_segment_killed_twice_runs_again_whole(tmp_path: Path) -> None:
+    scenario = scenario_variant(tmp_path, "search-calibration", repeats=1, search=SEARCH)
+    results = tmp_path / "results"
+    first = stop_when([*LOCUSTFILE, "--scenario", str(scenario), "--results-dir", str(results)],
+                      tmp_path / "first.log", results, lambda: len(search_steps(results)) >= 2, signal.SIGKILL)
+    assert first == -signal.SIGKILL
+    second = stop_when([*LOCUSTFILE, "--resume", str(results)], tmp_path / "second.log", results,
+                       lambda: steps_since_resumed(results) >= 1, signal.SIGKILL)
+    assert second == -signal.SIGKILL
+    assert "runs again from its start: trial 1 segment 0" in (tmp_path / "second.log").read_text()
+    done = resume(results)
+    assert done.returncode == 0, done.stdout[-3000:]
+    summary = load_summary(results / "summary.json")
+    assert [r.previous_status for r in summary.status.resumed] == ["unfinished", "unfinished"]
+    assert all(r.kept == [] and r.rerun == [(1, 0)] for r in summary.status.resumed)
+    # The search ran whole in the last process: each of its steps once, one result, nothing of the cut attempts.
+    steps = search_steps(results)
+    (trial,) = summary.trials
+    assert steps[0] == 1.0 and len(set(steps)) == len(steps) == len(trial.stages) >= 3
+    assert [s.offered for s in trial.stages] == [{"embedding": pytest.approx(10.0 * k)} for k in steps]
+    assert len(trial.search) == 1 and trial.search[0]["runs"] == len(steps)
+    assert all(s.classes["embedding"].requests == s.arrivals["embedding"] for s in trial.stages
+               if s.status == "completed")  # a step past the boundary may be rolled back: fewer were sent
+    cut = store_rows(results, "SELECT resume, COUNT(*) FROM superseded_events WHERE kind='search_step' GROUP BY resume")
+    assert [(resume, n >= 1) for resume, n in cut] == [(1, True), (2, True)]
+    assert store_rows(results, "SELECT COUNT(*) FROM samples WHERE intended_s < ?",
+                      (summary.status.resumed[-1].at_s,)) == [(0,)]
+    assert without_resumes(summary) == without_resumes(as_one_run(results, tmp_path / "as-one-run"))
