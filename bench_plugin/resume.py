@@ -21,8 +21,9 @@ kept and what runs again, and how many rows were superseded.
 A resume is refused, in one line naming what differs, when the directory is not a campaign's, when
 its campaign completed, or when the experiment would not be the same: the scenario (its sha256 after
 the overrides, which default to the recorded ones), the workload classes, a request set's sha256,
-the backend, a device (model, memory, CPU cores), the driver, Python, a package version or the
-bench_plugin source. A device that is another unit of the same model (another UUID) is a warning.
+the backend, a device (model, memory, CPU cores; a cluster's GPU nodes), the driver (the cluster's
+Kubernetes version), Python, a package version or the bench_plugin source. A device that is another
+unit of the same model (another UUID) is a warning.
 """
 
 from __future__ import annotations
@@ -171,7 +172,7 @@ def condition_differences(theirs: dict[str, Any], mine: dict[str, Any]) -> list[
     for name in sorted(set(dev_theirs) | set(dev_mine)):
         if dev_theirs.get(name) != dev_mine.get(name):
             out.append(f"device {name}: {dev_theirs.get(name) or 'none'} vs {dev_mine.get(name) or 'none'}")
-    for key, label in (("driver", "driver"), ("cuda_driver", "CUDA driver")):
+    for key, label in (("driver", "driver"), ("cuda_driver", "CUDA driver"), ("server_version", "Kubernetes")):
         if back_theirs.get(key) != back_mine.get(key):
             out.append(f"{label} {back_theirs.get(key)} vs {back_mine.get(key)}")
     if theirs.get("python") != mine.get("python"):
@@ -196,7 +197,9 @@ def devices(backend: dict[str, Any]) -> dict[str, str]:
             text += f" ({backend['cpu_count']} cores)"
         out[str(device.get("name"))] = text
     for node in backend.get("nodes") or []:
-        out[f"node {node.get('name')}"] = f"{node.get('gpu_product')} x{node.get('gpu_count')}"
+        # GPU feature discovery marks a product shared (-SHARED) while a sharing config is applied: same GPU.
+        product = str(node.get("gpu_product")).removesuffix("-SHARED")
+        out[f"node {node.get('name')}"] = f"{product} x{node.get('gpu_count')}"
     return out
 
 

@@ -211,6 +211,10 @@ def test_backends_cpus_and_cluster_nodes_are_compared() -> None:
     other = json.loads(json.dumps(node))
     other["backend"]["nodes"][0]["gpu_count"] = "4"
     assert condition_differences(node, other) == ["device node g1: NVIDIA-H200 x8 vs NVIDIA-H200 x4"]
+    other["backend"]["nodes"][0].update(gpu_count="8", gpu_product="NVIDIA-H200-SHARED")  # a sharing config on
+    assert condition_differences(node, other) == []
+    other["backend"]["server_version"] = "v1.32.0"
+    assert condition_differences(node, other) == ["Kubernetes None vs v1.32.0"]
 
 
 def test_another_unit_of_the_same_device_is_a_warning_not_a_difference() -> None:
