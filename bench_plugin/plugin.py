@@ -99,6 +99,12 @@ class BenchPlugin:
             self.recorder = Recorder(results_dir / "results.sqlite")
         except StoreError as exc:
             fail(f"--resume {resuming.recorded.given}: {exc}" if resuming else str(exc))
+        if resuming is not None:
+            try:
+                resume.confirm(resuming)
+            except resume.ResumeRefused as exc:
+                self.recorder.close()
+                fail(str(exc))
         store_request_sets(self.request_sets, results_dir / "inputs")
         self.backend = backend
         self.fleet = Fleet(environment, request_sets=request_sets, scenario_sha256=scenario_sha256(scenario),

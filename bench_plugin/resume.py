@@ -289,6 +289,8 @@ class Resuming:
     recorded: Recorded
     plan: Plan
     conditions: dict[str, Any]
+    trials: list[Trial]
+    """The campaign's schedule (campaign.plan_trials)."""
 
 
 def prepare(recorded: Recorded, *, trials: list[Trial], scenario_sha256: str, classes: list[str],
@@ -298,7 +300,19 @@ def prepare(recorded: Recorded, *, trials: list[Trial], scenario_sha256: str, cl
                         conditions=conditions)
     if found:
         raise recorded.refused("; ".join(found))
-    return Resuming(recorded, plan(recorded, trials), conditions)
+    return Resuming(recorded, plan(recorded, trials), conditions, trials)
+
+
+def confirm(resuming: Resuming) -> None:
+    """Once this process holds the store's lock: the campaign is still as it was read and planned.
+
+    The checks read the store before this process could lock it; another resume that ran meanwhile
+    would make the plan stale (and superseding by it would move a segment that has since ended).
+    """
+    again = read_campaign(resuming.recorded.given)
+    if again.resumes != resuming.recorded.resumes or plan(again, resuming.trials) != resuming.plan:
+        raise again.refused("the campaign changed since this process read it (another process resumed it): "
+                            "run --resume again")
 
 
 def describe(resuming: Resuming, record: dict[str, Any]) -> str:

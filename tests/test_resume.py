@@ -23,10 +23,12 @@ from bench_plugin.resume import (
     ResumeRefused,
     begin,
     condition_differences,
+    confirm,
     differences,
     options_for,
     other_units,
     plan,
+    prepare,
     read_campaign,
 )
 from bench_plugin.scenario import Scenario
@@ -242,3 +244,18 @@ def test_beginning_a_resume_supersedes_records_and_drops_the_old_status(tmp_path
     again = read_campaign(str(directory))
     assert again.status is None and again.resumes == [record]  # a second resume numbers itself 2
     assert [(t.id, [s.index for s in t.stages]) for t in again.trials] == [(1, [0, 1]), (2, [])]
+
+
+def test_a_plan_made_stale_by_another_resume_is_refused(tmp_path: Path) -> None:
+    directory = store(tmp_path / "r", status="interrupted")
+    mine = prepare(read_campaign(str(directory)), trials=plan_trials(scenario()), scenario_sha256=SHA,
+                   classes=["embedding"], request_sets={"embedding": "ee" * 32}, conditions=CONDITIONS)
+    confirm(mine)  # nothing happened in between
+    other = read_campaign(str(directory))
+    rec = Recorder(directory / "results.sqlite")
+    begin(other, plan(other, plan_trials(scenario())), rec, CONDITIONS)  # another process resumed it first
+    rec.close()
+    with pytest.raises(ResumeRefused) as exc:
+        confirm(mine)
+    assert refusal(exc) == (f"--resume {directory}: the campaign changed since this process read it (another "
+                            "process resumed it): run --resume again")
