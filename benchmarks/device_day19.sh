@@ -9,6 +9,10 @@
 # which keeps every completed stage and still writes the reports, so a slow host returns a partial
 # campaign instead of nothing.
 #
+# RESUME=PATH (a results.tar.gz this script wrote before, carried to the host) continues that campaign
+# (--resume) instead of starting a new one: a campaign longer than one device call runs in slices, each
+# call carrying the last call's results.tar.gz back. The log says whether the campaign completed.
+#
 # Python packages the GPU host lacks (locust and its dependencies, pydantic) are installed from .whl/
 # when that folder exists (benchmarks/fetch_device_wheels.sh fills it).
 set -uo pipefail
@@ -32,9 +36,15 @@ settings() {
 before=$(settings)
 results=/tmp/device-campaign
 rm -rf "$results"
+where=(--results-dir "$results")
+if [ -n "${RESUME:-}" ]; then
+  tar -C "$(dirname "$results")" -xzf "$RESUME" || { echo "device_day19: cannot unpack $RESUME" >&2; exit 2; }
+  [ -d "$results" ] || { echo "device_day19: $RESUME holds no $(basename "$results")/" >&2; exit 2; }
+  where=(--resume "$results")
+fi
 timeout --signal=INT --kill-after=60 "${CAMPAIGN_LIMIT_S:-520}" \
   python3 -m locust --headless --only-summary -f locustfiles/mixed.py --scenario "$SCENARIO" \
-  --results-dir "$results" "$@" > "$OUT_DIR/locust.log" 2>&1
+  "${where[@]}" "$@" > "$OUT_DIR/locust.log" 2>&1
 rc=$?
 sleep 2
 after=$(settings)
