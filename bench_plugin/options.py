@@ -54,6 +54,23 @@ def add_arguments(parser: Any) -> None:
                             "(default: http://bench-<class>.<namespace>.svc:<port>)")
 
 
+def check_base_url(where: str, url: str) -> str:
+    """``url`` if it is an http(s) base URL with a host and a usable port; else ValueError naming ``where``.
+
+    Checked before any request: a URL without a scheme (``localhost:8000``) or host would otherwise be
+    refused only once the readiness timeout ran out, minutes later.
+    """
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{where} {url!r}: not an http(s) base URL with a host; write e.g. http://{url}"
+                         if "://" not in url else f"{where} {url!r}: not an http(s) base URL with a host")
+    try:
+        parts.port  # noqa: B018  # raises on a port that is not a number in 0-65535
+    except ValueError:
+        raise ValueError(f"{where} {url!r}: the port is not a number from 1 to 65535") from None
+    return url
+
+
 def parse_service_urls(values: list[str] | None, class_names: list[str]) -> dict[str, str]:
     """``--service-url`` values (each ``CLASS=URL``, or several comma-separated) -> class -> URL.
 

@@ -44,7 +44,7 @@ from bench_plugin.loadgen import collector
 from bench_plugin.loadgen.fleet import Fleet
 from bench_plugin.loadgen.protocol import Hello, Identity
 from bench_plugin.loadgen.worker import WorkerLink
-from bench_plugin.options import BACKENDS, HOST_OPTIONS, parse_service_urls
+from bench_plugin.options import BACKENDS, HOST_OPTIONS, check_base_url, parse_service_urls
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.store import StoreError
 from bench_plugin.samples import Sample
@@ -227,9 +227,14 @@ def _hosts(environment: Environment, scenario: Scenario) -> dict[str, str]:
     options = environment.parsed_options
     hosts: dict[str, str] = {}
     for name in scenario.classes.names():
-        host = getattr(options, HOST_OPTIONS[name], None) or environment.host or scenario.classes.get(name).endpoint
+        given = [(f"--{name}-host", getattr(options, HOST_OPTIONS[name], None)), ("--host", environment.host),
+                 (f"classes.{name}.endpoint", scenario.classes.get(name).endpoint)]
+        where, host = next(((w, h) for w, h in given if h), ("", None))
         if host:
-            hosts[name] = host
+            try:
+                hosts[name] = check_base_url(where, host)
+            except ValueError as exc:
+                fail(str(exc))
     return hosts
 
 

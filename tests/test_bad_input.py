@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -86,6 +87,49 @@ def test_results_dir_with_other_results(tmp_path: Path) -> None:
 def test_manual_backend_needs_one_arm(tmp_path: Path) -> None:
     code, output = locust_error(ROOT / "scenarios" / "short.yaml", "--host", "http://127.0.0.1:9")
     assert_clean_error(code, output, "manual backend", "--arm")
+
+
+@pytest.mark.parametrize(("option", "value", "expected"), [
+    ("--host", "localhost:8000", "--host 'localhost:8000': not an http(s) base URL with a host; write e.g. "
+                                 "http://localhost:8000"),
+    ("--llm-host", "http://127.0.0.1:99999", "--llm-host 'http://127.0.0.1:99999': the port is not a number"),
+])
+def test_a_host_that_is_no_url_is_refused_before_any_request(tmp_path: Path, option: str, value: str,
+                                                              expected: str) -> None:
+    # the scenario waits up to 300 s for readiness: a refusal this run outlives is one made before it
+    path = scenario_variant(tmp_path, "short", readiness_timeout_s=300)
+    extra = [option, value] if option == "--host" else ["--host", "http://127.0.0.1:9", option, value]
+    code, output = locust_error(path, *extra, "--arm", "shared", results=tmp_path / "results")
+    assert_clean_error(code, output, expected)
+    assert not (tmp_path / "results").exists(), "refused after the campaign had begun"
+
+
+BLOCK_SERVER_EXTRA = """
+import sys
+
+
+class _Missing:  # this interpreter as a core install without the 'servers' extra would be
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("aiohttp", "torch"):
+            raise ModuleNotFoundError(f"No module named {name!r}")
+        return None
+
+
+sys.meta_path.insert(0, _Missing())
+"""
+
+
+def test_the_local_backend_without_the_servers_extra_is_refused_before_any_server(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_leftover_servers: None) -> None:
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(BLOCK_SERVER_EXTRA)
+    paths = [str(tmp_path / "site"), *filter(None, [os.environ.get("PYTHONPATH")])]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(paths))
+    code, output = locust_error(ROOT / "scenarios" / "short.yaml", results=tmp_path / "results")
+    assert_clean_error(code, output, "reference servers for llm, embedding, asr, which need aiohttp, torch (not "
+                                     "installed): install the 'servers' extra (pip install '.[servers]'), or "
+                                     "measure your own servers with --host")
+    assert not (tmp_path / "results").exists()
 
 
 @pytest.mark.slow

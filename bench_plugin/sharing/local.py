@@ -21,6 +21,7 @@ Ctrl-C, when a start fails, and (servers, by a parent-death signal) if the campa
 
 from __future__ import annotations
 
+import importlib.util
 import shlex
 import sys
 from dataclasses import replace
@@ -55,6 +56,17 @@ AUTO_SIZES: dict[str, dict[str, str]] = {
 
 INHERITED_BUT_DROPPED: tuple[str, ...] = (MPS_ENV_PREFIX, "CUDA_VISIBLE_DEVICES")
 """Variables of the campaign's own environment that never reach a server: the arm sets them, or nothing does."""
+
+
+SERVER_MODULES: tuple[str, ...] = ("aiohttp", "numpy", "torch")
+"""What the reference servers import (the 'servers' extra), checked before any server starts."""
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 class LocalBackend(SharingBackend):
@@ -95,6 +107,12 @@ class LocalBackend(SharingBackend):
             check_affinity(arm, names, self.host_cpus)
         except ValueError as exc:
             raise ApplyError(f"arm '{arm.name}': {exc}") from None
+        reference = [name for name in names if kinds[name] == "reference"]
+        missing = [module for module in SERVER_MODULES if reference and not _importable(module)]
+        if missing:
+            raise ApplyError(f"the local backend starts reference servers for {', '.join(reference)}, which need "
+                             f"{', '.join(missing)} (not installed): install the 'servers' extra "
+                             "(pip install '.[servers]'), or measure your own servers with --host")
 
     def segments(self, arm: Arm, class_names: list[str]) -> list[list[str]]:
         return plan_segments(arm, class_names, self.devices)
