@@ -57,6 +57,22 @@ def probe(scenario: Scenario, name: str, url: str, request_set: RequestSet, time
             raise ValueError("transcription reply has no text")
 
 
+def wrong_model(exc: Exception, url: str, model: str) -> str | None:
+    """Why a 404 to a probe is final: the server lists the models it serves (``GET /v1/models``, as vLLM and
+    the reference servers answer) and ``model`` is not among them. None when it is, or nothing says."""
+    if not (isinstance(exc, requests.HTTPError) and exc.response is not None and exc.response.status_code == 404):
+        return None
+    try:
+        reply = requests.get(url.rstrip("/") + "/v1/models", timeout=5)
+        reply.raise_for_status()
+        served = [str(item["id"]) for item in reply.json()["data"]]
+    except (requests.RequestException, ValueError, KeyError, TypeError):
+        return None
+    if model in served:
+        return None
+    return f"serves {', '.join(served) or 'no model'}, not '{model}'"
+
+
 def describe_error(exc: Exception) -> str:
     """A short, readable reason for a failed probe (requests' own messages nest several layers deep)."""
     if isinstance(exc, requests.ConnectionError):
@@ -97,6 +113,9 @@ def wait_until_ready(
                 ready[name] = time.time()
             except (requests.RequestException, ValueError, KeyError) as exc:
                 last_error[name] = describe_error(exc)
+                refusal = wrong_model(exc, where.url, scenario.classes.get(name).model)
+                if refusal:
+                    raise NotReady(f"{name} endpoint {where.url}: {refusal} (classes.{name}.model)") from None
         if len(ready) == len(placement.classes):
             return ready
         if time.time() >= deadline:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from harness import ROOT, run_locust, scenario_variant
+from harness import ROOT, run_locust, scenario_variant, synthetic_server
 
 SHORT = yaml.safe_load((ROOT / "scenarios" / "short.yaml").read_text())
 
@@ -130,6 +130,14 @@ def test_the_local_backend_without_the_servers_extra_is_refused_before_any_serve
                                      "installed): install the 'servers' extra (pip install '.[servers]'), or "
                                      "measure your own servers with --host")
     assert not (tmp_path / "results").exists()
+
+
+def test_a_model_the_endpoint_does_not_serve_is_refused_at_its_first_answer(tmp_path: Path) -> None:
+    path = scenario_variant(tmp_path, "calibration", readiness_timeout_s=300)  # outlived: refused at once
+    with synthetic_server(tmp_path / "server.log", "--model-name", "someone-elses-model") as url:
+        code, output = locust_error(path, "--host", url, results=tmp_path / "results")
+    assert_clean_error(code, output, f"llm endpoint {url}: serves someone-elses-model, not 'bench-synthetic' "
+                                     "(classes.llm.model)")
 
 
 @pytest.mark.slow
