@@ -41,7 +41,7 @@ from bench_plugin.events import BenchEvents
 from bench_plugin.inputs import RequestSet, build_request_sets, store_request_sets
 from bench_plugin.live import LiveSnapshot, LiveView
 from bench_plugin.loadgen import collector
-from bench_plugin.loadgen.fleet import Fleet
+from bench_plugin.loadgen.fleet import Fleet, Inbox
 from bench_plugin.loadgen.protocol import Hello, Identity
 from bench_plugin.loadgen.worker import WorkerLink
 from bench_plugin.options import BACKENDS, HOST_OPTIONS, check_base_url, parse_service_urls
@@ -86,7 +86,8 @@ class BenchPlugin:
 
     def __init__(self, environment: Environment, scenario: Scenario, request_sets: dict[str, RequestSet],
                  results_dir: Path, backend: SharingBackend, class_names: list[str],
-                 resuming: resume.Resuming | None = None) -> None:
+                 resuming: resume.Resuming | None = None, inbox: Inbox | None = None) -> None:
+        """``inbox``: on a master, where the workers' messages wait (registered first thing in :func:`register`)."""
         self.environment = environment
         self.scenario = scenario
         self.results_dir = results_dir
@@ -110,8 +111,8 @@ class BenchPlugin:
         self.fleet = Fleet(environment, request_sets=request_sets, scenario_sha256=scenario_sha256(scenario),
                            take=self._take, note=self.recorder.event)
         self.state: LoadState | None = None
-        if isinstance(environment.runner, MasterRunner):
-            self.fleet.listen()
+        if inbox is not None:
+            self.fleet.listen(inbox)
         else:
             self.state = load_state(environment, request_sets)
             self.fleet.attach_local(self.state)
@@ -199,7 +200,7 @@ class BenchPlugin:
             self.recorder.set_meta("restore", {"backend": self.backend.name, "leftovers": leftovers})
             self.recorder.set_meta("load_generators", self.fleet.describe())
             self.recorder.close()
-            write_outputs(self.results_dir)
+            summary = write_outputs(self.results_dir)
         except Exception as exc:  # Locust would swallow it: say it and fail the exit code instead
             logger.exception("writing the summary or the report failed")
             sys.stderr.write(f"bench_plugin: error: writing the summary or the report failed: {exc}\n")
@@ -221,6 +222,10 @@ class BenchPlugin:
         sys.stderr.write(f"bench_plugin: results in {self.results_dir} "
                          "(report.html, report.md, summary.json, summary.md, results.sqlite)\n")
         sys.stderr.flush()
+        from bench_plugin.report.terminal import render_answer
+
+        sys.stdout.write(render_answer(summary, self.results_dir / "report.html"))
+        sys.stdout.flush()
 
 
 def _hosts(environment: Environment, scenario: Scenario) -> dict[str, str]:
@@ -425,6 +430,8 @@ def register(environment: Environment) -> BenchPlugin | None:
     if isinstance(environment.runner, WorkerRunner):
         _register_worker(environment)
         return None
+    # before anything that lets a worker's hello in: the master's handlers must already be there
+    inbox = Inbox(environment.runner) if isinstance(environment.runner, MasterRunner) else None
     recorded = _recorded(environment)
     scenario, path = _load(environment, recorded)
     _warn_short_stages(scenario, path)
@@ -443,7 +450,7 @@ def register(environment: Environment) -> BenchPlugin | None:
     _check_prometheus(telemetry_options(environment))
     conditions = collect_conditions(backend)
     resuming = _resuming(recorded, scenario, class_names, request_sets, conditions) if recorded else None
-    plugin = BenchPlugin(environment, scenario, request_sets, results_dir, backend, class_names, resuming)
+    plugin = BenchPlugin(environment, scenario, request_sets, results_dir, backend, class_names, resuming, inbox)
     _route_ctrl_c_to_main_greenlet(environment)
     if resuming is None:
         _record_campaign(plugin, path, scenario, class_names, conditions)

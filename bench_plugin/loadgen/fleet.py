@@ -68,6 +68,40 @@ class Member:
     """Why it was refused or lost."""
 
 
+class Inbox:
+    """The master's handlers of the workers' messages, registered before anything else happens.
+
+    A worker may connect and say hello while the master is still setting its campaign up (reading the
+    scenario, checking the backend: work that lets other greenlets run); Locust drops a message of a
+    type nobody registered yet ("Unknown message type"), and that worker would never take part. The
+    inbox registers every type at once and keeps what comes until :meth:`deliver` names the handlers.
+    """
+
+    KINDS = (protocol.HELLO, protocol.READY, protocol.REFUSED, protocol.REPORT)
+
+    def __init__(self, runner: MasterRunner) -> None:
+        self._handlers: dict[str, Callable[..., None]] | None = None
+        self._held: list[tuple[str, Message, dict[str, Any]]] = []
+        for kind in self.KINDS:
+            runner.register_message(kind, self._receiver(kind))
+
+    def _receiver(self, kind: str) -> Callable[..., None]:
+        def receive(msg: Message, **kwargs: Any) -> None:
+            if self._handlers is None:
+                self._held.append((kind, msg, kwargs))
+            else:
+                self._handlers[kind](msg, **kwargs)
+
+        return receive
+
+    def deliver(self, handlers: dict[str, Callable[..., None]]) -> None:
+        """From now on pass each message to its handler; first the held ones, in the order they came."""
+        self._handlers = handlers
+        held, self._held = self._held, []
+        for kind, msg, kwargs in held:
+            handlers[kind](msg, **kwargs)
+
+
 class Fleet:
     """The load generators of one campaign, and the ledger of every stage they were given."""
 
@@ -96,14 +130,10 @@ class Fleet:
         state.reporter = _LocalReporter(self)
         self.members[LOCAL] = Member(LOCAL, state="accepted", classes=set(state.classes), identity=self.identity)
 
-    def listen(self) -> None:
-        """Master: take the workers' messages."""
-        runner = self.environment.runner
-        assert runner is not None
-        runner.register_message(protocol.HELLO, self._on_hello)
-        runner.register_message(protocol.READY, self._on_ready)
-        runner.register_message(protocol.REFUSED, self._on_refused)
-        runner.register_message(protocol.REPORT, self._on_report)
+    def listen(self, inbox: Inbox) -> None:
+        """Master: take the workers' messages, first those the inbox held while the campaign was set up."""
+        inbox.deliver({protocol.HELLO: self._on_hello, protocol.READY: self._on_ready,
+                       protocol.REFUSED: self._on_refused, protocol.REPORT: self._on_report})
 
     def _send(self, member: str, kind: str, data: Any) -> None:
         runner = self.environment.runner
