@@ -33,8 +33,10 @@ def write_summaries(results_dir: Path) -> Summary:
     return summary
 
 
-def write_outputs(results_dir: Path) -> Path:
-    """Write every derived file of ``results_dir``; the path of report.html."""
+def write_outputs(results_dir: Path) -> Summary:
+    """Write every derived file of ``results_dir`` (report.html among them); the summary they show."""
     from bench_plugin.report.html import write_report
 
-    return write_report(results_dir, write_summaries(results_dir))
+    summary = write_summaries(results_dir)
+    write_report(results_dir, summary)
+    return summary

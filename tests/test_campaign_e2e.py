@@ -108,3 +108,26 @@ def test_each_segment_warms_up_before_its_first_stage_and_none_of_it_is_a_sample
     (early,) = db.execute("SELECT COUNT(*) FROM samples s JOIN stages g ON s.trial=g.trial AND s.segment=g.segment "
                           "AND s.stage=g.stage WHERE s.intended_s < g.started_s").fetchone()
     assert early == 0
+
+
+def test_the_terminal_gives_the_answer_per_arm_and_stage(campaign: tuple[Path, str]) -> None:
+    results, output = campaign
+    summary = json.loads((results / "summary.json").read_text())
+    lines = output[output.index("bench_plugin: the answer for short"):].splitlines()
+    assert lines[0] == "bench_plugin: the answer for short (2 arms, 2 repeats; control: exclusive)"
+    shared = summary["comparison"]["arms"]["shared"]
+    arm_lines = [line for line in lines if line.startswith("  ") and not line.startswith("    ")]
+    assert arm_lines[0] == f"  exclusive (control); {summary['comparison']['arms']['exclusive']['boundary']['text']}"
+    assert arm_lines[1] == f"  shared: {shared['verdict']['call']}; {shared['boundary']['text']}"
+    stage_lines = [line for line in lines if line.startswith("    stage ")]
+    assert len(stage_lines) == 4  # two stages of each arm
+    for arm, line in (("exclusive", stage_lines[0]), ("shared", stage_lines[2])):  # stage 0, figures as summary.json
+        figures = summary["arms"][arm]["stages"][0]["classes"]
+        assert f"llm P95 {figures['llm']['latency_p95_ms']['mean']:.0f} ms" in line
+        assert f"TTFT P95 {figures['llm']['ttft_p95_ms']['mean']:.0f} ms" in line
+        assert f"asr P95 {figures['asr']['latency_p95_ms']['mean']:.0f} ms" in line
+    ratio = shared["stages"][0]["classes"]["embedding"]["slowdown_p95"]["mean"]
+    assert f"({ratio:.2f}x the control's)" in stage_lines[2]
+    assert stage_lines[2].startswith("    stage 0 (") and f": {shared['stages'][0]['verdict']}: " in stage_lines[2]
+    assert "some P95s rest on too few samples" in output  # 3-s stages: the flag says so
+    assert f"  report: {results / 'report.html'}" in lines

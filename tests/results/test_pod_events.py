@@ -95,7 +95,8 @@ def test_a_version_2_store_still_reads_and_reports(tmp_path: Path) -> None:
     as_version_2(tmp_path / "results.sqlite")
     with open_store(tmp_path / "results.sqlite") as db:
         assert store_version(db) == 2 and read_pod_events(db, 1) == []
-    report = write_outputs(tmp_path)
+    write_outputs(tmp_path)
+    report = tmp_path / "report.html"
     summary = load_summary(tmp_path / "summary.json")
     assert summary.trials[0].pods is None and summary.arms["a"].pods is None
     assert "pods: what the cluster did" not in report.read_text()
