@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -101,3 +102,12 @@ def test_the_committed_h200_campaign_a_version_1_store_still_reports(tmp_path: P
     assert stage.planned_s == stage.duration_s and stage.arrivals  # counts from the samples where none was kept
     assert all(stage.realised[n] == pytest.approx(stage.arrivals[n] / stage.planned_s) for n in stage.arrivals)
     assert "<section id=\"checks\">" in (target / "report.html").read_text()
+    # What is committed is what the code writes: after a change to the analysis or the report, run
+    # `bench-plugin report docs/results/h200-day19` and check the README's figures against it. The plots'
+    # SVG is matplotlib's to write (another release draws the same figure in other bytes), so report.html
+    # is compared without it.
+    for name in ("summary.json", "summary.md", "report.md", "report.html"):
+        fresh, committed = ((d / name).read_text(encoding="utf-8") for d in (target, H200))
+        if name == "report.html":
+            fresh, committed = (re.sub(r"<svg\b.*?</svg>", "<svg/>", text, flags=re.S) for text in (fresh, committed))
+        assert fresh == committed, f"docs/results/h200-day19/{name} is stale: regenerate it (bench-plugin report)"
