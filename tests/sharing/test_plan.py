@@ -176,3 +176,43 @@ def test_a_foreign_mps_daemon_refuses_non_mps_gpu_arms(tmp_path: Path) -> None:
     mps = backend(tmp_path, GPUS, arm("x", "mps"))
     mps.default_mps_pipe_directory = pipe
     mps.check(mps.scenario.arm("x"))  # its own daemon in its own directory: the foreign one is not joined
+
+
+# -- scenarios/day19-multi-gpu.yaml on a host of four GPUs (the run itself needs one) --------------------------
+
+def _multi_gpu(tmp_path: Path, devices: list[Device]) -> LocalBackend:
+    from bench_plugin.scenario import load_scenario
+
+    b = LocalBackend(load_scenario(Path(__file__).resolve().parents[2] / "scenarios" / "day19-multi-gpu.yaml"),
+                     tmp_path / "logs")
+    b.devices = devices
+    b.mps_control = "/usr/bin/true"
+    b.default_mps_pipe_directory = tmp_path / "no-default-mps"
+    return b
+
+
+def test_the_multi_gpu_arms_place_and_charge_as_designed(tmp_path: Path) -> None:
+    four = [Device(f"cuda:{i}", "NVIDIA H200", f"GPU-{i}", 143771) for i in range(4)]
+    b = _multi_gpu(tmp_path, four)
+    placed: dict[str, list[dict[str, str]]] = {}
+    for arm_ in b.scenario.arms:
+        b.check(arm_)
+        segments = b.segments(arm_, CLASSES)
+        placed[arm_.name] = [{name: plan.env["CUDA_VISIBLE_DEVICES"] for name, plan in b.plans(arm_, seg).items()}
+                             for seg in segments]
+    assert placed == {
+        "exclusive": [{"llm": "GPU-0", "embedding": "GPU-1", "asr": "GPU-2"}],  # all three at once
+        "time-slicing": [{"llm": "GPU-0", "embedding": "GPU-0", "asr": "GPU-0"}],
+        "mps": [{"llm": "GPU-0", "embedding": "GPU-0", "asr": "GPU-0"}],
+        "two-plus-one": [{"llm": "GPU-0", "embedding": "GPU-1", "asr": "GPU-1"}],
+    }
+    charged = {arm_: sum(len(set(seg.values())) for seg in segs) for arm_, segs in placed.items()}
+    assert charged == {"exclusive": 3, "time-slicing": 1, "mps": 1, "two-plus-one": 2}
+
+
+def test_on_one_gpu_the_multi_gpu_control_runs_in_turn_and_two_plus_one_is_refused(tmp_path: Path) -> None:
+    b = _multi_gpu(tmp_path, ONE_GPU)
+    control = b.scenario.arm("exclusive")
+    b.check(control)
+    assert b.segments(control, CLASSES) == [["llm"], ["embedding"], ["asr"]]  # the one-at-a-time approximation
+    assert "cuda:1" in refused(b, "two-plus-one")
