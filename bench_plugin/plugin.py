@@ -45,6 +45,7 @@ from bench_plugin.loadgen.fleet import Fleet, Inbox
 from bench_plugin.loadgen.protocol import Hello, Identity
 from bench_plugin.loadgen.worker import WorkerLink
 from bench_plugin.options import BACKENDS, HOST_OPTIONS, check_base_url, parse_service_urls
+from bench_plugin.progress import report_progress
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.store import StoreError
 from bench_plugin.samples import Sample
@@ -110,6 +111,8 @@ class BenchPlugin:
         self.backend = backend
         self.fleet = Fleet(environment, request_sets=request_sets, scenario_sha256=scenario_sha256(scenario),
                            take=self._take, note=self.recorder.event)
+        self.progress: gevent.Greenlet | None = None
+        """The progress lines of a headless run (bench_plugin.progress), once started."""
         self.state: LoadState | None = None
         if inbox is not None:
             self.fleet.listen(inbox)
@@ -160,9 +163,14 @@ class BenchPlugin:
                 self.recorder.set_meta("started_s", time.time())
             collector.settle()
             self.greenlet = gevent.spawn(self.conductor.run)
+            options = self.environment.parsed_options
+            if getattr(options, "headless", False) and not getattr(options, "only_summary", False):
+                self.progress = gevent.spawn(report_progress, self.live_snapshot)
 
     def on_test_stop(self, **_: Any) -> None:
         """Interrupt a running conductor, cancel what this process has in flight, then write the summary."""
+        if self.progress is not None:
+            self.progress.kill(block=False)
         if self.greenlet is not None and not self.greenlet.dead:
             self.greenlet.kill(block=True, timeout=120)
             self._last_reports()
