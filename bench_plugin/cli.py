@@ -20,7 +20,7 @@ from typing import TypeVar
 
 from bench_plugin.comparability import Campaign, differences
 from bench_plugin.results.store import StoreError
-from bench_plugin.results.summary import SummaryError
+from bench_plugin.results.summary import Summary, SummaryError
 from bench_plugin.scenario import Scenario, ScenarioError, load_scenario
 
 T = TypeVar("T")
@@ -46,11 +46,11 @@ def _store_errors(directory: Path, action: Callable[[], T]) -> T:
         raise CliError(str(exc)) from None
 
 
-def regenerate(directory: Path) -> None:
-    """Rewrite every derived file of one campaign from its results.sqlite."""
+def regenerate(directory: Path, summary: Summary | None = None) -> None:
+    """Rewrite every derived file of one campaign from its results.sqlite (``summary``: already computed)."""
     from bench_plugin.outputs import write_outputs
 
-    _store_errors(directory, lambda: write_outputs(directory))
+    _store_errors(directory, lambda: write_outputs(directory, summary))
 
 
 def load_campaign(directory: Path) -> Campaign:
@@ -69,20 +69,21 @@ def cmd_report(args: argparse.Namespace) -> int:
     dirs = [_results_dir(Path(d)) for d in args.dirs]
     if len(dirs) > 2:
         raise CliError("give one results directory (regenerate) or two (compare)")
-    if len(dirs) == 2:  # judged before anything is written: a refused comparison leaves both folders as they were
-        a, b = (load_campaign(d) for d in dirs)
-        fixed = differences(a, b)
+    campaigns = [load_campaign(d) for d in dirs] if len(dirs) == 2 else []
+    if campaigns:  # judged before anything is written: a refused comparison leaves both folders as they were
+        fixed = differences(campaigns[0], campaigns[1])
         if fixed:
             for diff in fixed:
                 sys.stderr.write(f"bench-plugin: error: not the same experiment: {diff}\n")
             return 2
-    for directory in dirs:
-        regenerate(directory)
+    for index, directory in enumerate(dirs):
+        regenerate(directory, campaigns[index].summary if campaigns else None)
         print(f"bench-plugin: wrote {directory}/summary.json, summary.md, report.html, report.md")
     if len(dirs) == 1:
         return 0
     from bench_plugin.report.side_by_side import render_side_by_side
 
+    a, b = campaigns
     text = render_side_by_side(a, b, differences(a, b, context=True))
     if args.out:
         Path(args.out).write_text(text, encoding="utf-8")

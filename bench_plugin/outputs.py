@@ -23,20 +23,22 @@ def summarise(results_dir: Path) -> Summary:
         return build_summary(reader)
 
 
-def write_summaries(results_dir: Path) -> Summary:
-    """Write summary.json and summary.md into ``results_dir``; return the summary."""
+def write_summaries(results_dir: Path, summary: Summary | None = None) -> Summary:
+    """Write summary.json and summary.md into ``results_dir`` (of ``summary``, when already computed from its
+    store); return the summary."""
     from bench_plugin.report.markdown import render_summary
 
-    summary = summarise(results_dir)
+    summary = summary if summary is not None else summarise(results_dir)
     save_summary(summary, results_dir / SUMMARY)
     (results_dir / "summary.md").write_text(render_summary(summary), encoding="utf-8")
     return summary
 
 
-def write_outputs(results_dir: Path) -> Summary:
-    """Write every derived file of ``results_dir`` (report.html among them); the summary they show."""
+def write_outputs(results_dir: Path, summary: Summary | None = None) -> Summary:
+    """Write every derived file of ``results_dir`` (report.html among them); the summary they show
+    (``summary``, when already computed from the store, is not computed again)."""
     from bench_plugin.report.html import write_report
 
-    summary = write_summaries(results_dir)
+    summary = write_summaries(results_dir, summary)
     write_report(results_dir, summary)
     return summary

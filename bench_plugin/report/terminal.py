@@ -44,19 +44,13 @@ def _arm(summary: Summary, name: str, arm: ArmComparison) -> list[str]:
     call = f": {arm.verdict.call}" if arm.verdict is not None else ""
     out = [f"  {name}{role}{call}; {arm.boundary.text}"]
     figures = {stage.index: stage for stage in summary.arms[name].stages} if name in summary.arms else {}
-    control = summary.comparison.control
-    control_figures = ({stage.index: stage for stage in summary.arms[control].stages}
-                       if control and control in summary.arms else {})
     for stage in arm.stages:
         mine = figures.get(stage.index)
         if mine is None:
             continue
         load = ", ".join(f"{c} {rate:.3g}" for c, rate in (mine.realised or mine.offered).items())
         verdict = f"{stage.verdict}: " if stage.verdict else ""
-        reference = control_figures.get(stage.index)
-        classes = "; ".join(_class(c, figures_, stage, arm.is_control,
-                                   reference.classes.get(c) if reference else None)
-                            for c, figures_ in mine.classes.items())
+        classes = "; ".join(_class(c, figures_, stage, arm.is_control) for c, figures_ in mine.classes.items())
         notes = [f"{label} in {len(found)} trial{'s' if len(found) != 1 else ''}" for label, found in
                  (("generator-limited", stage.generator_limited), ("host busy", stage.host_busy)) if found]
         out.append(f"    stage {stage.index} ({load} req/s): {verdict}{classes}"
@@ -64,8 +58,7 @@ def _arm(summary: Summary, name: str, arm: ArmComparison) -> list[str]:
     return out
 
 
-def _class(name: str, figures: ArmClassFigures, stage: StageComparison, is_control: bool,
-           control: ArmClassFigures | None) -> str:
+def _class(name: str, figures: ArmClassFigures, stage: StageComparison, is_control: bool) -> str:
     parts = []
     compared = stage.classes.get(name)
     for field, ratio_field, label in FIGURES:
