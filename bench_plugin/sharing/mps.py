@@ -277,11 +277,18 @@ class MpsDaemon:
             return [f"quit exited {done.returncode}: {(done.stdout + done.stderr).strip()}"]
         return []
 
-    def _wait_gone(self, timeout_s: float) -> list[int]:
+    def _wait_gone(self, timeout_s: float, signalled: list[int] | None = None) -> list[int]:
+        """What is still running after up to ``timeout_s``: the environment scan's processes, and of the
+        ``signalled`` ones each that has not exited yet (a process mid-exit has lost its environment and
+        command line, so the scan no longer sees it, before it is a zombie)."""
         deadline = time.monotonic() + timeout_s
-        while (left := self.processes()) and time.monotonic() < deadline:
+
+        def left() -> list[int]:
+            return sorted(set(self.processes()) | {pid for pid in signalled or [] if _alive(pid)})
+
+        while (running := left()) and time.monotonic() < deadline:
             time.sleep(0.05)
-        return left
+        return running
 
     def _force(self, pids: list[int]) -> None:
         # These processes carry our freshly made pipe directory in their environment: ours to end.
@@ -291,7 +298,7 @@ class MpsDaemon:
                     os.kill(pid, sig)
                 except ProcessLookupError:
                     continue  # ended meanwhile
-            pids = self._wait_gone(2.0)
+            pids = self._wait_gone(2.0, signalled=pids)
             if not pids:
                 return
         logger.error("MPS processes %s survived SIGKILL", pids)
