@@ -4,7 +4,8 @@
 :func:`.api_embeddings.format_floats` writes on the host, as a uint8 tensor [rows, dims * FLOAT_WIDTH]
 on the same device. The embedding server formats each batch on the GPU and copies the text to the host
 with the vectors, so the event loop only slices bytes: formatting 16 vectors of 1024 floats on the host
-took about 2 ms of the one Python thread per request, which at saturation kept the GPU waiting.
+took the one Python thread's time per request, which at saturation kept the GPU waiting
+(docs/server-efficiency.md).
 """
 
 from __future__ import annotations
