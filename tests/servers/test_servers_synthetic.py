@@ -209,17 +209,26 @@ def test_same_validation_as_model_servers(
 
 
 def test_concurrency_is_unlimited(start_server: StartServer, tmp_path: Path) -> None:
-    """16 requests at once: none waits for another (the server's log: no queueing, each its own latency)."""
+    """16 requests at once: none waits for another (the server's log: no queueing, each its own latency).
+
+    Waiting for another request shows as a queue, as spans that never overlap, or as a record that
+    spans a second sleep. How late each reply leaves the one event loop is up to a busy host (16
+    replies fall due together), so lateness is bounded by the sleep itself, made long enough (200 ms)
+    that a host stall cannot pass for a second sleep; the per-request accuracy has its own tests.
+    """
     from concurrent.futures import ThreadPoolExecutor
 
+    latency_ms = 200.0
     log = tmp_path / "unlimited.jsonl"
-    server = start_server("synthetic", "--latency-ms", "40", "--timing-log", str(log))
+    server = start_server("synthetic", "--latency-ms", str(latency_ms), "--timing-log", str(log))
     server.wait_ready()
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(lambda _: post(server, "/v1/embeddings", {"input": "a"}), range(16)))
     lines = _wait_for_lines(log, 16)
     assert all(float(line["queue_ms"]) < 1.0 for line in lines), lines  # type: ignore[arg-type]
-    assert_server_timing([float(line["e2e_ms"]) for line in lines], [40.0] * 16, "e2e")  # type: ignore[arg-type]
+    e2e = [float(line["e2e_ms"]) for line in lines]  # type: ignore[arg-type]
+    assert min(e2e) >= latency_ms - 0.5, e2e
+    assert max(e2e) < 2 * latency_ms, f"a record spans a second sleep: {e2e}"
     # They were served at the same time: with 16 at once, at least two overlapped in the server.
     spans = sorted((float(line["received_s"]), float(line["end_s"])) for line in lines)  # type: ignore[arg-type]
     assert any(later[0] < earlier[1] for earlier, later in itertools.pairwise(spans)), spans
