@@ -22,6 +22,10 @@ def add_arguments(parser: Any) -> None:
     group.add_argument("--resume", type=str, env_var="LOCUST_RESUME", default=None, metavar="DIR",
                        help="Continue the interrupted campaign whose results are in DIR (its --results-dir): "
                             "segments that ended are kept, the rest run; refused if the experiment differs")
+    group.add_argument("--no-report", dest="no_report", action="store_true", env_var="LOCUST_NO_REPORT",
+                       default=False,
+                       help="End with results.sqlite, summary.json and summary.md only: report.html and report.md "
+                            "(matplotlib, seconds on a large campaign) are left to `bench-plugin report DIR`")
     group.add_argument("--arm", type=str, env_var="LOCUST_ARM", default=None,
                        help="Run only this arm (required with an explicit host: the manual backend)")
     group.add_argument("--repeats", type=int, env_var="LOCUST_REPEATS", default=None,

@@ -34,11 +34,12 @@ def write_summaries(results_dir: Path, summary: Summary | None = None) -> Summar
     return summary
 
 
-def write_outputs(results_dir: Path, summary: Summary | None = None) -> Summary:
-    """Write every derived file of ``results_dir`` (report.html among them); the summary they show
-    (``summary``, when already computed from the store, is not computed again)."""
-    from bench_plugin.report.html import write_report
-
+def write_outputs(results_dir: Path, summary: Summary | None = None, *, report: bool = True) -> Summary:
+    """Write every derived file of ``results_dir`` (report.html and report.md too unless ``report`` is
+    False); the summary they show (``summary``, when already computed from the store, is not computed again)."""
     summary = write_summaries(results_dir, summary)
-    write_report(results_dir, summary)
+    if report:
+        from bench_plugin.report.html import write_report
+
+        write_report(results_dir, summary)
     return summary

@@ -92,6 +92,8 @@ class BenchPlugin:
         self.environment = environment
         self.scenario = scenario
         self.results_dir = results_dir
+        self.no_report = bool(getattr(environment.parsed_options, "no_report", False))
+        """``--no-report``: the campaign ends with the store and the summaries; report.html is rendered later."""
         self.events = BenchEvents()
         self.request_sets = request_sets
         self.resuming = resuming
@@ -208,7 +210,7 @@ class BenchPlugin:
             self.recorder.set_meta("restore", {"backend": self.backend.name, "leftovers": leftovers})
             self.recorder.set_meta("load_generators", self.fleet.describe())
             self.recorder.close()
-            summary = write_outputs(self.results_dir)
+            summary = write_outputs(self.results_dir, report=not self.no_report)
         except Exception as exc:  # Locust would swallow it: say it and fail the exit code instead
             logger.exception("writing the summary or the report failed")
             sys.stderr.write(f"bench_plugin: error: writing the summary or the report failed: {exc}\n")
@@ -219,7 +221,8 @@ class BenchPlugin:
             sys.stderr.write(f"bench_plugin: error: {self.backend.name} backend could not restore: {line}\n")
             self.environment.process_exit_code = 2
         status, reason = self.conductor.status, self.conductor.reason
-        self.live.on_end(status, str(self.results_dir / "report.html"))
+        report = None if self.no_report else self.results_dir / "report.html"
+        self.live.on_end(status, None if report is None else str(report))
         if self.resuming is not None:
             times = len(self.resuming.recorded.resumes) + 1
             reason = "; ".join(filter(None, [reason, f"resumed {times} time{'s' if times > 1 else ''}"]))
@@ -227,12 +230,14 @@ class BenchPlugin:
             sys.stderr.write(f"bench_plugin: error: campaign failed: {reason}\n")
         else:
             sys.stderr.write(f"bench_plugin: campaign {status}" + (f" ({reason})" if reason else "") + "\n")
-        sys.stderr.write(f"bench_plugin: results in {self.results_dir} "
-                         "(report.html, report.md, summary.json, summary.md, results.sqlite)\n")
+        written = "summary.json, summary.md, results.sqlite" + (
+            f"; report.html by `bench-plugin report {self.results_dir}`" if report is None
+            else ", report.html, report.md")
+        sys.stderr.write(f"bench_plugin: results in {self.results_dir} ({written})\n")
         sys.stderr.flush()
         from bench_plugin.report.terminal import render_answer
 
-        sys.stdout.write(render_answer(summary, self.results_dir / "report.html"))
+        sys.stdout.write(render_answer(summary, report))
         sys.stdout.flush()
 
 

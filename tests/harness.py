@@ -22,17 +22,24 @@ ROOT = Path(__file__).resolve().parent.parent
 LOCUST = str(Path(sys.executable).parent / "locust")
 
 
-def run_locust(args: list[str], timeout: float = 300, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+def headless(args: list[str], report: bool) -> list[str]:
+    """The `locust --headless` command line for ``args``: with ``--no-report`` unless the test reads the report
+    (rendering it is most of a short campaign's CPU; the tests that check it ask for it)."""
+    return [LOCUST, "--headless", "--only-summary", *([] if report else ["--no-report"]), *args]
+
+
+def run_locust(args: list[str], timeout: float = 300, cwd: Path = ROOT,
+               report: bool = False) -> subprocess.CompletedProcess[str]:
     """Run `locust --headless` with ``args`` to completion; stdout and stderr together in .stdout."""
-    cmd = [LOCUST, "--headless", "--only-summary", *args]
+    cmd = headless(args, report)
     return subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout,
                           env={**os.environ, "PYTHONUNBUFFERED": "1"}, check=False)
 
 
-def start_locust(args: list[str], log: Path, cwd: Path = ROOT) -> subprocess.Popen[bytes]:
+def start_locust(args: list[str], log: Path, cwd: Path = ROOT, report: bool = False) -> subprocess.Popen[bytes]:
     """Start `locust --headless` with ``args`` in the background, output to ``log``."""
     with open(log, "wb") as fh:
-        return subprocess.Popen([LOCUST, "--headless", "--only-summary", *args], cwd=cwd, stdout=fh,
+        return subprocess.Popen(headless(args, report), cwd=cwd, stdout=fh,
                                 stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
 
 
@@ -111,7 +118,7 @@ def run_campaign(directory: Path, scenario: str) -> Campaign:
     """scenarios/<scenario>.yaml run headless by `locust`, its results in ``directory``/results (must succeed)."""
     results = directory / "results"
     done = run_locust(["-f", "locustfiles/mixed.py", "--scenario", str(ROOT / "scenarios" / f"{scenario}.yaml"),
-                       "--results-dir", str(results)], timeout=600)
+                       "--results-dir", str(results)], timeout=600, report=True)
     assert done.returncode == 0, done.stdout[-3000:]
     return Campaign(results, done.stdout)
 

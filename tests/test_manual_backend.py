@@ -63,3 +63,21 @@ def test_a_host_per_class(tmp_path: Path, synthetic_url: str) -> None:
     summary = run(tmp_path, "--llm-host", synthetic_url, "--embedding-host", synthetic_url + "/")
     placement = summary["trials"][0]["placement"]
     assert placement["llm"]["url"] == synthetic_url and placement["embedding"]["url"] == synthetic_url + "/"
+
+
+def test_no_report_ends_with_the_summaries_and_says_how_to_render_the_report(tmp_path: Path,
+                                                                             synthetic_url: str) -> None:
+    results = tmp_path / "results"
+    done = run_locust(["-f", "locustfiles/mixed.py", "--scenario", str(ROOT / "scenarios" / "calibration.yaml"),
+                       "--results-dir", str(results), "--stage-duration", "1", "--host", synthetic_url,
+                       "--arm", "synthetic"], timeout=120, report=False)  # report=False: with --no-report
+    assert done.returncode == 0, done.stdout[-2000:]
+    written = {p.name for p in results.iterdir() if p.is_file()}
+    assert {"results.sqlite", "summary.json", "summary.md"} <= written and not written & {"report.html", "report.md"}
+    assert f"results in {results} (summary.json, summary.md, results.sqlite; report.html by `bench-plugin report " \
+           f"{results}`)" in done.stdout
+    assert "  report: " not in done.stdout  # the terminal answer names no report that is not there
+    rendered = subprocess.run([sys.executable, "-m", "bench_plugin.cli", "report", str(results)], cwd=ROOT,
+                              capture_output=True, text=True, timeout=120, check=False)
+    assert rendered.returncode == 0, rendered.stderr
+    assert (results / "report.html").is_file() and (results / "report.md").is_file()

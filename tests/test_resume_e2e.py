@@ -93,7 +93,7 @@ def between_trial_2_stages(results: Path) -> Callable[[], bool]:
 
 
 def resume(results: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return run_locust([*LOCUSTFILE, "--resume", str(results), *extra], timeout=300)
+    return run_locust([*LOCUSTFILE, "--resume", str(results), *extra], timeout=300, report=True)
 
 
 def one_error_line(done: subprocess.CompletedProcess[str]) -> str:

@@ -108,7 +108,7 @@ def test_arm_short_of_gpus_fails_with_the_schedulers_reason(k8s_cluster: Cluster
 
     with DevicePluginStandIn(k8s_cluster, [node], namespace=ns):
         done = run_locust(campaign_args(scenario, tmp_path / "results", k8s_cluster, synthetic_url, CLASSES,
-                                        "--namespace", ns), timeout=180)
+                                        "--namespace", ns), timeout=180, report=True)
         assert done.returncode == 2, done.stdout[-3000:]
         assert_restored(k8s_cluster, ns, before, [node])
 

@@ -37,9 +37,9 @@ ARMS = [{"name": "exclusive", "control": True, "sharing": "exclusive"}]
 
 
 def run(cluster: Cluster, ns: str, tmp_path: Path, scenario: Path, url: str, classes: tuple[str, ...],
-        timeout: float = 120) -> list[dict[str, Any]]:
+        timeout: float = 120, report: bool = False) -> list[dict[str, Any]]:
     done = run_locust(campaign_args(scenario, tmp_path / "results", cluster, url, classes, "--namespace", ns),
-                      timeout=timeout)
+                      timeout=timeout, report=report)
     assert done.returncode == 0, done.stdout[-3000:]
     assert "Traceback" not in done.stdout, done.stdout[-3000:]
     return disruption_events(tmp_path / "results")
@@ -71,7 +71,7 @@ def test_rollout_restart_replaces_the_pod(k8s_cluster: Cluster, k8s_namespace: s
     ns = k8s_namespace
     node = add_pool_node(k8s_cluster, ns, "gpu", gpus=2)
     scenario = scenario_with(tmp_path / "s.yaml", ns, {"kind": "rollout-restart", "at_s": 1}, ("llm",), 6)
-    found = run(k8s_cluster, ns, tmp_path, scenario, synthetic_url, ("llm",))
+    found = run(k8s_cluster, ns, tmp_path, scenario, synthetic_url, ("llm",), report=True)
     by_action = {e["action"]: e for e in found}
     patched, ready = by_action["rollout-restart"], by_action["rollout-restart-ready"]
     assert patched["target"] == "deployment/bench-llm" and "kubectl.kubernetes.io/restartedAt=" in patched["result"]
@@ -110,7 +110,7 @@ def test_drain_evicts_cordons_and_uncordons_and_a_budget_blocks(k8s_cluster: Clu
 
     maker = threading.Thread(target=budget, daemon=True)
     maker.start()
-    found = run(k8s_cluster, ns, tmp_path, scenario, synthetic_url, classes)
+    found = run(k8s_cluster, ns, tmp_path, scenario, synthetic_url, classes, report=True)
     maker.join(timeout=10)
     cordoned = [e["target"] for e in found if e["action"] == "cordon"]
     uncordoned = [e["target"] for e in found if e["action"] == "uncordon"]

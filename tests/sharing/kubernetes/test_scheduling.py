@@ -32,9 +32,9 @@ CLASSES = ("llm",)
 TIER = "bench-test/tier"
 
 
-def run(k8s_cluster: Cluster, ns: str, tmp_path: Path, url: str, *extra: str) -> dict:
+def run(k8s_cluster: Cluster, ns: str, tmp_path: Path, url: str, *extra: str, report: bool = False) -> dict:
     done = run_locust(campaign_args(tmp_path / "s.yaml", tmp_path / "results", k8s_cluster, url, CLASSES,
-                                    "--namespace", ns, *extra), timeout=180)
+                                    "--namespace", ns, *extra), timeout=180, report=report)
     assert done.returncode == 0, done.stdout[-3000:]
     return dict(json.loads((tmp_path / "results" / "summary.json").read_text()))
 
@@ -81,7 +81,7 @@ def test_high_priority_arm_preempts_filler_pods(k8s_cluster: Cluster, k8s_namesp
     assert "bench-plugin-high" not in before.priority_classes
 
     with ObjectWatch(k8s_cluster, ns) as watch:
-        summary = run(k8s_cluster, ns, tmp_path, synthetic_url, "--arm", "high")
+        summary = run(k8s_cluster, ns, tmp_path, synthetic_url, "--arm", "high", report=True)
     assert_restored(k8s_cluster, ns, before, [node])
 
     assert summary["trials"][0]["placement"]["llm"]["node"] == node
