@@ -47,7 +47,7 @@ from bench_plugin.results.summary import (
 from bench_plugin.samples import Sample
 from bench_plugin.scenario import WORKLOAD_CLASSES
 
-__all__ = ["build_summary", "class_stats", "devices_charged", "trial_summary"]
+__all__ = ["arm_stage_runs", "build_summary", "class_stats", "devices_charged", "trial_summary"]
 
 
 def class_stats(samples: list[Sample], workload: str, duration_s: float,
@@ -239,6 +239,26 @@ def _aligned(trials: list[TrialSummary]) -> tuple[list[Any], Callable[[TrialSumm
 
     loads = {key for t in trials for key in by_load(t)}
     return sorted(loads, key=lambda key: (sum(v for _, v in key), key)), by_load
+
+
+def arm_stage_runs(trials: list[TrialSummary], arm: str) -> list[list[tuple[TrialSummary, StageSummary]]]:
+    """The runs each of an arm's figures over repeats is made of: per ``ArmStageFigures`` position, the
+    (trial, stage) pairs of the arm's trials that ran it, in run order (invalid stages left out).
+
+    The report reads each figure's sample counts and order-statistic intervals from these, so it
+    names exactly the runs the figure is over.
+    """
+    mine = [t for t in trials if t.arm == arm]
+    keys, aligned = _aligned(mine)
+    out: list[list[tuple[TrialSummary, StageSummary]]] = []
+    for key in keys:
+        runs = []
+        for trial in mine:
+            stage = aligned(trial).get(key)
+            if stage is not None and stage.status != "invalid":  # an invalid stage's load was not the stated one
+                runs.append((trial, stage))
+        out.append(runs)
+    return out
 
 
 def _arm_figures(trials: list[TrialSummary], arm: str, control: str | None) -> ArmFigures:
