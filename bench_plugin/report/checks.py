@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from bench_plugin.report.tables import esc, table
+from bench_plugin.report.basis import LOW_MARK, html_cell, of_stats
+from bench_plugin.report.tables import Raw, esc, table
 from bench_plugin.results.summary import ClassStats, StageSummary, Summary
 
 HEADERS = ("trial", "stage", "class", "offered", "realised", "requests", "P95 ms [95% interval] (n)",
@@ -32,15 +33,28 @@ def _number(value: float | None, digits: str = ".1f") -> str:
     return "-" if value is None else format(float(value), digits)
 
 
-def _p95(figures: ClassStats) -> str:
+def _p95_value(figures: ClassStats) -> str:
+    """The run's P95 with its order-statistic interval, without its count (``-`` without one)."""
     ci = figures.latency_ci_ms.get("p95")
     p95 = figures.latency_ms.get("p95")
     if p95 is None:
         return "-"
     if ci is None:
-        return f"{p95:.1f} (n={figures.requests})"
-    bounds = f"[{_number(ci.lo)}, {_number(ci.hi) if ci.hi is not None else 'unbounded'}]"
-    return f"{p95:.1f} {bounds} (n={ci.n})"
+        return f"{p95:.1f}"
+    return f"{p95:.1f} [{_number(ci.lo)}, {_number(ci.hi) if ci.hi is not None else 'unbounded'}]"
+
+
+def _p95(figures: ClassStats) -> str:
+    """The P95 cell of report.md: value, interval and count; one from too few samples in italics and marked."""
+    value = _p95_value(figures)
+    basis = of_stats(figures, "latency_p95_ms")
+    if value == "-":
+        return value
+    if basis is None:
+        return f"{value} (n={figures.requests})"
+    if basis.low:
+        return f"*{value}* ({basis.n_text()}) {LOW_MARK}"
+    return f"{value} ({basis.n_text()})"
 
 
 def _flags(stage: StageSummary, figures: ClassStats) -> str:
@@ -56,18 +70,24 @@ def _flags(stage: StageSummary, figures: ClassStats) -> str:
     return "; ".join(flags) or "-"
 
 
-def rows(summary: Summary) -> Iterator[list[str]]:
-    """One row per trial, stage and class, in run order."""
+def _entries(summary: Summary) -> Iterator[tuple[list[str], ClassStats]]:
+    """Each row (as report.md shows it) with the run's figures, in run order."""
     for trial in summary.trials:
         for stage in trial.stages:
             cores = max((g.cores for g in stage.generators.values()), default=None)
             others = stage.host.others_cores if stage.host else None
             label = f"{stage.index} {stage.name}" if stage.name else str(stage.index)
             for name, figures in stage.classes.items():
-                yield [f"{trial.id} {trial.arm} r{trial.repeat}", label, name, _number(stage.offered.get(name), "g"),
-                       _number(stage.realised.get(name), ".3g"), str(figures.requests), _p95(figures),
-                       _number(figures.send_lag_ms.get("p99")), str(figures.slot_waits),
-                       _number(cores, ".2f"), _number(others, ".2f"), _flags(stage, figures)]
+                yield ([f"{trial.id} {trial.arm} r{trial.repeat}", label, name, _number(stage.offered.get(name), "g"),
+                        _number(stage.realised.get(name), ".3g"), str(figures.requests), _p95(figures),
+                        _number(figures.send_lag_ms.get("p99")), str(figures.slot_waits),
+                        _number(cores, ".2f"), _number(others, ".2f"), _flags(stage, figures)], figures)
+
+
+def rows(summary: Summary) -> Iterator[list[str]]:
+    """One row per trial, stage and class, in run order."""
+    for row, _ in _entries(summary):
+        yield row
 
 
 def flagged(summary: Summary) -> int:
@@ -75,9 +95,18 @@ def flagged(summary: Summary) -> int:
     return sum(1 for row in rows(summary) if row[-1] != "-")
 
 
+def _p95_html(figures: ClassStats) -> Raw | str:
+    value = _p95_value(figures)
+    basis = of_stats(figures, "latency_p95_ms")
+    if value == "-":
+        return value
+    return html_cell(value, basis) if basis is not None else f"{value} (n={figures.requests})"
+
+
 def html_section(summary: Summary) -> str:
     """The report.html section: the intro and one table."""
-    body = table(list(HEADERS), rows(summary), "checks")
+    body = table(list(HEADERS), ([*row[:6], _p95_html(figures), *row[7:]] for row, figures in _entries(summary)),
+                 "checks")
     return f"<p>{esc(INTRO)}</p>\n{body}"
 
 

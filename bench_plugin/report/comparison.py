@@ -143,3 +143,41 @@ def resume_rows(status: CampaignStatus) -> list[list[str]]:
              r.previous_status or "-", segments(r.kept), segments(r.rerun),
              ", ".join(f"{table} {n}" for table, n in sorted(r.superseded.items())) or "none", r.host or "-"]
             for r in status.resumed]
+
+
+def _split_top(text: str, sep: str) -> list[str]:
+    """``text`` split at each ``sep`` outside parentheses and brackets."""
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(text):
+        char = text[i]
+        if char in "([":
+            depth += 1
+        elif char in ")]":
+            depth = max(0, depth - 1)
+        elif depth == 0 and text.startswith(sep, i):
+            parts.append(text[start:i])
+            start = i = i + len(sep)
+            continue
+        i += 1
+    return [*parts, text[start:]]
+
+
+def reason_items(reasons: list[str]) -> list[tuple[str, list[str]]]:
+    """A stage's reasons as short bullets: one per reason, and a list reason split into its items.
+
+    A reason such as ``the load generator fell behind, so ...: A; B; C`` becomes the bullet
+    ``the load generator fell behind, so ...`` with A, B and C beneath it; ``; `` and ``: `` inside
+    parentheses or brackets (``(mean; over the limit in 3 of 3 repeats)``) do not split.
+    """
+    items: list[tuple[str, list[str]]] = []
+    for reason in reasons:
+        parts = [p.strip() for p in _split_top(reason, "; ") if p.strip()]
+        if len(parts) < 2:
+            items.append((reason.strip(), []))
+            continue
+        head, *rest = _split_top(parts[0], ": ")
+        if rest:
+            items.append((head.strip(), [": ".join(rest).strip(), *parts[1:]]))
+        else:
+            items.append((parts[0], parts[1:]))
+    return items

@@ -10,10 +10,13 @@ plots as inline SVG drawn by matplotlib, no script, font, image or stylesheet fr
 it can be mailed, archived with the results and opened years later without a network.
 
 Order of the page (the seed's "how to read results"): the verdict per arm first, then per class the
-latency against offered load, normalised throughput and fairness, then one timeline per trial
-(the cluster's pods where it recorded them, placement, readiness, stages, failures, latency, GPU),
-the per-stage GPU series from Prometheus beside NVML's (only where the campaign queried one), the
-errors, and every condition of the run.
+latency against offered load, normalised throughput and fairness, the per-stage figures (each
+percentile with its sample count per repeat), then one timeline per trial (the cluster's pods where
+it recorded them, placement, readiness, stages, failures, latency, GPU), the per-stage GPU series
+from Prometheus beside NVML's (only where the campaign queried one), the measurement checks, the
+errors, and every condition of the run. Each section opens with a short "how to read this"
+(report.guide); a percentile that rests on too few samples to be bounded is muted, in italics and
+marked (report.basis).
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench_plugin.report import checks, disruption
+from bench_plugin.report import checks, disruption, guide
+from bench_plugin.report.basis import Bases, Basis, any_low, html_cell, low_rule, value_text
 from bench_plugin.report.comparison import (
     NO_COMPARISON,
     RATIO_UNIT,
@@ -32,13 +36,14 @@ from bench_plugin.report.comparison import (
     call_kind,
     compared,
     offered_text,
+    reason_items,
     significance_text,
     spread_text,
     status_text,
 )
 from bench_plugin.report.css import CSS
 from bench_plugin.report.figures import Plot, arm_styles
-from bench_plugin.report.markdown import render_report
+from bench_plugin.report.markdown import render_report, stage_arrival
 from bench_plugin.report.plots import classes_of, fairness_plot, latency_plot, streaming_plot, throughput_plot
 from bench_plugin.report.stage_series import html_section, read_trial_series
 from bench_plugin.report.tables import Raw, conditions_section, errors_table, esc, table, when
@@ -62,6 +67,10 @@ VERDICT_CSS = {"worth it": "good", "trade-off": "mixed", "loss": "bad", "inconcl
 
 BADGE_CSS = ".badge.unsure { background: #dde6f6; color: #1c3f73; border: 1px dashed #5a7bb0; }"
 """The colour of an inconclusive verdict: neither good nor bad, and dashed, for "not decided yet"."""
+
+PERCENTILE_COLUMNS: tuple[tuple[str, str], ...] = (("P50 ms", "latency_p50_ms"), ("P95 ms", "latency_p95_ms"),
+                                                   ("TTFT P95 ms", "ttft_p95_ms"), ("TPOT P95 ms", "tpot_p95_ms"))
+"""The percentile columns of the per-stage tables: header and ArmClassFigures field."""
 
 
 def write_report(results_dir: Path, summary: Summary | None = None, max_points: int = MAX_POINTS) -> Path:
@@ -114,10 +123,12 @@ def render_html(summary: Summary, db: sqlite3.Connection, max_points: int = MAX_
         telemetry = read_telemetry(db, start, trial.ended_s or float("inf"), drawn_metrics())
         timelines.append(timeline_plot(trial, requests, telemetry, slo, read_pod_events(db, trial.id)))
     stage_series = read_trial_series(db, trials)
+    bases = Bases(summary)
     sections = [
-        ("verdict", "Verdict", _verdict(summary, comparison)),
+        ("verdict", "Verdict", _verdict(summary, comparison, bases)),
         ("load", "Latency vs offered load", _figures(load_plots)),
         ("sharing", "Throughput and fairness", _figures(share_plots) + _fairness_note(comparison)),
+        ("stages", "Per-stage figures", _stage_tables(summary, bases)),
         ("timelines", "Trial timelines", _figures(timelines)),
         *([("disruption", "Disruption", disruption.html_section(summary))] if disruption.disrupted(summary) else []),
         *([("gpu-series", "GPU series per stage", html_section(stage_series))] if stage_series else []),
@@ -162,7 +173,38 @@ def _upto(comp: ArmComparison) -> int | None:
     return comp.verdict.worth_it_up_to_stage if comp.verdict else None
 
 
-def _verdict(summary: Summary, comparison: Comparison) -> str:
+def _stage_tables(summary: Summary, bases: Bases) -> str:
+    """Per stage, one table of every arm's and class's figures over repeats, each percentile with its count."""
+    first = next(iter(summary.arms.values()), None)
+    parts = []
+    for stage in first.stages if first is not None else []:
+        offered = offered_text(stage.offered, stage_arrival(summary, stage.index))
+        parts.append(f"<h3>Stage {stage.index}: offered {esc(offered)}</h3>")
+        rows: list[list[Any]] = []
+        shown: list[Basis | None] = []
+        for arm, figures in summary.arms.items():
+            if stage.index >= len(figures.stages):
+                continue
+            for name, fig in figures.stages[stage.index].classes.items():
+                cells: list[Any] = [arm, name, spread_text(fig.throughput_rps, 2)]
+                for _, key in PERCENTILE_COLUMNS:
+                    basis = bases.get(arm, stage.index, name, key)
+                    shown.append(basis)
+                    cells.append(html_cell(value_text(getattr(fig, key), basis), basis))
+                err = fig.error_rate.mean
+                norm = "control" if arm == summary.control else spread_text(fig.normalised_throughput, 2, RATIO_UNIT)
+                cells += ["-" if err is None else f"{100 * err:.1f}%", norm]
+                rows.append(cells)
+        parts.append(table(["arm", "class", "throughput req/s", *(h for h, _ in PERCENTILE_COLUMNS), "error rate",
+                            "thr. vs control"], rows, "stages"))
+        if any_low(shown):
+            parts.append(f'<p class="low-rule">{esc(low_rule())}.</p>')
+    if not parts:
+        return '<p class="note">No stage has figures.</p>'
+    return "\n".join(parts)
+
+
+def _verdict(summary: Summary, comparison: Comparison, bases: Bases) -> str:
     if not compared(comparison):
         return f'<p class="note">{esc(NO_COMPARISON)} The figures below still compare the arms side by side.</p>'
     names = stage_names(summary)
@@ -174,11 +216,11 @@ def _verdict(summary: Summary, comparison: Comparison) -> str:
                      names[upto] if upto is not None and upto < len(names) else ("-" if upto is None else upto),
                      boundary_short(comp.boundary)])
     parts = [table(["arm", "sharing", "verdict", "worth it up to stage", "operating boundary"], rows, "verdict")]
-    parts += [_arm_detail(arm, comp, names) for arm, comp in comparison.arms.items()]
+    parts += [_arm_detail(arm, comp, names, bases, comparison.control) for arm, comp in comparison.arms.items()]
     return "\n".join(parts)
 
 
-def _arm_detail(arm: str, comp: ArmComparison, names: list[str]) -> str:
+def _arm_detail(arm: str, comp: ArmComparison, names: list[str], bases: Bases, control: str | None) -> str:
     """The analysis's own sentences for one arm (why this verdict, where the boundary is) and its stages."""
     role = "control: the reference every other arm is compared with" if comp.is_control else (_call(comp) or "")
     parts = [f'<details open class="arm"><summary>{esc(arm)} ({esc(role)})</summary>']
@@ -189,21 +231,49 @@ def _arm_detail(arm: str, comp: ArmComparison, names: list[str]) -> str:
     if boundary.lower().rstrip(".") not in text.lower():  # the analysis's verdict often quotes it already
         parts.append(f"<p><b>Operating boundary.</b> {esc(boundary)}</p>")
     if comp.stages and not comp.is_control:
-        parts.append(_arm_stages(comp, names))
+        parts.append(_arm_stages(arm, comp, names, bases, control))
     return "\n".join([*parts, "</details>"])
 
 
-def _arm_stages(comp: ArmComparison, names: list[str]) -> str:
+def _arm_stages(arm: str, comp: ArmComparison, names: list[str], bases: Bases, control: str | None) -> str:
     rows = []
+    shown: list[Basis | None] = []
     for st in comp.stages:
-        slowdown = "<br>".join(esc(f"{cls} {significance_text(figs.slowdown_p95, 2, RATIO_UNIT)}")
-                               for cls, figs in st.classes.items() if figs.slowdown_p95 is not None)
+        lines = []
+        for cls, figs in st.classes.items():
+            if figs.slowdown_p95 is None:
+                continue
+            basis = _slowdown_basis(bases.get(arm, st.index, cls, "latency_p95_ms"),
+                                    bases.get(control, st.index, cls, "latency_p95_ms") if control else None)
+            shown.append(basis)
+            lines.append(html_cell(f"{cls} {significance_text(figs.slowdown_p95, 2, RATIO_UNIT)}", basis))
         rows.append([names[st.index] if st.index < len(names) else st.index, offered_text(st.offered),
                      significance_text(st.goodput_per_device_ratio, 2, RATIO_UNIT), spread_text(st.fairness, 2),
-                     spread_text(st.consolidation_gain, 2), Raw(slowdown or "-"), _badge(st.verdict),
-                     Raw("<br>".join(esc(r) for r in st.reasons) or "-")])
-    return table(["stage", "offered", "goodput/device vs control", "fairness", "consolidation gain",
+                     spread_text(st.consolidation_gain, 2), Raw("<br>".join(lines) or "-"), _badge(st.verdict),
+                     _reasons(st.reasons)])
+    body = table(["stage", "offered", "goodput/device vs control", "fairness", "consolidation gain",
                   "P95 slowdown vs control", "verdict", "reasons"], rows)
+    if any_low(shown):
+        body += f'\n<p class="low-rule">{esc(low_rule())}. A slowdown\'s count is its arm\'s, then the control\'s.</p>'
+    return body
+
+
+def _slowdown_basis(mine: Basis | None, theirs: Basis | None) -> Basis | None:
+    """What a P95 ratio to the control rests on: the arm's runs, then the control's (low if either is)."""
+    if mine is None or theirs is None:
+        return mine
+    return Basis(mine.label, mine.q, mine.runs, mine.notes + theirs.notes, against=theirs.runs)
+
+
+def _reasons(reasons: list[str]) -> Raw:
+    """A stage's reasons as a short bulleted list (a list reason's items nested under it)."""
+    if not reasons:
+        return Raw("-")
+    items = []
+    for head, rest in reason_items(reasons):
+        sub = "<ul>" + "".join(f"<li>{esc(item)}</li>" for item in rest) + "</ul>" if rest else ""
+        items.append(f"<li>{esc(head)}{':' if rest else ''}{sub}</li>")
+    return Raw('<ul class="reasons">' + "".join(items) + "</ul>")
 
 
 def _verdict_fact(summary: Summary, comparison: Comparison) -> str:
@@ -233,7 +303,7 @@ def _page(summary: Summary, meta: dict[str, Any], sections: list[tuple[str, str,
              ("verdict", _verdict_fact(summary, comparison))]
     header = "".join(f"<div><dt>{esc(k)}</dt><dd>{esc(v)}</dd></div>" for k, v in facts)
     nav = " · ".join(f'<a href="#{sid}">{esc(title.split(" (")[0])}</a>' for sid, title, _ in sections)
-    body = "\n".join(f'<section id="{sid}">\n<h2>{esc(title)}</h2>\n{content}\n</section>'
+    body = "\n".join(f'<section id="{sid}">\n<h2>{esc(title)}</h2>\n{guide.html(sid)}{content}\n</section>'
                      for sid, title, content in sections)
     title = f"GPU sharing report: {scenario.name}"
     return f"""<!doctype html>

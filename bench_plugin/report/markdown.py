@@ -17,7 +17,8 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
-from bench_plugin.report import checks, disruption, scheduling
+from bench_plugin.report import checks, disruption, guide, scheduling
+from bench_plugin.report.basis import Bases, any_low, low_rule, markdown_cell
 from bench_plugin.report.comparison import (
     NO_COMPARISON,
     RATIO_UNIT,
@@ -25,6 +26,7 @@ from bench_plugin.report.comparison import (
     boundary_short,
     boundary_text,
     compared,
+    reason_items,
     resume_rows,
     significance_text,
     status_text,
@@ -50,12 +52,19 @@ def _trials_table(summary: Summary) -> list[str]:
     return lines
 
 
-def _stage_table(summary: Summary, index: int) -> list[str]:
+def _stage_table(summary: Summary, index: int, bases: Bases | None = None) -> list[str]:
+    """The figures of stage ``index`` per arm and class; each percentile with its sample count per repeat.
+
+    A percentile that rests on too few samples to be bounded in some repeat is in italics and marked,
+    and the rule is said under the table.
+    """
+    bases = bases or Bases(summary)
     lines = [
         "| arm | class | throughput req/s | P50 ms | P95 ms | TTFT P95 ms | TPOT P95 ms | error rate "
         "| thr. vs control |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
+    shown = []
     for arm, figures in summary.arms.items():
         if index >= len(figures.stages):
             continue
@@ -63,11 +72,15 @@ def _stage_table(summary: Summary, index: int) -> list[str]:
             norm_text = "control" if arm == summary.control else _fmt(fig.normalised_throughput, 2, RATIO_UNIT)
             err = fig.error_rate.mean
             err_text = "-" if err is None else f"{100 * err:.1f}%"
-            lines.append(
-                f"| {arm} | {name} | {_fmt(fig.throughput_rps, 2)} | {_fmt(fig.latency_p50_ms)} "
-                f"| {_fmt(fig.latency_p95_ms)} | {_fmt(fig.ttft_p95_ms)} | {_fmt(fig.tpot_p95_ms)} "
-                f"| {err_text} | {norm_text} |"
-            )
+            cells = []
+            for key in ("latency_p50_ms", "latency_p95_ms", "ttft_p95_ms", "tpot_p95_ms"):
+                basis = bases.get(arm, index, name, key)
+                shown.append(basis)
+                cells.append(markdown_cell(getattr(fig, key), basis))
+            lines.append(f"| {arm} | {name} | {_fmt(fig.throughput_rps, 2)} | " + " | ".join(cells)
+                         + f" | {err_text} | {norm_text} |")
+    if any_low(shown):
+        lines += ["", low_rule() + "."]
     return lines
 
 
@@ -108,15 +121,25 @@ def render_summary(summary: Summary) -> str:
               "arm at the same stage.", ""]
     lines += ["## Trials", "", *_trials_table(summary), ""]
     lines += scheduling.markdown_section(summary)
+    bases = Bases(summary)
     for stage in _first_arm_stages(summary):
-        lines += [f"## Stage {stage.index}: offered {_offered(stage.offered, _arrival(summary, stage.index))}", ""]
-        lines += [*_stage_table(summary, stage.index), ""]
+        lines += [f"## Stage {stage.index}: offered {_offered(stage.offered, stage_arrival(summary, stage.index))}", ""]
+        lines += [*_stage_table(summary, stage.index, bases), ""]
     return "\n".join(lines)
 
 
 def _cell(text: Any) -> str:
     """Table-safe text: a pipe or a newline would break the markdown table."""
     return str(text if text is not None else "-").replace("|", "\\|").replace("\n", " ")
+
+
+def reasons_cell(reasons: list[str]) -> str:
+    """A stage's reasons as bullets inside one table cell: ``• a<br>• b``, a list reason's items as ``◦``."""
+    lines = []
+    for head, items in reason_items(reasons):
+        lines.append(f"• {head}" + (":" if items else ""))
+        lines += [f"&nbsp;&nbsp;◦ {item}" for item in items]
+    return _cell("<br>".join(lines) or "-")
 
 
 def _stage_labels(summary: Summary) -> dict[int, str]:
@@ -129,8 +152,8 @@ def _stage_labels(summary: Summary) -> dict[int, str]:
 
 def _verdict_section(summary: Summary, comparison: Comparison) -> list[str]:
     labels = _stage_labels(summary)
-    lines = ["## Verdict", "", "| arm | sharing | verdict | worth it up to stage | operating boundary |",
-             "|---|---|---|---|---|"]
+    lines = ["## Verdict", "", *guide.markdown("verdict"),
+             "| arm | sharing | verdict | worth it up to stage | operating boundary |", "|---|---|---|---|---|"]
     for arm, comp in comparison.arms.items():
         upto = comp.verdict.worth_it_up_to_stage if comp.verdict else None
         call = "control" if comp.is_control else f"**{_cell(comp.verdict.call if comp.verdict else None)}**"
@@ -151,12 +174,12 @@ def _verdict_section(summary: Summary, comparison: Comparison) -> list[str]:
             lines.append(
                 f"| {_cell(labels.get(st.index, st.index))} | {_offered(st.offered)} "
                 f"| {significance_text(st.goodput_per_device_ratio, 2, RATIO_UNIT)} | {_fmt(st.fairness, 2)} "
-                f"| {_fmt(st.consolidation_gain, 2)} | {_cell(st.verdict)} | {_cell('; '.join(st.reasons) or '-')} |")
+                f"| {_fmt(st.consolidation_gain, 2)} | {_cell(st.verdict)} | {reasons_cell(st.reasons)} |")
     return [*lines, ""]
 
 
 def _boundary_section(comparison: Comparison) -> list[str]:
-    lines = ["## Operating boundary per arm", ""]
+    lines = ["## Operating boundary per arm", "", *guide.markdown("boundary")]
     if not compared(comparison):
         return [*lines, NO_COMPARISON, ""]
     for arm, comp in comparison.arms.items():
@@ -172,7 +195,7 @@ def _conditions_section(summary: Summary, started_s: float | None,
     command = cond.get("command")
     started = dt.datetime.fromtimestamp(started_s, tz=dt.UTC).strftime("%Y-%m-%d %H:%M UTC") if started_s else "-"
     lines = [
-        "## Conditions", "",
+        "## Conditions", "", *guide.markdown("conditions"),
         f"- scenario: `{scenario.path}` sha256 `{scenario.sha256}`; overrides: {_overrides(summary) or 'none'}",
         f"- started: {started}; host {cond.get('host')}; {cond.get('platform')}; python {cond.get('python')}",
         f"- source revision: `{cond.get('source_revision')}`",
@@ -217,22 +240,30 @@ def render_report(summary: Summary, *, started_s: float | None = None,
     if compared(comparison):
         lines += _verdict_section(summary, comparison)
     else:
-        lines += ["## Verdict", "", NO_COMPARISON, ""]
-    lines += ["## Per-stage figures", "",
+        lines += ["## Verdict", "", *guide.markdown("verdict"), NO_COMPARISON, ""]
+    lines += ["## Per-stage figures", "", *guide.markdown("stages"),
               f"{SPREAD_NOTE} Latency is from each request's intended send time.", ""]
+    bases = Bases(summary)
     for stage in _first_arm_stages(summary):
-        offered = _offered(stage.offered, _arrival(summary, stage.index))
-        lines += [f"### Stage {stage.index}: offered {offered}", "", *_stage_table(summary, stage.index), ""]
+        offered = _offered(stage.offered, stage_arrival(summary, stage.index))
+        lines += [f"### Stage {stage.index}: offered {offered}", "", *_stage_table(summary, stage.index, bases), ""]
     lines += _boundary_section(comparison)
-    lines += disruption.markdown_section(summary)
-    lines += scheduling.markdown_section(summary)
-    lines += checks.markdown_section(summary)
-    lines += markdown_section(stage_series)
+    lines += _guided(disruption.markdown_section(summary), "disruption")
+    lines += _guided(scheduling.markdown_section(summary), "scheduling")
+    lines += _guided(checks.markdown_section(summary), "checks")
+    lines += _guided(markdown_section(stage_series), "gpu-series")
     lines += _conditions_section(summary, started_s, arm_settings)
     return "\n".join(lines)
 
 
-def _arrival(summary: Summary, index: int) -> dict[str, str] | None:
+def _guided(lines: list[str], section: str) -> list[str]:
+    """A section's lines with its "how to read this" under its heading (nothing where the section is empty)."""
+    if not lines:
+        return lines
+    return [*lines[:2], *guide.markdown(section), *lines[2:]]
+
+
+def stage_arrival(summary: Summary, index: int) -> dict[str, str] | None:
     """The arrival process per class of stage ``index``, from the first trial that has that stage."""
     for t in summary.trials:
         if index < len(t.stages):

@@ -91,7 +91,7 @@ def test_every_plot_is_there_in_order_with_data_marks(default_report: Path) -> N
         assert re.search(rf'id="data-{plot_id}-\d+"', html), f"{plot_id} draws no data"
         assert "<figcaption>" in html, plot_id
     sections = re.findall(r'<section id="([^"]+)"', text)
-    assert sections == ["verdict", "load", "sharing", "timelines", "checks", "errors", "conditions"]
+    assert sections == ["verdict", "load", "sharing", "stages", "timelines", "checks", "errors", "conditions"]
 
 
 def test_ids_are_unique_across_all_inline_svgs(default_report: Path) -> None:
@@ -321,6 +321,6 @@ def test_measurement_checks_show_realised_rates_intervals_and_flags(make_campaig
     checks = text.split('<section id="checks">')[1].split("</section>")[0]
     assert "realised" in checks and "generator-limited: send lag P99 42.0 ms" in checks
     assert "busy host: other processes used 1.6 of 2 cores" in checks
-    assert "(n=" in checks
+    assert '<span class="n">n=8</span>' in checks  # each run's P95 with its sample count
     md = (results / "report.md").read_text()
     assert "## Measurement checks" in md and "generator-limited: send lag P99 42.0 ms" in md

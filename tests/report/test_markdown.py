@@ -40,7 +40,7 @@ def test_verdict_comes_first_then_stages_then_boundaries_then_conditions(default
     assert "worth it up to stage 0 (low); a trade-off above it" in verdict
     assert "| 1 high | llm 4 req/s, embedding 8 req/s, asr 2 req/s | 1.60x [1.52, 1.68] (higher) | 0.88 ± 0.05 " \
         "| 2.40 [2.29, 2.52] | trade-off |" in verdict
-    assert "llm P95 1.9x the control; errors 2% > budget 1%" in verdict
+    assert "| • llm P95 1.9x the control<br>• errors 2% > budget 1% |" in verdict  # one bullet per reason
     assert "- **exclusive**: every stage met its SLOs" in text
     assert "2027-01-15 08:00 UTC" in text and '`{"sharing": "time-slicing"}`' in text
     assert "driver: 550.54.15" in text
@@ -115,7 +115,7 @@ def test_an_inconclusive_verdict_is_shown_as_such(default_results: Path) -> None
     text = render_report(summary)
     assert "| shared | time-slicing | **inconclusive (1 repeat)** | - |" in text
     assert "shared against exclusive: inconclusive (1 repeat) at stages 0-2" in text
-    assert text.count("| inconclusive (1 repeat) |") == 3 and "loss" not in text.split("## Per-stage")[0]
+    assert text.count("| inconclusive (1 repeat) |") == 3 and "| loss |" not in text.split("## Per-stage")[0]
 
 
 def test_the_analysis_writes_ratio_intervals_the_report_shows(make_campaign: MakeCampaign) -> None:
