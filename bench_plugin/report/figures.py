@@ -86,6 +86,15 @@ RC: dict[RcKeyType, Any] = {
 }
 
 
+def plain_y(ax: Axes) -> None:
+    """Tick labels of a linear y axis as the numbers themselves: no offset ("+2.999"), no scientific notation.
+
+    matplotlib's default formatter writes 2.999 and 3.000 as "0.000" and "+0.001" above an offset when
+    the axis spans little, which reads as a collapse; every linear axis of the report uses this instead.
+    """
+    ax.ticklabel_format(axis="y", style="plain", useOffset=False)
+
+
 def class_colour(name: str) -> str:
     """The colour of a workload class (grey for a class this report does not know)."""
     return CLASS_COLOURS.get(name, OTHER_CLASS_COLOUR)

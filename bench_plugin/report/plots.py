@@ -2,7 +2,9 @@
 
 Every point is a figure over repeats from the typed summary (``Summary.arms``: mean and 95% CI; a ratio to the control
 has its geometric mean and asymmetric interval [lo, hi], drawn as unequal bars); every line is an
-arm, in the arm's colour and marker (figures.py). Offered load is the class's own rate at each stage,
+arm, in the arm's colour and marker (figures.py). A percentile point that rests on too few samples to be
+bounded in some repeat (report.basis) is drawn hollow, and the legend says so; with one repeat its bars
+are that run's order-statistic interval. Offered load is the class's own rate at each stage,
 so each class has its own x axis. Latency axes are logarithmic: a P95 of 15 ms and an SLO of 2 s must
 both be readable on one plot, and saturation shows as a steep rise either way. Points of different
 arms at the same load are nudged sideways a little so their error bars do not hide each other.
@@ -10,13 +12,17 @@ arms at the same load are nudged sideways a little so their error bars do not hi
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+from bench_plugin.analysis.intervals import samples_needed
+from bench_plugin.report.basis import FIGURES as PERCENTILES
+from bench_plugin.report.basis import Bases
 from bench_plugin.report.comparison import compared, error_bars
 from bench_plugin.report.figures import (
     SLO_COLOUR,
@@ -29,6 +35,7 @@ from bench_plugin.report.figures import (
     figure_svg,
     grid,
     new_figure,
+    plain_y,
     style,
 )
 from bench_plugin.results.summary import ArmClassFigures, ArmStageFigures, Comparison, Spread, StageComparison, Summary
@@ -98,21 +105,33 @@ Series = tuple[list[float], list[float], list[float], list[float]]
 """x (offered load), mean, and how far the 95% CI reaches below and above the mean."""
 
 
-def _series(summary: Summary, arm: str, cls: str, key: str) -> Series:
-    """One figure over an arm's stages: x, mean and the CI's reach below and above it (0 without one)."""
+def _series(summary: Summary, arm: str, cls: str, key: str, bases: Bases | None = None,
+            lows: list[bool] | None = None) -> Series:
+    """One figure over an arm's stages: x, mean and the CI's reach below and above it (0 without one).
+
+    With ``bases``, a percentile over a single run takes that run's order-statistic interval as its
+    bars, and ``lows`` (when given) gets, per point, whether it rests on too few samples to be bounded.
+    """
     xs, means, below, above = [], [], [], []
     figures = summary.arms.get(arm)
-    for stage in figures.stages if figures else []:
+    for position, stage in enumerate(figures.stages if figures else []):
         of_class = stage.classes.get(cls)
         fig = FIGURES[key](of_class) if of_class is not None else None
         load = _load(stage).get(cls)
         if fig is None or fig.mean is None or load is None:
             continue
+        basis = bases.get(arm, position, cls, key) if bases is not None and key in PERCENTILES else None
         xs.append(float(load))
         means.append(fig.mean)
         down, up = error_bars(fig)
+        ends = basis.interval() if basis is not None and (down, up) == (0.0, 0.0) else None
+        if ends is not None:  # one run: its own order-statistic interval (no top where it is not bounded)
+            down = max(0.0, fig.mean - ends[0]) if ends[0] is not None else 0.0
+            up = max(0.0, ends[1] - fig.mean) if ends[1] is not None else 0.0
         below.append(down)
         above.append(up)
+        if lows is not None:
+            lows.append(basis is not None and basis.low)
     return xs, means, below, above
 
 
@@ -166,13 +185,18 @@ def _boundaries(ax: Axes, cls: str, comparison: Comparison, styles: dict[str, Ar
 
 
 def _metric_panel(ax: Axes, summary: Summary, cls: str, key: str, styles: dict[str, ArmStyle],
-                  marks: DataMarks, comparison: Comparison) -> bool:
-    """Draw one figure vs load, one line per arm, on a log y axis; False when there is nothing to draw."""
+                  marks: DataMarks, comparison: Comparison, bases: Bases) -> bool | None:
+    """Draw one figure vs load, one line per arm, on a log y axis.
+
+    False when there is nothing to draw; else whether some point was drawn hollow (too few samples).
+    """
     label, slo_key = METRIC_LABELS[key]
     span = _x_span(summary, cls)
     lows, highs = [], []
+    hollow = False
     for rank, (arm, st) in enumerate(styles.items()):
-        xs, means, below, above = _series(summary, arm, cls, key)
+        weak: list[bool] = []
+        xs, means, below, above = _series(summary, arm, cls, key, bases, weak)
         if not xs:
             continue
         mean = np.asarray(means)
@@ -184,9 +208,16 @@ def _metric_panel(ax: Axes, summary: Summary, cls: str, key: str, styles: dict[s
         # Log axes cannot show a lower bound at or below zero: such a bar runs to the bottom edge,
         # which reads as "the interval reaches down to nothing", as it does.
         lower = np.where(mean - down > 0, down, mean * 0.999)
-        container = ax.errorbar(_dodge(xs, rank, len(styles), span), means, yerr=[lower, up], color=st.colour,
-                                marker=st.marker, markersize=5, linewidth=1.6, capsize=3, label=arm)
+        at = _dodge(xs, rank, len(styles), span)
+        container = ax.errorbar(at, means, yerr=[lower, up], color=st.colour, marker=st.marker, markersize=5,
+                                linewidth=1.6, capsize=3, label=arm, markevery=[not w for w in weak])
         marks.tag(container)
+        if any(weak):  # too few samples to bound it: the same marker, hollow
+            marks.tag(ax.plot([x for x, w in zip(at, weak, strict=True) if w],
+                              [m for m, w in zip(means, weak, strict=True) if w], linestyle="none",
+                              marker=st.marker, markersize=6, markerfacecolor="white", markeredgecolor=st.colour,
+                              markeredgewidth=1.4))
+            hollow = True
     if not lows:
         ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center", color="#888888")
         return False
@@ -200,19 +231,33 @@ def _metric_panel(ax: Axes, summary: Summary, cls: str, key: str, styles: dict[s
     ax.set_ylabel(label + ", log scale")
     ax.set_xlabel(load_label(summary, cls))
     ax.set_title(f"{cls}: {label.split(' (')[0]}", color=class_colour(cls))
-    return True
+    return hollow
 
 
-def _legend(fig: Figure, axes: list[Axes]) -> None:
+HOLLOW_LABEL = "hollow: too few samples to bound (P95 < {n}/run)"
+"""The legend entry of a hollow point (the count is samples_needed(0.95))."""
+
+
+def _legend(fig: Figure, axes: list[Axes], extra: Sequence[tuple[Line2D, str]] = ()) -> None:
     handles, labels = [], []
     for ax in axes:
         for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
             if lab not in labels:
                 handles.append(h)
                 labels.append(lab)
+    texts = [f"arm: {lab}" for lab in labels]
+    for handle, text in extra:
+        handles.append(handle)
+        texts.append(text)
     if handles:
-        fig.legend(handles, [f"arm: {lab}" for lab in labels], loc="lower center", bbox_to_anchor=(0.5, 0.01),
-                   ncols=min(len(labels), 6))
+        fig.legend(handles, texts, loc="lower center", bbox_to_anchor=(0.5, 0.01), ncols=min(len(texts), 6))
+
+
+def _hollow_handle() -> tuple[Line2D, str]:
+    """A legend entry for hollow points: a grey hollow circle."""
+    handle = Line2D([], [], linestyle="none", marker="o", markersize=6, markerfacecolor="white",
+                    markeredgecolor="#555555", markeredgewidth=1.4)
+    return handle, HOLLOW_LABEL.format(n=samples_needed(0.95))
 
 
 def latency_plot(summary: Summary, cls: str, styles: dict[str, ArmStyle], comparison: Comparison,
@@ -220,31 +265,49 @@ def latency_plot(summary: Summary, cls: str, styles: dict[str, ArmStyle], compar
                  title: str | None = None) -> Plot:
     """Two figures of one class against offered load, side by side (P50 and P95 by default)."""
     plot_id = plot_id or f"latency-{cls}"
-    marks = DataMarks(plot_id)
-    with style():
-        fig = new_figure(HEIGHT_IN)
-        axes = grid(fig, 1, 2, LAYOUT)
-        for ax, key in zip(axes, keys, strict=True):
-            _metric_panel(ax, summary, cls, key, styles, marks, comparison)
-        _legend(fig, axes)
-        svg = figure_svg(fig, plot_id)
+    svg, hollow = _latency_svg(summary, cls, styles, comparison, keys, plot_id)
     has_boundary = compared(comparison) and any(
         a.boundary.status == "reached" and cls in a.boundary.offered for a in comparison.arms.values())
-    caption = (f"How {cls} latency grows with its offered load, per arm (mean over repeats; bars: 95% CI). "
-               "Read the P95 panel against the dashed SLO line: the arm whose line crosses it first degrades first.")
+    caption = (f"How {cls} latency grows with its offered load, per arm (mean over repeats; bars: 95% CI over "
+               "repeats, or with one repeat its order-statistic interval). Read the P95 panel against the dashed "
+               "SLO line: the arm whose line crosses it first degrades first.")
+    caption += _hollow_caption(hollow)
     if has_boundary:
         caption += " Dotted vertical lines mark each arm's operating boundary."
     return Plot(plot_id, title or f"{cls}: latency vs offered load", svg, caption)
 
 
+def _latency_svg(summary: Summary, cls: str, styles: dict[str, ArmStyle], comparison: Comparison,
+                 keys: tuple[str, str], plot_id: str) -> tuple[str, bool]:
+    """The two panels' SVG, and whether some point was drawn hollow."""
+    marks = DataMarks(plot_id)
+    bases = Bases(summary)
+    with style():
+        fig = new_figure(HEIGHT_IN)
+        axes = grid(fig, 1, 2, LAYOUT)
+        hollow = False
+        for ax, key in zip(axes, keys, strict=True):
+            hollow = bool(_metric_panel(ax, summary, cls, key, styles, marks, comparison, bases)) or hollow
+        _legend(fig, axes, [_hollow_handle()] if hollow else [])
+        return figure_svg(fig, plot_id), hollow
+
+
+def _hollow_caption(hollow: bool) -> str:
+    if not hollow:
+        return ""
+    return (f" A hollow marker is a percentile that rests on too few samples in some repeat for its 95% interval "
+            f"to be bounded (a P95 needs {samples_needed(0.95)}): read it as rough; the per-stage table gives each "
+            "point's sample count.")
+
+
 def streaming_plot(summary: Summary, styles: dict[str, ArmStyle], comparison: Comparison) -> Plot:
     """LLM time to first token and time per output token (P95) against offered load."""
-    plot = latency_plot(summary, "llm", styles, comparison, keys=("ttft_p95_ms", "tpot_p95_ms"),
-                        plot_id="llm-streaming", title="llm: TTFT P95 and TPOT P95 vs offered load")
+    svg, hollow = _latency_svg(summary, "llm", styles, comparison, ("ttft_p95_ms", "tpot_p95_ms"), "llm-streaming")
     caption = ("TTFT (time to first token, from the intended send time) shows queueing before the model starts; "
                "TPOT (time per output token) shows how fast it streams once started. A sharing arm that raises "
                "TTFT but not TPOT is queueing, not computing slower. Dashed lines: the SLOs.")
-    return Plot(plot.id, plot.title, plot.svg, caption)
+    caption += _hollow_caption(hollow)
+    return Plot("llm-streaming", "llm: TTFT P95 and TPOT P95 vs offered load", svg, caption)
 
 
 def throughput_plot(summary: Summary, styles: dict[str, ArmStyle]) -> Plot | None:
@@ -275,6 +338,7 @@ def throughput_plot(summary: Summary, styles: dict[str, ArmStyle]) -> Plot | Non
             low, high = min(values), max(values)
             pad = max(0.1, (high - low) * 0.15)
             ax.set_ylim(max(0.0, low - pad), high + pad)
+            plain_y(ax)
             _load_ticks(ax, summary, cls)
             ax.set_title(f"{cls}: throughput vs control", color=class_colour(cls))
             ax.set_xlabel(load_label(summary, cls))
@@ -298,8 +362,13 @@ _FAIRNESS_PANELS: tuple[tuple[str, StageFigure, str, str, str], ...] = (
 )
 
 
-def fairness_plot(comparison: Comparison, styles: dict[str, ArmStyle], stage_names: list[str]) -> Plot | None:
-    """Fairness, consolidation gain and goodput per device of each sharing arm, per stage."""
+def fairness_figure(comparison: Comparison, styles: dict[str, ArmStyle], stage_names: list[str]) -> Figure | None:
+    """The figure of :func:`fairness_plot` (call inside ``style()``); None when there is nothing to draw.
+
+    Every panel's y axis starts at 0 and reaches above its reference line (1, or the number of classes
+    for the consolidation gain), with plain tick labels: a gain of 2.999 next to 3.000 must look equal,
+    not like a collapse on an axis magnified to a thousandth.
+    """
     if not compared(comparison):
         return None
     arms = {name: comp for name, comp in comparison.arms.items() if not comp.is_control and name in styles}
@@ -309,34 +378,43 @@ def fairness_plot(comparison: Comparison, styles: dict[str, ArmStyle], stage_nam
         return None
     n_classes = max((len(s.classes) or len(s.offered) for c in arms.values() for s in c.stages), default=1)
     marks = DataMarks("fairness")
+    fig = new_figure(HEIGHT_IN)
+    axes = grid(fig, 1, len(panels), LAYOUT)
+    for ax, (key, figure, title, label, ref_label) in zip(axes, panels, strict=True):
+        ref = float(n_classes) if key == "consolidation_gain" else 1.0
+        ax.axhline(ref, color="#222222", linestyle="--", linewidth=1.0)
+        ax.annotate(ref_label.format(n=n_classes), xy=(1.0, ref), xycoords=("axes fraction", "data"),
+                    xytext=(-4, 3), textcoords="offset points", ha="right", va="bottom", fontsize=8.5)
+        for rank, (arm, comp) in enumerate(arms.items()):
+            pts = [(s.index, f.mean, f) for s in comp.stages if (f := figure(s)) is not None and f.mean is not None]
+            if not pts:
+                continue
+            xs = [i + (rank - (len(arms) - 1) / 2) * 0.04 for i, _, _ in pts]
+            st = styles[arm]
+            bars = [error_bars(f) for _, _, f in pts]
+            yerr = [[d for d, _ in bars], [u for _, u in bars]]
+            marks.tag(ax.errorbar(xs, [mean for _, mean, _ in pts], yerr=yerr, color=st.colour, marker=st.marker,
+                                  markersize=5, linewidth=1.6, capsize=3, label=arm))
+        if key == "fairness":
+            ax.set_ylim(0.0, 1.1)
+        else:  # from 0, with room above the reference line for its label
+            high = max(ax.get_ylim()[1], ref)
+            ax.set_ylim(0.0, high * 1.12)
+        plain_y(ax)
+        ax.set_xticks(range(len(stage_names)), stage_names)
+        ax.set_xlabel("stage (offered load rises to the right)")
+        ax.set_ylabel(label)
+        ax.set_title(title)
+    _legend(fig, axes)
+    return fig
+
+
+def fairness_plot(comparison: Comparison, styles: dict[str, ArmStyle], stage_names: list[str]) -> Plot | None:
+    """Fairness, consolidation gain and goodput per device of each sharing arm, per stage."""
     with style():
-        fig = new_figure(HEIGHT_IN)
-        axes = grid(fig, 1, len(panels), LAYOUT)
-        for ax, (key, figure, title, label, ref_label) in zip(axes, panels, strict=True):
-            ref = float(n_classes) if key == "consolidation_gain" else 1.0
-            ax.axhline(ref, color="#222222", linestyle="--", linewidth=1.0)
-            ax.annotate(ref_label.format(n=n_classes), xy=(1.0, ref), xycoords=("axes fraction", "data"),
-                        xytext=(-4, 3), textcoords="offset points", ha="right", va="bottom", fontsize=8.5)
-            for rank, (arm, comp) in enumerate(arms.items()):
-                pts = [(s.index, f.mean, f) for s in comp.stages if (f := figure(s)) is not None and f.mean is not None]
-                if not pts:
-                    continue
-                xs = [i + (rank - (len(arms) - 1) / 2) * 0.04 for i, _, _ in pts]
-                st = styles[arm]
-                bars = [error_bars(f) for _, _, f in pts]
-                yerr = [[d for d, _ in bars], [u for _, u in bars]]
-                marks.tag(ax.errorbar(xs, [mean for _, mean, _ in pts], yerr=yerr, color=st.colour, marker=st.marker,
-                                      markersize=5, linewidth=1.6, capsize=3, label=arm))
-            if key == "fairness":
-                ax.set_ylim(0.0, 1.1)
-            else:  # room above the reference line for its label
-                low, high = ax.get_ylim()
-                ax.set_ylim(low, max(high, ref + 0.12 * (max(high, ref) - low)))
-            ax.set_xticks(range(len(stage_names)), stage_names)
-            ax.set_xlabel("stage (offered load rises to the right)")
-            ax.set_ylabel(label)
-            ax.set_title(title)
-        _legend(fig, axes)
+        fig = fairness_figure(comparison, styles, stage_names)
+        if fig is None:
+            return None
         svg = figure_svg(fig, "fairness")
     caption = ("Per stage, for each sharing arm: Jain's index over the classes' normalised throughputs "
                "(1 = every class keeps the same share), the consolidation gain (the dashed line is every class as fast "

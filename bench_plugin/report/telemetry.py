@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from matplotlib.axes import Axes
 
-from bench_plugin.report.figures import DataMarks, class_colour
+from bench_plugin.report.figures import DataMarks, class_colour, plain_y
 from bench_plugin.results.store import TelemetrySeries, TrialRecord
 
 _DEVICE_COLOURS = ("#333333", "#e6550d", "#3182bd", "#31a354", "#756bb1", "#636363")
@@ -95,5 +95,6 @@ def draw_panel(ax: Axes, panel: TelemetryPanel, series: list[TelemetrySeries], t
         ax.set_ylim(0, 105)  # the whole scale: "half busy" must look half busy
     else:
         ax.set_ylim(bottom=0)
+    plain_y(ax)  # 143771 MiB as itself, never "1e5" or an offset
     ax.set_title(panel.label, loc="left")
     ax.legend(loc="center left", bbox_to_anchor=(1.005, 0.5), frameon=False)

@@ -1,0 +1,62 @@
+"""The plots say what the numbers are: no axis offset that magnifies a thousandth; hollow points where few samples."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from bench_plugin.report.figures import arm_styles, style
+from bench_plugin.report.plots import fairness_figure, latency_plot
+from bench_plugin.results.summary import Judged, Summary, load_summary
+
+NAMES = ["0 low", "1 high", "2 peak"]
+
+
+def nearly_equal_gains() -> tuple[Judged, Judged]:
+    return (Judged(kind="ratio", mean=3.000, ci95=None, lo=2.9995, hi=3.0005, values=[3.0, 3.0], no_change=3.0,
+                   significant=False, call="no significant difference"),
+            Judged(kind="ratio", mean=2.999, ci95=None, lo=2.9985, hi=2.9995, values=[2.999, 2.999], no_change=3.0,
+                   significant=False, call="no significant difference"))
+
+
+def test_a_consolidation_gain_of_3_000_next_to_2_999_reads_as_equal(default_results: Path) -> None:
+    comparison = load_summary(default_results / "summary.json").comparison
+    shared = comparison.arms["shared"]
+    same, less = nearly_equal_gains()
+    for st, gain in zip(shared.stages, (same, less, same), strict=True):
+        st.consolidation_gain = gain
+        st.goodput_per_device_ratio = gain.model_copy(update={"no_change": 1.0})
+    with style():
+        fig = fairness_figure(comparison, arm_styles(comparison.arms, "exclusive"), NAMES)
+        assert fig is not None
+        fig.draw_without_rendering()
+        for ax in fig.axes:
+            low, high = ax.get_ylim()
+            assert ax.yaxis.get_offset_text().get_text() == "", ax.get_title()  # no "+2.999" above the axis
+            assert low == 0.0 and high - low >= 1.0, (ax.get_title(), low, high)
+            labels = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+            assert labels and all(re.fullmatch(r"-?[\d.]+", label) for label in labels), labels
+        gain = next(ax for ax in fig.axes if ax.get_title() == "consolidation gain")
+        assert gain.get_ylim()[1] > 3.0  # the reference line (3 classes as fast as alone) is inside
+
+
+def all_bounded(summary: Summary) -> Summary:
+    for trial in summary.trials:
+        for stage in trial.stages:
+            for stats in stage.classes.values():
+                for intervals in (stats.latency_ci_ms, stats.ttft_ci_ms or {}, stats.tpot_ci_ms or {}):
+                    for key, ci in intervals.items():
+                        intervals[key] = ci.model_copy(update={"bounded": True, "hi": (ci.estimate or 0) + 1})
+                stats.p95_note = None
+    return summary
+
+
+def test_a_p95_from_too_few_samples_is_drawn_hollow_and_the_legend_says_so(default_results: Path) -> None:
+    summary = load_summary(default_results / "summary.json")
+    styles = arm_styles(summary.arms, summary.control)
+    weak = latency_plot(summary, "asr", styles, summary.comparison)
+    assert "hollow: too few samples to bound (P95 &lt; 72/run)" in weak.svg
+    assert 'fill: #ffffff' in weak.svg  # the hollow markers' face
+    assert "hollow marker" in weak.caption
+    strong = latency_plot(all_bounded(summary), "asr", styles, summary.comparison)
+    assert "hollow" not in strong.svg and "hollow" not in strong.caption
