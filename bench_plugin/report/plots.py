@@ -234,8 +234,8 @@ def _metric_panel(ax: Axes, summary: Summary, cls: str, key: str, styles: dict[s
     return hollow
 
 
-HOLLOW_LABEL = "hollow: too few samples to bound (P95 < {n}/run)"
-"""The legend entry of a hollow point (the count is samples_needed(0.95))."""
+HOLLOW_LABEL = "hollow: too few samples to bound it (per run: P50 < {p50}, P95 < {p95})"
+"""The legend entry of a hollow point (the counts are samples_needed(0.5) and samples_needed(0.95))."""
 
 
 def _legend(fig: Figure, axes: list[Axes], extra: Sequence[tuple[Line2D, str]] = ()) -> None:
@@ -257,7 +257,7 @@ def _hollow_handle() -> tuple[Line2D, str]:
     """A legend entry for hollow points: a grey hollow circle."""
     handle = Line2D([], [], linestyle="none", marker="o", markersize=6, markerfacecolor="white",
                     markeredgecolor="#555555", markeredgewidth=1.4)
-    return handle, HOLLOW_LABEL.format(n=samples_needed(0.95))
+    return handle, HOLLOW_LABEL.format(p50=samples_needed(0.5), p95=samples_needed(0.95))
 
 
 def latency_plot(summary: Summary, cls: str, styles: dict[str, ArmStyle], comparison: Comparison,

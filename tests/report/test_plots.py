@@ -55,7 +55,7 @@ def test_a_p95_from_too_few_samples_is_drawn_hollow_and_the_legend_says_so(defau
     summary = load_summary(default_results / "summary.json")
     styles = arm_styles(summary.arms, summary.control)
     weak = latency_plot(summary, "asr", styles, summary.comparison)
-    assert "hollow: too few samples to bound (P95 &lt; 72/run)" in weak.svg
+    assert "hollow: too few samples to bound it (per run: P50 &lt; 6, P95 &lt; 72)" in weak.svg
     assert 'fill: #ffffff' in weak.svg  # the hollow markers' face
     assert "hollow marker" in weak.caption
     strong = latency_plot(all_bounded(summary), "asr", styles, summary.comparison)
