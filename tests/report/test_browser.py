@@ -3,9 +3,10 @@
 The campaign runs once per module through the real `locust --headless` command with the reference
 servers; the page is opened by tests/browser/check_report.mjs (playwright-core driving Debian's chromium,
 never a downloaded browser), which records console errors, page errors and every network request,
-counts the data marks in each plot and takes a full-page screenshot. The screenshot is kept in
-tests/report/artifacts/report.png (git-ignored) and named in the test's record_property, so CI and
-people can look at what the page looked like.
+counts the data marks in each plot, reads every percentile cell, and takes a full-page screenshot
+and screenshots of the verdict section and of one plot. They are kept in tests/report/artifacts/
+(report.png, verdict.png, plot-latency-<class>.png; git-ignored) and named in the test's
+record_property, so CI and people can look at what the page looked like.
 
 CI installs node, chromium and the npm package; a missing one FAILS the test, naming what to install.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -59,12 +61,18 @@ def report(short_campaign: Campaign, tmp_path_factory: pytest.TempPathFactory) -
 def seen(report: Path) -> dict[str, Any]:
     node = _tools()
     shot = report.parent / "report.png"
-    done = subprocess.run([node, str(BROWSER / "check_report.mjs"), str(report), str(shot)], cwd=BROWSER,
+    shots = report.parent / "shots"
+    shots.mkdir()
+    done = subprocess.run([node, str(BROWSER / "check_report.mjs"), str(report), str(shot), str(shots)], cwd=BROWSER,
                           capture_output=True, text=True, timeout=180, check=False)
     assert done.returncode == 0, f"check_report.mjs failed ({done.returncode}):\n{done.stderr[-3000:]}"
     result: dict[str, Any] = json.loads(done.stdout)
     ARTIFACTS.mkdir(exist_ok=True)
     shutil.copyfile(shot, ARTIFACTS / "report.png")
+    for name, path in (result.get("shots") or {}).items():
+        kept = ARTIFACTS / Path(path).name
+        shutil.copyfile(path, kept)
+        result["shots"][name] = str(kept)
     (ARTIFACTS / "report.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
     return result
 
@@ -97,3 +105,29 @@ def test_screenshot_is_kept_as_an_artifact(seen: dict[str, Any]) -> None:
     shot = ARTIFACTS / "report.png"
     assert shot.stat().st_size > 50_000
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_every_p95_cell_shows_its_sample_count(seen: dict[str, Any]) -> None:
+    cells = [c for c in seen["p95Cells"] if c["text"] != "-"]
+    assert len(cells) >= 20, "the page shows fewer P95 cells than the short campaign has"
+    missing = [c for c in cells if not re.search(r"n=\d+", c["text"])]
+    assert not missing, f"P95 cells without a sample count: {missing[:5]}"
+    marked = seen["percentiles"]
+    assert {c["pct"] for c in marked} >= {"P50", "P95", "TTFT P95", "TPOT P95"}
+    assert all(re.search(r"n=\d+", c["text"]) and c["n"] and c["title"] for c in marked)
+    # One from too few samples to be bounded is in italics, marked and explained; a bounded one is not.
+    for cell in marked:
+        assert (cell["style"] == "italic") == cell["low"] == ("\u2020" in cell["text"]), cell
+        if cell["low"]:
+            assert "to be bounded" in cell["title"], cell
+
+
+def test_screenshots_of_the_verdict_and_a_plot_are_kept(seen: dict[str, Any],
+                                                        record_property: pytest.RecordProperty) -> None:
+    shots = seen["shots"]
+    assert set(shots) == {"verdict", "plot"}
+    assert Path(shots["verdict"]).name == "verdict.png" and Path(shots["plot"]).name.startswith("plot-latency-")
+    for name, path in shots.items():
+        record_property(f"screenshot_{name}", path)
+        data = Path(path).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5_000, (name, len(data))
