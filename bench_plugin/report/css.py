@@ -45,12 +45,12 @@ p.note { background: #fff8e1; border-left: 4px solid #f0b400; padding: 8px 12px;
 p.ok { background: #eef8ee; border-left: 4px solid #3a9a3a; padding: 8px 12px; }
 .status-completed dd { color: inherit; }
 p.how { color: var(--muted); font-size: 14px; max-width: 900px; margin: 4px 0 10px; }
-.pct { white-space: nowrap; }
-.pct .n { color: var(--muted); font-size: 12px; margin-left: 2px; }
+.pct .n { color: var(--muted); font-size: 12px; margin-left: 2px; white-space: nowrap; }
 .pct.low { color: var(--muted); font-style: italic; text-decoration: underline dotted #b06000; cursor: help; }
 .pct.low .mark { color: #b06000; font-style: normal; font-weight: 700; }
 p.low-rule { color: var(--muted); font-size: 13px; font-style: italic; margin-top: -6px; }
-ul.reasons { margin: 0; padding-left: 16px; }
+div.slowdown { min-width: 15em; }
+ul.reasons { margin: 0; padding-left: 16px; min-width: 15em; }
 ul.reasons li { margin: 0 0 2px; }
 ul.reasons ul { margin: 2px 0 0; padding-left: 14px; list-style: circle; }
 footer { margin-top: 40px; color: var(--muted); font-size: 13px; }

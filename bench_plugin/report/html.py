@@ -249,7 +249,8 @@ def _arm_stages(arm: str, comp: ArmComparison, names: list[str], bases: Bases, c
             lines.append(html_cell(f"{cls} {significance_text(figs.slowdown_p95, 2, RATIO_UNIT)}", basis))
         rows.append([names[st.index] if st.index < len(names) else st.index, offered_text(st.offered),
                      significance_text(st.goodput_per_device_ratio, 2, RATIO_UNIT), spread_text(st.fairness, 2),
-                     spread_text(st.consolidation_gain, 2), Raw("<br>".join(lines) or "-"), _badge(st.verdict),
+                     spread_text(st.consolidation_gain, 2),
+                     Raw(f'<div class="slowdown">{"<br>".join(lines)}</div>' if lines else "-"), _badge(st.verdict),
                      _reasons(st.reasons)])
     body = table(["stage", "offered", "goodput/device vs control", "fairness", "consolidation gain",
                   "P95 slowdown vs control", "verdict", "reasons"], rows)
