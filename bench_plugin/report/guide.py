@@ -24,7 +24,7 @@ HOW_TO_READ: dict[str, str] = {
     "sharing": (
         "Normalised throughput is each class's throughput over the control's at the same stage: 1 means sharing "
         "costs it nothing. Fairness (1 = equal shares), consolidation gain (the sum of the normalised throughputs: "
-        "the number of classes would be each as fast as alone) and goodput per device are per stage, on axes from 0 "
+        "the number of classes when each is as fast as alone) and goodput per device are per stage, on axes from 0 "
         "with plain tick labels, so a small difference looks small."),
     "stages": (
         "Per stage, arm and class the figures over repeats: mean ± 95% CI, and after each percentile its sample "
