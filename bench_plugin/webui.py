@@ -145,6 +145,9 @@ def attach(plugin: BenchPlugin) -> None:
     @app.route("/bench/report")
     def report() -> Response:
         path = Path(plugin.results_dir) / "report.html"
+        if not path.is_file() and plugin.no_report:
+            return Response(f"--no-report: render it with `bench-plugin report {plugin.results_dir}`", status=404,
+                            mimetype="text/plain")
         if not plugin.finalized or not path.is_file():
             return Response("the report is written when the campaign ends", status=404, mimetype="text/plain")
         return send_file(path.resolve(), mimetype="text/html")
