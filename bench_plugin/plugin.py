@@ -12,6 +12,9 @@ With workers (``--master``), the master alone applies arms and writes results; t
 the workers, split exactly between them (loadgen/). A worker needs only the locustfile: it takes the
 request sets from the master (loadgen/worker.py).
 
+What the command line asks for (scenario, results directory, backend, hosts, telemetry) is read and
+checked in launch.py, which refuses a bad value in one line before anything starts.
+
 ``--resume DIR`` continues an interrupted campaign in its own directory (resume.py): the checks that
 it is the same experiment come before anything is changed; the conductor is then told what is done.
 """
@@ -23,17 +26,16 @@ import logging
 import signal
 import sys
 import time
-from argparse import Namespace
 from functools import partial
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import gevent
 from locust.argument_parser import get_parser
 from locust.env import Environment
 from locust.runners import STATE_CLEANUP, STATE_STOPPED, STATE_STOPPING, MasterRunner, WorkerRunner
 
-from bench_plugin import resume, webui
+from bench_plugin import launch, resume, webui
 from bench_plugin.campaign import plan_trials
 from bench_plugin.conditions import collect_conditions
 from bench_plugin.conductor import Conductor
@@ -44,19 +46,13 @@ from bench_plugin.loadgen import collector
 from bench_plugin.loadgen.fleet import Fleet, Inbox
 from bench_plugin.loadgen.protocol import Hello, Identity
 from bench_plugin.loadgen.worker import WorkerLink
-from bench_plugin.options import BACKENDS, HOST_OPTIONS, check_base_url, parse_service_urls
 from bench_plugin.progress import report_progress
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.store import StoreError
 from bench_plugin.samples import Sample
-from bench_plugin.scenario import Scenario, ScenarioError, load_scenario, scenario_sha256
-from bench_plugin.scenario.checks import sample_warnings
-from bench_plugin.scenario.kubernetes import dns_label_problem
+from bench_plugin.scenario import Scenario, ScenarioError, scenario_sha256
 from bench_plugin.sharing.base import ApplyError, SharingBackend
-from bench_plugin.sharing.kubernetes.backend import ClusterOptions, KubernetesBackend
-from bench_plugin.sharing.local import LocalBackend
-from bench_plugin.sharing.manual import ManualBackend
-from bench_plugin.telemetry.campaign import CampaignTelemetry, TelemetryOptions
+from bench_plugin.telemetry.campaign import CampaignTelemetry
 from bench_plugin.users import WorkloadUser
 from bench_plugin.users.base import Prepared
 from bench_plugin.users.state import ClassLoad, LoadState
@@ -68,14 +64,6 @@ EXIT_CODES = {"completed": 0, "failed": 2, "interrupted": 130}
 
 PLUGIN_ATTRIBUTE = "bench_plugin"
 """Name of the Environment attribute that holds the campaign (``plugin_of`` reads it)."""
-
-
-def fail(message: str) -> NoReturn:
-    """Print ``message`` (one line per problem) and exit with status 2, without a traceback."""
-    for line in message.splitlines():
-        sys.stderr.write(f"bench_plugin: error: {line}\n")
-    sys.stderr.flush()
-    sys.exit(2)
 
 
 FINAL_REPORTS_S = 5.0
@@ -102,13 +90,13 @@ class BenchPlugin:
         try:
             self.recorder = Recorder(results_dir / "results.sqlite")
         except StoreError as exc:
-            fail(f"--resume {resuming.recorded.given}: {exc}" if resuming else str(exc))
+            launch.fail(f"--resume {resuming.recorded.given}: {exc}" if resuming else str(exc))
         if resuming is not None:
             try:
                 resume.confirm(resuming)
             except resume.ResumeRefused as exc:
                 self.recorder.close()
-                fail(str(exc))
+                launch.fail(str(exc))
         store_request_sets(self.request_sets, results_dir / "inputs")
         self.backend = backend
         self.fleet = Fleet(environment, request_sets=request_sets, scenario_sha256=scenario_sha256(scenario),
@@ -125,7 +113,7 @@ class BenchPlugin:
         self.conductor = Conductor(
             scenario=scenario, class_names=class_names, trials=trials, backend=backend, recorder=self.recorder,
             request_sets=self.request_sets, events=self.events, fleet=self.fleet,
-            telemetry=CampaignTelemetry(telemetry_options(environment), self.recorder),
+            telemetry=CampaignTelemetry(launch.telemetry_options(environment), self.recorder),
             builders=warmup_builders(environment, request_sets),
             done=resuming.plan.done if resuming else None,
         )
@@ -241,95 +229,10 @@ class BenchPlugin:
         sys.stdout.flush()
 
 
-def _hosts(environment: Environment, scenario: Scenario) -> dict[str, str]:
-    options = environment.parsed_options
-    hosts: dict[str, str] = {}
-    for name in scenario.classes.names():
-        given = [(f"--{name}-host", getattr(options, HOST_OPTIONS[name], None)), ("--host", environment.host),
-                 (f"classes.{name}.endpoint", scenario.classes.get(name).endpoint)]
-        where, host = next(((w, h) for w, h in given if h), ("", None))
-        if host:
-            try:
-                hosts[name] = check_base_url(where, host)
-            except ValueError as exc:
-                fail(str(exc))
-    return hosts
-
-
-def _load(environment: Environment, recorded: resume.Recorded | None) -> tuple[Scenario, Path]:
-    """The scenario to run: the command line's; resuming, the recorded one with the recorded overrides."""
-    options = environment.parsed_options
-    if recorded is None:
-        return _load_from(options)
-    try:
-        path, overrides = resume.options_for(recorded, getattr(options, "scenario", None),
-                                             getattr(options, "results_dir", None),
-                                             **{name: getattr(options, name, None) for name in resume.OVERRIDES})
-        return load_scenario(path, **overrides), path
-    except (resume.ResumeRefused, ScenarioError) as exc:
-        fail(str(exc))
-
-
-def _recorded(environment: Environment) -> resume.Recorded | None:
-    """With ``--resume DIR``: the campaign recorded there (refused in one line if there is nothing to resume)."""
-    given = getattr(environment.parsed_options, "resume", None)
-    if not given:
-        return None
-    try:
-        return resume.read_campaign(given)
-    except resume.ResumeRefused as exc:
-        fail(str(exc))
-
-
-def _load_from(options: Namespace | None) -> tuple[Scenario, Path]:
-    if options is None or not getattr(options, "scenario", None):
-        fail("--scenario is required (a scenario YAML, e.g. scenarios/day19.yaml)")
-    path = Path(options.scenario)
-    try:
-        scenario = load_scenario(path, arm=options.arm, repeats=options.repeats, stage_duration=options.stage_duration)
-    except ScenarioError as exc:
-        fail(str(exc))
-    return scenario, path
-
-
-def _warn_short_stages(scenario: Scenario, path: Path) -> None:
-    """Log each stage too short for a class's P95 to be bounded (after --stage-duration); the campaign still runs."""
-    for line in sample_warnings(scenario):
-        logger.warning("%s: %s", path, line)
-
-
-def telemetry_options(environment: Environment) -> TelemetryOptions:
-    """Where the campaign's GPU series come from, per the command line."""
-    options = environment.parsed_options
-    return TelemetryOptions(dcgm_url=getattr(options, "dcgm_url", None),
-                            prometheus_url=getattr(options, "prometheus_url", None),
-                            prometheus_lag_s=float(getattr(options, "prometheus_lag", 10.0)))
-
-
-def _check_prometheus(options: TelemetryOptions) -> None:
-    """Refuse --prometheus-url without its client; warn (and go on) when the server does not answer now."""
-    if not options.prometheus_url:
-        return
-    try:
-        from bench_plugin.telemetry.prometheus import PrometheusSeries
-
-        with PrometheusSeries(options.prometheus_url) as series:
-            reachable = series.check()
-    except ImportError as exc:
-        fail(f"--prometheus-url: {exc}")
-    if not reachable:
-        sys.stderr.write(f"bench_plugin: warning: {reachable.reason}; each stage will carry a note instead\n")
-
-
-def user_classes(environment: Environment) -> dict[str, type[WorkloadUser]]:
-    """Workload class -> the locustfile's user class for it (a subclass of one of bench_plugin's users)."""
-    return {cls.workload: cls for cls in environment.user_classes if issubclass(cls, WorkloadUser) and cls.workload}
-
-
 def load_state(environment: Environment, request_sets: dict[str, RequestSet]) -> LoadState:
     """This process's LoadState, able to send every class its locustfile has a user class of."""
     state = LoadState(request_sets, {})
-    for name, cls in user_classes(environment).items():
+    for name, cls in launch.user_classes(environment).items():
         state.makers[name] = partial(cls.sender, environment, state)
     return state
 
@@ -337,7 +240,7 @@ def load_state(environment: Environment, request_sets: dict[str, RequestSet]) ->
 def warmup_builders(environment: Environment, request_sets: dict[str, RequestSet]) -> dict[str, Builder]:
     """Class -> its user's request builder (``prepare``), made on first use: what the warm-up sends."""
     state = LoadState(request_sets, {})
-    classes = user_classes(environment)
+    classes = launch.user_classes(environment)
     made: dict[str, WorkloadUser] = {}
 
     def builder(name: str) -> Builder:
@@ -348,24 +251,6 @@ def warmup_builders(environment: Environment, request_sets: dict[str, RequestSet
         return build
 
     return {name: builder(name) for name in classes}
-
-
-def _class_names(environment: Environment, scenario: Scenario, path: Path) -> list[str]:
-    present = user_classes(environment)
-    names = [name for name in scenario.classes.names() if name in present]
-    if not names:
-        fail(f"{path}: none of the scenario's classes ({', '.join(scenario.classes.names())}) has a user class "
-             f"in this locustfile")
-    return names
-
-
-def _results_dir(environment: Environment, scenario: Scenario) -> Path:
-    given = getattr(environment.parsed_options, "results_dir", None)
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    path = Path(given) if given else Path("results") / f"{scenario.name}-{stamp}"
-    if path.exists() and (not path.is_dir() or any(path.iterdir())):
-        fail(f"--results-dir {path}: exists and is not an empty directory; results of another campaign would mix in")
-    return path
 
 
 def _register_worker(environment: Environment) -> None:
@@ -379,11 +264,11 @@ def _register_worker(environment: Environment) -> None:
     hello = Hello(Identity.here(), state.classes)
     own = get_parser().parse_args()
     if getattr(own, "scenario", None):
-        scenario, path = _load_from(own)
+        scenario, path = launch.load_from(own)
         try:
             own = build_request_sets(scenario, path.parent)
         except ScenarioError as exc:
-            fail(str(exc))
+            launch.fail(str(exc))
         hello = Hello(hello.identity, hello.classes, scenario_sha256(scenario),
                       {name: rs.sha256 for name, rs in own.items()})
     _route_ctrl_c_to_main_greenlet(environment)
@@ -445,24 +330,24 @@ def register(environment: Environment) -> BenchPlugin | None:
         return None
     # before anything that lets a worker's hello in: the master's handlers must already be there
     inbox = Inbox(environment.runner) if isinstance(environment.runner, MasterRunner) else None
-    recorded = _recorded(environment)
-    scenario, path = _load(environment, recorded)
-    _warn_short_stages(scenario, path)
-    class_names = _class_names(environment, scenario, path)
+    recorded = launch.recorded_campaign(environment)
+    scenario, path = launch.load(environment, recorded)
+    launch.warn_short_stages(scenario, path)
+    class_names = launch.class_names(environment, scenario, path)
     try:
         request_sets = build_request_sets(scenario, path.parent)
     except ScenarioError as exc:
-        fail(str(exc))
-    results_dir = recorded.directory if recorded else _results_dir(environment, scenario)
-    backend = _backend(environment, scenario, class_names, results_dir)
+        launch.fail(str(exc))
+    results_dir = recorded.directory if recorded else launch.results_dir(environment, scenario)
+    backend = launch.backend(environment, scenario, class_names, results_dir)
     try:
         for arm in scenario.arms:
             backend.check(arm)
     except ApplyError as exc:
-        fail(f"{path}: {exc}")
-    _check_prometheus(telemetry_options(environment))
+        launch.fail(f"{path}: {exc}")
+    launch.check_prometheus(launch.telemetry_options(environment))
     conditions = collect_conditions(backend)
-    resuming = _resuming(recorded, scenario, class_names, request_sets, conditions) if recorded else None
+    resuming = launch.resuming(recorded, scenario, class_names, request_sets, conditions) if recorded else None
     plugin = BenchPlugin(environment, scenario, request_sets, results_dir, backend, class_names, resuming, inbox)
     _route_ctrl_c_to_main_greenlet(environment)
     if resuming is None:
@@ -474,47 +359,6 @@ def register(environment: Environment) -> BenchPlugin | None:
     environment.events.test_stop.add_listener(plugin.on_test_stop)
     environment.events.quitting.add_listener(lambda **_: plugin.on_test_stop())
     return plugin
-
-
-def _backend(environment: Environment, scenario: Scenario, class_names: list[str], results_dir: Path) -> SharingBackend:
-    """The backend the command line and the scenario ask for; a bad option value fails in one line."""
-    options = environment.parsed_options
-    chosen = getattr(options, "backend", None)
-    if chosen is not None and chosen not in BACKENDS:
-        fail(f"--backend {chosen!r}: not a backend (one of {', '.join(BACKENDS)})")
-    try:
-        urls = parse_service_urls(getattr(options, "service_url", None), scenario.classes.names())
-    except ValueError as exc:
-        fail(str(exc))
-    namespace = getattr(options, "namespace", None)
-    if namespace is not None and (problem := dns_label_problem(namespace)):
-        fail(f"--namespace {namespace!r}: {problem}")
-    explicit_host = bool(environment.host) or any(getattr(options, HOST_OPTIONS[n], None) for n in class_names)
-    if explicit_host and chosen in ("local", "kubernetes"):
-        fail(f"--backend {chosen}: an explicit host (--host, --<class>-host) means the manual backend; drop one")
-    name = "manual" if explicit_host else chosen or scenario.backend
-    if scenario.disruption is not None and name != "kubernetes":
-        fail(f"disruption (kind {scenario.disruption.kind}) needs the kubernetes backend, not {name}")
-    if name == "manual":
-        return ManualBackend(scenario, _hosts(environment, scenario))
-    if name == "kubernetes":
-        return KubernetesBackend(scenario, ClusterOptions(kubeconfig=getattr(options, "kubeconfig", None),
-                                                          namespace=namespace, service_urls=urls))
-    return LocalBackend(scenario, results_dir / "logs")
-
-
-def _resuming(recorded: resume.Recorded, scenario: Scenario, class_names: list[str],
-              request_sets: dict[str, RequestSet], conditions: dict[str, Any]) -> resume.Resuming:
-    """The checked plan of a resume; a different experiment is refused in one line naming what differs."""
-    try:
-        resuming = resume.prepare(recorded, trials=plan_trials(scenario), scenario_sha256=scenario_sha256(scenario),
-                                  classes=class_names, request_sets={n: rs.sha256 for n, rs in request_sets.items()},
-                                  conditions=conditions)
-    except resume.ResumeRefused as exc:
-        fail(str(exc))
-    for line in resume.other_units(recorded.meta.get("conditions") or {}, conditions):
-        sys.stderr.write(f"bench_plugin: warning: --resume {recorded.given}: {line}\n")
-    return resuming
 
 
 def _record_campaign(plugin: BenchPlugin, path: Path, scenario: Scenario, class_names: list[str],
