@@ -6,6 +6,9 @@ load generators themselves), drain what is in flight, check each stage's account
 servers. Every step lands in the recorder as it happens, so a failure or Ctrl-C at any point
 leaves everything measured before it, plus the reason, in results.sqlite.
 
+A stage the scenario disrupts (a restart, a drain, a node failure) has it carried out beside its load
+(stage_disruption.py).
+
 A resumed campaign hands over what it already ran (campaign.Done): those trials and segments are
 skipped, the rest runs as it would have.
 
@@ -41,6 +44,7 @@ from bench_plugin.rollback import RollbackGuard, StageTally
 from bench_plugin.samples import Sample
 from bench_plugin.scenario import LLMClass, Scenario, Search, Stage
 from bench_plugin.sharing.base import ApplyError, Placement, SharingBackend
+from bench_plugin.stage_disruption import StageDisruption
 from bench_plugin.telemetry.campaign import CampaignTelemetry
 from bench_plugin.users.arrivals import OPEN_LOOP, arrival_offsets
 from bench_plugin.users.state import ClassLoad, StageAssignment
@@ -297,7 +301,8 @@ class Conductor:
         ledger = self.fleet.announce(assignment, arrivals)
         window = self.host.start()
         status, reason = "completed", None
-        disruption = self._start_disruption(trial, segment, index, classes, start)
+        disruption = StageDisruption.begin(self.scenario, self.backend, self.recorder, trial, segment, index,
+                                            classes, start)
         try:
             status, reason = self._watch(assignment, ledger)
             if status != "completed":
@@ -316,56 +321,12 @@ class Conductor:
             self.events.stage_end.fire(trial=trial, segment=segment, stage=index, status=status, reason=reason)
             self.tally = None
             if disruption is not None:
-                self._end_disruption(disruption, stopped=status == "interrupted")
+                disruption.end(stopped=status == "interrupted")
         self.unverified.append((assignment.key, status == "aborted"))
         if status == "invalid":
             self._drain(trial, segment)  # keep what the remaining workers measured, then stop
             raise StageInvalid(f"trial {trial.id} stage {index} is invalid: {reason}")
         return status
-
-    def _start_disruption(self, trial: Trial, segment: int, index: int, classes: list[str],
-                          start: float) -> _Disruption | None:
-        """The scenario's disruption of this stage, begun ``at_s`` into it in its own greenlet (the load goes on)."""
-        spec = self.scenario.disruption
-        if spec is None or spec.stage != index or not spec.hits(trial.arm.name):
-            return None
-        targets = [name for name in classes if spec.classes is None or name in spec.classes]
-        if not targets:
-            return None
-
-        def record(**detail: Any) -> None:
-            self.recorder.event("disruption", trial.id, segment=segment, stage=index, disruption=spec.kind,
-                                at_s=spec.at_s, **detail)
-
-        def act() -> None:
-            began.append(True)
-            try:
-                self.backend.disrupt(spec, targets, record)
-            except ApplyError as exc:
-                logger.error("trial %d stage %d: disruption %s: %s", trial.id, index, spec.kind, exc)
-                record(action="error", target=",".join(targets), result=str(exc))
-
-        began: list[bool] = []
-        delay = max(0.0, start + spec.at_s - time.time())
-        return _Disruption(gevent.spawn_later(delay, act), began, record)
-
-    def _end_disruption(self, disruption: _Disruption, stopped: bool) -> None:
-        """Wait (bounded) for the stage's disruption to finish, then have the backend put the nodes back."""
-        spec = self.scenario.disruption
-        assert spec is not None
-        greenlet = disruption.greenlet
-        if not disruption.began:
-            greenlet.kill()
-            disruption.record(action="start", target="", result="not started: the stage ended first")
-        elif not stopped:
-            section = self.scenario.kubernetes
-            bound = (2 * spec.command_timeout_s + (spec.rejoin_after_s or 0.0) + spec.eviction_timeout_s
-                     + 2 * (section.rollout_timeout_s if section else 300.0) + 10.0)
-            greenlet.join(timeout=bound)
-        if not greenlet.dead:
-            greenlet.kill()
-            disruption.record(action="stopped", target="", result="stopped before it finished")
-        self.backend.end_disruption()
 
     def _watch(self, assignment: StageAssignment, ledger: StageLedger) -> tuple[str, str | None]:
         """Sleep through the stage, checking the rollback conditions and the load generators twice a second."""
@@ -411,15 +372,6 @@ class Conductor:
                 invalid.append(f"trial {key[0]} stage {key[2]} is invalid: {reason}")
         if invalid:
             raise StageInvalid("; ".join(invalid))
-
-
-class _Disruption:
-    """A stage's disruption under way: its greenlet, whether it began, how it records."""
-
-    def __init__(self, greenlet: gevent.Greenlet, began: list[bool], record: Any) -> None:
-        self.greenlet = greenlet
-        self.began = began
-        self.record = record
 
 
 def _generators(ledger: StageLedger) -> dict[str, dict[str, float]]:
