@@ -161,3 +161,19 @@ def copy_of(campaign: Campaign, where: Path) -> Path:
     target = where / campaign.results.name
     shutil.copytree(campaign.results, target)
     return target
+
+
+SEARCH_CAMPAIGN = ROOT / "docs" / "results" / "h200-boundary" / "in-progress" / "results.tar.gz"
+"""A real adaptive-search campaign (H200: an exclusive control searching each class alone, shared arms
+searching the mixed load, one trial cut short before its search ended), committed as the tarball its
+device runs resume from."""
+
+
+def search_campaign_store(directory: Path) -> Path:
+    """SEARCH_CAMPAIGN's results.sqlite unpacked under ``directory``: the results directory holding it."""
+    import tarfile
+
+    with tarfile.open(SEARCH_CAMPAIGN) as tar:
+        member = next(m for m in tar.getmembers() if m.name.endswith("/results.sqlite"))
+        tar.extract(member, directory, filter="data")
+    return (directory / member.name).parent

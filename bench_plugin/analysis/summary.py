@@ -224,13 +224,20 @@ def _ordered(mapping: dict[str, Any]) -> dict[str, Any]:
     return {name: mapping[name] for name in WORKLOAD_CLASSES if name in mapping}
 
 
-def _aligned(trials: list[TrialSummary]) -> tuple[list[Any], Callable[[TrialSummary], dict[Any, StageSummary]]]:
-    """How stages line up across trials: by stage index in a fixed sweep; by offered load when searched.
+def _searched(trials: list[TrialSummary]) -> bool:
+    """Whether the campaign's stages were found by an adaptive search (any of its trials recorded one: a
+    trial cut short before its search ended records none, and still ran searched loads)."""
+    return any(t.search for t in trials)
+
+
+def _aligned(trials: list[TrialSummary], searched: bool) -> tuple[list[Any],
+                                                                  Callable[[TrialSummary], dict[Any, StageSummary]]]:
+    """How stages line up across trials: by stage index in a fixed sweep; by offered load when ``searched``.
 
     An adaptive search runs different scales in different orders per trial, so there the same
     offered load is the same stage, listed from the lowest load up.
     """
-    if not any(t.search for t in trials):
+    if not searched:
         keys: list[Any] = list(range(max((len(t.stages) for t in trials), default=0)))
         return keys, lambda t: dict(enumerate(t.stages))
 
@@ -249,7 +256,7 @@ def arm_stage_runs(trials: list[TrialSummary], arm: str) -> list[list[tuple[Tria
     names exactly the runs the figure is over.
     """
     mine = [t for t in trials if t.arm == arm]
-    keys, aligned = _aligned(mine)
+    keys, aligned = _aligned(mine, _searched(trials))
     out: list[list[tuple[TrialSummary, StageSummary]]] = []
     for key in keys:
         runs = []
@@ -261,11 +268,21 @@ def arm_stage_runs(trials: list[TrialSummary], arm: str) -> list[list[tuple[Tria
     return out
 
 
+def _reference(control: dict[Any, StageSummary], key: Any, name: str, searched: bool) -> ClassStats | None:
+    """The control's figures of class ``name`` at the load ``key``: its stage of the same load; searched, where
+    the control ran each class alone (an exclusive control), its stage of that class alone at the same rate."""
+    stage = control.get(key)
+    if stage is None and searched:
+        stage = control.get(((name, dict(key)[name]),))
+    return stage.classes.get(name) if stage is not None else None
+
+
 def _arm_figures(trials: list[TrialSummary], arm: str, control: str | None) -> ArmFigures:
     """Per stage and class: figures over the arm's repeats, and throughput normalised to the control."""
     mine = [t for t in trials if t.arm == arm]
     theirs = {t.repeat: t for t in trials if t.arm == control}
-    keys, aligned = _aligned(mine)
+    searched = _searched(trials)
+    keys, aligned = _aligned(mine, searched)
 
     def stages_of(trial: TrialSummary) -> dict[Any, StageSummary]:  # an invalid stage's load was not the stated one
         return {key: st for key, st in aligned(trial).items() if st.status != "invalid"}
@@ -281,8 +298,7 @@ def _arm_figures(trials: list[TrialSummary], arm: str, control: str | None) -> A
             ratios = []
             for repeat, stats in runs:
                 ref = theirs.get(repeat)
-                ref_stage = stages_of(ref).get(key) if ref else None
-                ref_stats = ref_stage.classes.get(name) if ref_stage else None
+                ref_stats = _reference(stages_of(ref), key, name, searched) if ref else None
                 if ref_stats is not None and ref_stats.throughput_rps > 0:
                     ratios.append(stats.throughput_rps / ref_stats.throughput_rps)
             fig = ArmClassFigures(

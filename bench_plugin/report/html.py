@@ -43,8 +43,9 @@ from bench_plugin.report.comparison import (
 )
 from bench_plugin.report.css import CSS
 from bench_plugin.report.figures import Plot, arm_styles
-from bench_plugin.report.markdown import render_report, stage_arrival
+from bench_plugin.report.markdown import render_report
 from bench_plugin.report.plots import classes_of, fairness_plot, latency_plot, streaming_plot, throughput_plot
+from bench_plugin.report.stage_groups import stage_groups
 from bench_plugin.report.stage_series import html_section, read_trial_series
 from bench_plugin.report.tables import Raw, conditions_section, errors_table, esc, table, when
 from bench_plugin.report.telemetry import drawn_metrics
@@ -174,21 +175,21 @@ def _upto(comp: ArmComparison) -> int | None:
 
 
 def _stage_tables(summary: Summary, bases: Bases) -> str:
-    """Per stage, one table of every arm's and class's figures over repeats, each percentile with its count."""
-    first = next(iter(summary.arms.values()), None)
+    """Per load the arms ran (report.stage_groups), one table of every arm's and class's figures over
+    repeats, each percentile with its count."""
     parts = []
-    for stage in first.stages if first is not None else []:
-        offered = offered_text(stage.offered, stage_arrival(summary, stage.index))
-        parts.append(f"<h3>Stage {stage.index}: offered {esc(offered)}</h3>")
+    for group in stage_groups(summary):
+        parts.append(f"<h3>{esc(group.heading(offered_text(group.offered, group.arrival)))}</h3>")
         rows: list[list[Any]] = []
         shown: list[Basis | None] = []
-        for arm, figures in summary.arms.items():
-            if stage.index >= len(figures.stages):
-                continue
-            for name, fig in figures.stages[stage.index].classes.items():
+        for member in group.members:
+            arm, index = member.arm, member.index
+            for name, fig in summary.arms[arm].stages[index].classes.items():
+                if not member.shows(name):
+                    continue
                 cells: list[Any] = [arm, name, spread_text(fig.throughput_rps, 2)]
                 for _, key in PERCENTILE_COLUMNS:
-                    basis = bases.get(arm, stage.index, name, key)
+                    basis = bases.get(arm, index, name, key)
                     shown.append(basis)
                     cells.append(html_cell(value_text(getattr(fig, key), basis), basis))
                 err = fig.error_rate.mean

@@ -34,8 +34,9 @@ from bench_plugin.report.comparison import (
 from bench_plugin.report.comparison import offered_text as _offered
 from bench_plugin.report.comparison import spread_text as _fmt
 from bench_plugin.report.placement import cpus_by_arm
+from bench_plugin.report.stage_groups import StageGroup, stage_groups
 from bench_plugin.report.stage_series import TrialSeries, markdown_section
-from bench_plugin.results.summary import ArmStageFigures, Comparison, Summary
+from bench_plugin.results.summary import Comparison, Summary
 
 SPREAD_NOTE = ("Figures are mean ± 95% CI half-width over repeats (Student t; none with one repeat). Ratios to "
                "the control (1.71x [0.90, 3.20]) are geometric means with their 95% CI [lo, hi], computed on the "
@@ -52,8 +53,8 @@ def _trials_table(summary: Summary) -> list[str]:
     return lines
 
 
-def _stage_table(summary: Summary, index: int, bases: Bases | None = None) -> list[str]:
-    """The figures of stage ``index`` per arm and class; each percentile with its sample count per repeat.
+def _stage_table(summary: Summary, group: StageGroup, bases: Bases | None = None) -> list[str]:
+    """The figures of one load (``group``) per arm and class; each percentile with its sample count per repeat.
 
     A percentile that rests on too few samples to be bounded in some repeat is in italics and marked,
     and the rule is said under the table.
@@ -65,10 +66,11 @@ def _stage_table(summary: Summary, index: int, bases: Bases | None = None) -> li
         "|---|---|---|---|---|---|---|---|---|",
     ]
     shown = []
-    for arm, figures in summary.arms.items():
-        if index >= len(figures.stages):
-            continue
-        for name, fig in figures.stages[index].classes.items():
+    for member in group.members:
+        arm, index = member.arm, member.index
+        for name, fig in summary.arms[arm].stages[index].classes.items():
+            if not member.shows(name):
+                continue
             norm_text = "control" if arm == summary.control else _fmt(fig.normalised_throughput, 2, RATIO_UNIT)
             err = fig.error_rate.mean
             err_text = "-" if err is None else f"{100 * err:.1f}%"
@@ -84,10 +86,14 @@ def _stage_table(summary: Summary, index: int, bases: Bases | None = None) -> li
     return lines
 
 
-def _first_arm_stages(summary: Summary) -> list[ArmStageFigures]:
-    """The stages of the first arm: the per-stage tables follow them."""
-    first = next(iter(summary.arms.values()), None)
-    return first.stages if first is not None else []
+def _stage_sections(summary: Summary, level: str) -> list[str]:
+    """A heading (``level``: "##" or "###") and a table per load the arms ran (report.stage_groups)."""
+    bases = Bases(summary)
+    lines: list[str] = []
+    for group in stage_groups(summary):
+        lines += [f"{level} {group.heading(_offered(group.offered, group.arrival))}", "",
+                  *_stage_table(summary, group, bases), ""]
+    return lines
 
 
 def _overrides(summary: Summary) -> dict[str, Any]:
@@ -121,10 +127,7 @@ def render_summary(summary: Summary) -> str:
               "arm at the same stage.", ""]
     lines += ["## Trials", "", *_trials_table(summary), ""]
     lines += scheduling.markdown_section(summary)
-    bases = Bases(summary)
-    for stage in _first_arm_stages(summary):
-        lines += [f"## Stage {stage.index}: offered {_offered(stage.offered, stage_arrival(summary, stage.index))}", ""]
-        lines += [*_stage_table(summary, stage.index, bases), ""]
+    lines += _stage_sections(summary, "##")
     return "\n".join(lines)
 
 
@@ -243,10 +246,7 @@ def render_report(summary: Summary, *, started_s: float | None = None,
         lines += ["## Verdict", "", *guide.markdown("verdict"), NO_COMPARISON, ""]
     lines += ["## Per-stage figures", "", *guide.markdown("stages"),
               f"{SPREAD_NOTE} Latency is from each request's intended send time.", ""]
-    bases = Bases(summary)
-    for stage in _first_arm_stages(summary):
-        offered = _offered(stage.offered, stage_arrival(summary, stage.index))
-        lines += [f"### Stage {stage.index}: offered {offered}", "", *_stage_table(summary, stage.index, bases), ""]
+    lines += _stage_sections(summary, "###")
     lines += _boundary_section(comparison)
     lines += _guided(disruption.markdown_section(summary), "disruption")
     lines += _guided(scheduling.markdown_section(summary), "scheduling")
@@ -261,11 +261,3 @@ def _guided(lines: list[str], section: str) -> list[str]:
     if not lines:
         return lines
     return [*lines[:2], *guide.markdown(section), *lines[2:]]
-
-
-def stage_arrival(summary: Summary, index: int) -> dict[str, str] | None:
-    """The arrival process per class of stage ``index``, from the first trial that has that stage."""
-    for t in summary.trials:
-        if index < len(t.stages):
-            return dict(t.stages[index].arrival)
-    return None

@@ -1,0 +1,65 @@
+"""Per-stage tables put side by side only what ran the same load: by stage in a sweep, by load in a search."""
+
+from __future__ import annotations
+
+import pytest
+from harness import ROOT, search_campaign_store
+
+from bench_plugin.outputs import summarise
+from bench_plugin.report.markdown import render_report, render_summary
+from bench_plugin.report.stage_groups import stage_groups
+from bench_plugin.results.summary import Summary, load_summary
+
+
+@pytest.fixture(scope="module")
+def searched(tmp_path_factory: pytest.TempPathFactory) -> Summary:
+    return summarise(search_campaign_store(tmp_path_factory.mktemp("search")))
+
+
+def test_a_searched_campaign_has_a_table_per_load_holding_only_runs_of_that_load(searched: Summary) -> None:
+    groups = stage_groups(searched)
+    seen: list[tuple[str, int]] = []
+    for group in groups:
+        assert group.index is None and group.heading("x").startswith("Offered x")
+        for member in group.members:
+            offered = dict(searched.arms[member.arm].stages[member.index].offered)
+            if member.classes is None:
+                assert offered == group.offered, (group, member)
+            else:  # the exclusive control's class run alone at the load's rate
+                assert member.arm == searched.control and group.alone == searched.control
+                assert offered == {name: group.offered[name] for name in member.classes}, (group, member)
+            seen.append((member.arm, member.index))
+    # every figure of every arm is in a table; a shared arm's figures in exactly one
+    every = [(arm, stage.index) for arm, figures in searched.arms.items() for stage in figures.stages]
+    assert set(seen) == set(every)
+    shared = [key for key in seen if key[0] != searched.control]
+    assert len(shared) == len(set(shared))
+    # the arms side by side first, from the lowest load up; then the control's runs no other arm matched
+    mixed = [g for g in groups if any(m.arm != searched.control for m in g.members)]
+    assert groups[:len(mixed)] == mixed and [sum(g.offered.values()) for g in mixed] == sorted(
+        sum(g.offered.values()) for g in mixed)
+    assert all(len(g.offered) == 1 for g in groups[len(mixed):])
+
+
+def test_summary_and_report_of_a_search_name_loads_not_stage_indexes(searched: Summary) -> None:
+    for text, level in ((render_summary(searched), "## "), (render_report(searched), "### ")):
+        assert f"\n{level}Stage " not in text
+        heading = (f"\n{level}Offered llm 2 req/s, embedding 10 req/s, asr 2 req/s "
+                   f"({searched.control}'s rows: each class run alone at its rate)\n")
+        assert heading in text
+        table = text.split(heading)[1].split(f"\n{level}")[0]
+        rows = [line.split(" | ")[:2] for line in table.splitlines() if line.startswith(f"| {searched.control} ")
+                or line.startswith("| time-slicing ")]
+        assert [r[1] for r in rows if r[0] == f"| {searched.control}"] == ["llm", "embedding", "asr"]
+        assert [r[1] for r in rows if r[0] == "| time-slicing"] == ["llm", "embedding", "asr"]
+
+
+def test_a_fixed_sweep_keeps_a_table_per_stage() -> None:
+    summary = load_summary(ROOT / "docs" / "results" / "h200-day19" / "summary.json")
+    groups = stage_groups(summary)
+    first = next(iter(summary.arms.values()))
+    assert [g.index for g in groups] == [s.index for s in first.stages]
+    for group in groups:
+        assert group.heading("x") == f"Stage {group.index}: offered x"
+        members = [(m.arm, m.index, m.classes) for m in group.members]
+        assert members == [(arm, group.index, None) for arm in summary.arms]
