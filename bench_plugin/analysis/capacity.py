@@ -17,13 +17,14 @@ definition, keeps every SLO.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+from bench_plugin.analysis.search import ABOVE_MAXIMUM, BELOW_MINIMUM, FOUND
 from bench_plugin.analysis.significance import HIGHER, Judged, describe, ratio_figure
 from bench_plugin.analysis.statistics import Spread, spread
 from bench_plugin.analysis.verdict import CONTROLS, LOSS, MIN_PAIRS, NOT_COMPARED, WORTH_IT, inconclusive, too_few
 from bench_plugin.results.summary import RepeatCapacity, TrialSummary
-
-FOUND = "found"
+from bench_plugin.scenario import WORKLOAD_CLASSES
 
 
 @dataclass(frozen=True)
@@ -44,14 +45,50 @@ class ArmCapacity:
 
 
 
+def combined_status(results: list[dict[str, Any]]) -> str:
+    """The status of a boundary searched once per class (an exclusive arm, each class alone): the status of
+    the class whose boundary is lowest, since that one sets the mix's boundary.
+
+    A search still under way, or one whose boundary is below its minimum, decides it at once; a class whose
+    load passed up to the maximum does not make the boundary "above the maximum" while another class's
+    was found below it. Ties go to ``found``.
+    """
+    statuses = [r["status"] for r in results]
+    if unfinished := [s for s in statuses if s not in (FOUND, ABOVE_MAXIMUM, BELOW_MINIMUM)]:
+        return unfinished[0]
+    if BELOW_MINIMUM in statuses:
+        return BELOW_MINIMUM
+    if any(r.get("estimate") is None for r in results):
+        return next((s for s in statuses if s != FOUND), FOUND)
+    lowest = min(r["estimate"] for r in results)
+    limiting = {r["status"] for r in results if r["estimate"] == lowest}
+    return FOUND if FOUND in limiting else limiting.pop()
+
+
+def limiting_class(trials: list[TrialSummary]) -> str | None:
+    """Where each class was searched alone (an exclusive arm): the class whose boundary is the lowest, when
+    every repeat that found one agrees; None otherwise, and for a search of the whole mix."""
+    found = set()
+    for trial in trials:
+        results = trial.search
+        if len(results) < 2 or any(r.get("estimate") is None for r in results):
+            continue
+        lowest = min(r["estimate"] for r in results)
+        found.add(", ".join(name for r in results if r["estimate"] == lowest for name in r["classes"]))
+    return found.pop() if len(found) == 1 else None
+
+
+def _class_order(name: str) -> int:
+    return WORKLOAD_CLASSES.index(name) if name in WORKLOAD_CLASSES else len(WORKLOAD_CLASSES)
+
+
 def _repeat(trial: TrialSummary) -> RepeatCapacity | None:
     if not trial.search:
         return None
     results = trial.search
-    statuses = [r["status"] for r in results]
-    status = next((s for s in statuses if s != FOUND), FOUND)
     scales = [r["estimate"] for r in results if r.get("estimate") is not None]
     scale = min(scales) if scales and len(scales) == len(results) else None
+    status = combined_status(results)
     mix = results[0]["mix"] if len(results) == 1 else {k: v for r in results for k, v in r["mix"].items()}
     per_device = None
     if scale is not None and trial.devices_charged:
@@ -66,7 +103,8 @@ def arm_capacity(trials: list[TrialSummary], control: list[TrialSummary] | None)
     if not mine:
         return None
     mix = next(t.search for t in trials if t.search)
-    merged = {k: v for result in mix for k, v in result["mix"].items()}
+    given = {k: v for result in mix for k, v in result["mix"].items()}
+    merged = {name: given[name] for name in sorted(given, key=_class_order)}
     ratio = None
     if control is not None:
         theirs = {r.repeat: r for r in map(_repeat, control) if r is not None}

@@ -10,7 +10,7 @@ from typing import Any
 
 from bench_plugin.analysis.boundary import Boundary as BoundaryFigures
 from bench_plugin.analysis.boundary import arm_boundary, format_offered, load_order
-from bench_plugin.analysis.capacity import ArmCapacity, arm_capacity, capacity_text
+from bench_plugin.analysis.capacity import ArmCapacity, arm_capacity, capacity_text, limiting_class
 from bench_plugin.analysis.contention import ClassContention, StageContention, stage_contention
 from bench_plugin.analysis.objectives import ClassObjectives
 from bench_plugin.analysis.statistics import spread
@@ -132,8 +132,10 @@ def _searched_arm(arm: dict[str, Any], mine: list[TrialSummary], reference: list
     capacity = arm_capacity(mine, reference)
     status = "not measured" if capacity is None else capacity.per_repeat[0].status
     offered = capacity.offered if capacity else {}
+    limiting = limiting_class(mine)
     text = (f"boundary at {format_offered(offered)} (scale {capacity.scale.mean:.3g} of the mix; "
-            f"search status: {status})" if capacity and capacity.scale.mean is not None
+            f"search status: {status}" + (f"; limited by {limiting}, each class searched alone" if limiting else "")
+            + ")" if capacity and capacity.scale.mean is not None
             else f"no boundary found (search status: {status})")
     if capacity is not None:
         runs = spread([r.runs for r in capacity.per_repeat]).mean or 0
@@ -141,7 +143,7 @@ def _searched_arm(arm: dict[str, Any], mine: list[TrialSummary], reference: list
         text += (f". The search took {runs:.0f} stage-runs per trial; an even sweep to the same precision "
                  f"would have needed {sweep:.0f}.")
     boundary = Boundary(status=status, text=text, stage_position=capacity.scale if capacity else spread([]),
-                        offered=offered, limiting=None)
+                        offered=offered, limiting=limiting)
     verdict = None
     ref_capacity = arm_capacity(control_trials, None) if reference is not None else None
     if capacity is not None and ref_capacity is not None and control is not None:

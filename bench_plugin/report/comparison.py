@@ -114,6 +114,14 @@ def boundary_short(boundary: Boundary) -> str:
         return "not reached: above the highest load measured"
     if boundary.status == "below the lowest stage":
         return f"below the lowest stage measured{limit}"
+    if boundary.status in ("found", "above the maximum") and boundary.offered:  # searched
+        about = ", ".join(f"{name} {load:.3g}" for name, load in boundary.offered.items())
+        scale = spread_text(boundary.stage_position, 1)
+        if boundary.status == "found":
+            return f"found at about {about} (scale {scale}){limit}"
+        return f"above the highest load searched: every SLO kept at {about} (scale {scale}){limit}"
+    if boundary.status == "below the minimum":
+        return f"below the lowest load searched{limit}"
     return boundary.status + limit
 
 

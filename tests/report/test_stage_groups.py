@@ -63,3 +63,15 @@ def test_a_fixed_sweep_keeps_a_table_per_stage() -> None:
         assert group.heading("x") == f"Stage {group.index}: offered x"
         members = [(m.arm, m.index, m.classes) for m in group.members]
         assert members == [(arm, group.index, None) for arm in summary.arms]
+
+
+def test_a_searched_boundary_cell_gives_the_load_and_scale(searched: Summary) -> None:
+    from bench_plugin.report.comparison import boundary_short
+
+    for arm, comp in searched.comparison.arms.items():
+        cell = boundary_short(comp.boundary)
+        if comp.boundary.status == "found":
+            about = ", ".join(f"{name} {load:.3g}" for name, load in comp.boundary.offered.items())
+            assert cell.startswith(f"found at about {about} (scale "), (arm, cell)
+        else:
+            assert comp.boundary.status == "not measured" and cell == "not measured", (arm, cell)
