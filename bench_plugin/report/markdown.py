@@ -124,7 +124,8 @@ def render_summary(summary: Summary) -> str:
               "Latency is measured from each request's intended send time; percentiles come from exact samples. "
               "Throughput counts successful requests over the time it took to serve the stage's requests "
               "(at least the stage's duration); throughput vs control is the per-repeat ratio to the control "
-              "arm at the same stage.", ""]
+              "arm at the same stage (in a search: at the same load, or an exclusive control's class alone at "
+              "the same rate).", ""]
     lines += ["## Trials", "", *_trials_table(summary), ""]
     lines += scheduling.markdown_section(summary)
     lines += _stage_sections(summary, "##")
