@@ -45,7 +45,7 @@ from bench_plugin.report.css import CSS
 from bench_plugin.report.figures import Plot, arm_styles
 from bench_plugin.report.markdown import render_report
 from bench_plugin.report.plots import classes_of, fairness_plot, latency_plot, streaming_plot, throughput_plot
-from bench_plugin.report.stage_groups import stage_groups
+from bench_plugin.report.stage_groups import group_rows, stage_groups
 from bench_plugin.report.stage_series import html_section, read_trial_series
 from bench_plugin.report.tables import Raw, conditions_section, errors_table, esc, table, when
 from bench_plugin.report.telemetry import drawn_metrics
@@ -182,20 +182,16 @@ def _stage_tables(summary: Summary, bases: Bases) -> str:
         parts.append(f"<h3>{esc(group.heading(offered_text(group.offered, group.arrival)))}</h3>")
         rows: list[list[Any]] = []
         shown: list[Basis | None] = []
-        for member in group.members:
-            arm, index = member.arm, member.index
-            for name, fig in summary.arms[arm].stages[index].classes.items():
-                if not member.shows(name):
-                    continue
-                cells: list[Any] = [arm, name, spread_text(fig.throughput_rps, 2)]
-                for _, key in PERCENTILE_COLUMNS:
-                    basis = bases.get(arm, index, name, key)
-                    shown.append(basis)
-                    cells.append(html_cell(value_text(getattr(fig, key), basis), basis))
-                err = fig.error_rate.mean
-                norm = "control" if arm == summary.control else spread_text(fig.normalised_throughput, 2, RATIO_UNIT)
-                cells += ["-" if err is None else f"{100 * err:.1f}%", norm]
-                rows.append(cells)
+        for arm, index, name, fig in group_rows(summary, group):
+            cells: list[Any] = [arm, name, spread_text(fig.throughput_rps, 2)]
+            for _, key in PERCENTILE_COLUMNS:
+                basis = bases.get(arm, index, name, key)
+                shown.append(basis)
+                cells.append(html_cell(value_text(getattr(fig, key), basis), basis))
+            err = fig.error_rate.mean
+            norm = "control" if arm == summary.control else spread_text(fig.normalised_throughput, 2, RATIO_UNIT)
+            cells += ["-" if err is None else f"{100 * err:.1f}%", norm]
+            rows.append(cells)
         parts.append(table(["arm", "class", "throughput req/s", *(h for h, _ in PERCENTILE_COLUMNS), "error rate",
                             "thr. vs control"], rows, "stages"))
         if any_low(shown):

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bench_plugin.report import checks, disruption, guide, scheduling
-from bench_plugin.report.basis import Bases, any_low, low_rule, markdown_cell
+from bench_plugin.report.basis import FIGURES, Bases, any_low, low_rule, markdown_cell
 from bench_plugin.report.comparison import (
     NO_COMPARISON,
     RATIO_UNIT,
@@ -34,7 +34,7 @@ from bench_plugin.report.comparison import (
 from bench_plugin.report.comparison import offered_text as _offered
 from bench_plugin.report.comparison import spread_text as _fmt
 from bench_plugin.report.placement import cpus_by_arm
-from bench_plugin.report.stage_groups import StageGroup, stage_groups
+from bench_plugin.report.stage_groups import StageGroup, group_rows, stage_groups
 from bench_plugin.report.stage_series import TrialSeries, markdown_section
 from bench_plugin.results.summary import Comparison, Summary
 
@@ -66,21 +66,17 @@ def _stage_table(summary: Summary, group: StageGroup, bases: Bases | None = None
         "|---|---|---|---|---|---|---|---|---|",
     ]
     shown = []
-    for member in group.members:
-        arm, index = member.arm, member.index
-        for name, fig in summary.arms[arm].stages[index].classes.items():
-            if not member.shows(name):
-                continue
-            norm_text = "control" if arm == summary.control else _fmt(fig.normalised_throughput, 2, RATIO_UNIT)
-            err = fig.error_rate.mean
-            err_text = "-" if err is None else f"{100 * err:.1f}%"
-            cells = []
-            for key in ("latency_p50_ms", "latency_p95_ms", "ttft_p95_ms", "tpot_p95_ms"):
-                basis = bases.get(arm, index, name, key)
-                shown.append(basis)
-                cells.append(markdown_cell(getattr(fig, key), basis))
-            lines.append(f"| {arm} | {name} | {_fmt(fig.throughput_rps, 2)} | " + " | ".join(cells)
-                         + f" | {err_text} | {norm_text} |")
+    for arm, index, name, fig in group_rows(summary, group):
+        norm_text = "control" if arm == summary.control else _fmt(fig.normalised_throughput, 2, RATIO_UNIT)
+        err = fig.error_rate.mean
+        err_text = "-" if err is None else f"{100 * err:.1f}%"
+        cells = []
+        for key in FIGURES:
+            basis = bases.get(arm, index, name, key)
+            shown.append(basis)
+            cells.append(markdown_cell(getattr(fig, key), basis))
+        lines.append(f"| {arm} | {name} | {_fmt(fig.throughput_rps, 2)} | " + " | ".join(cells)
+                     + f" | {err_text} | {norm_text} |")
     if any_low(shown):
         lines += ["", low_rule() + "."]
     return lines

@@ -13,9 +13,10 @@ the control's runs that no other arm's load matches, class by class.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
-from bench_plugin.results.summary import Summary
+from bench_plugin.results.summary import ArmClassFigures, Summary
 from bench_plugin.scenario import WORKLOAD_CLASSES
 
 Load = tuple[tuple[str, float], ...]
@@ -56,6 +57,14 @@ class StageGroup:
         return f"Offered {offered}{alone}"
 
 
+def group_rows(summary: Summary, group: StageGroup) -> Iterator[tuple[str, int, str, ArmClassFigures]]:
+    """The rows of ``group``'s table in order: arm, its stage position, class, and that class's figures."""
+    for member in group.members:
+        for name, fig in summary.arms[member.arm].stages[member.index].classes.items():
+            if member.shows(name):
+                yield member.arm, member.index, name, fig
+
+
 def stage_groups(summary: Summary) -> list[StageGroup]:
     """The per-stage tables of ``summary``: by stage index in a fixed sweep, by offered load when searched."""
     if not any(trial.search for trial in summary.trials):
@@ -84,6 +93,7 @@ def stage_groups(summary: Summary) -> list[StageGroup]:
         if key in used and all(m.arm == control for m in members):
             continue  # shown beside the shared load it matches
         offered = dict(key)
+        # the arrival of the load's own stages: the last member ran it whole (a control's class alone did not)
         out.append(StageGroup(offered=_ordered(summary, offered), members=_in_arm_order(summary, members),
                               index=None, arrival=_arrival(summary, members[-1].arm, offered), alone=alone))
     # the arms side by side first, from the lowest load up; then the control's own runs that no other arm
