@@ -110,9 +110,10 @@ def render_html(summary: Summary, db: sqlite3.Connection, max_points: int = MAX_
     trials = read_trials(db)
     comparison = summary.comparison
     styles = arm_styles(summary.arms, summary.control)
-    load_plots = [latency_plot(summary, cls, styles, comparison) for cls in classes_of(summary)]
+    bases = Bases(summary)
+    load_plots = [latency_plot(summary, cls, styles, comparison, bases=bases) for cls in classes_of(summary)]
     if "llm" in classes_of(summary):
-        load_plots.append(streaming_plot(summary, styles, comparison))
+        load_plots.append(streaming_plot(summary, styles, comparison, bases))
     share_plots = [p for p in (throughput_plot(summary, styles),
                                fairness_plot(comparison, styles, stage_names(summary))) if p is not None]
     timelines = []
@@ -124,7 +125,6 @@ def render_html(summary: Summary, db: sqlite3.Connection, max_points: int = MAX_
         telemetry = read_telemetry(db, start, trial.ended_s or float("inf"), drawn_metrics())
         timelines.append(timeline_plot(trial, requests, telemetry, slo, read_pod_events(db, trial.id)))
     stage_series = read_trial_series(db, trials)
-    bases = Bases(summary)
     sections = [
         ("verdict", "Verdict", _verdict(summary, comparison, bases)),
         ("load", "Latency vs offered load", _figures(load_plots)),

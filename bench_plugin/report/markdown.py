@@ -53,13 +53,12 @@ def _trials_table(summary: Summary) -> list[str]:
     return lines
 
 
-def _stage_table(summary: Summary, group: StageGroup, bases: Bases | None = None) -> list[str]:
+def _stage_table(summary: Summary, group: StageGroup, bases: Bases) -> list[str]:
     """The figures of one load (``group``) per arm and class; each percentile with its sample count per repeat.
 
     A percentile that rests on too few samples to be bounded in some repeat is in italics and marked,
     and the rule is said under the table.
     """
-    bases = bases or Bases(summary)
     lines = [
         "| arm | class | throughput req/s | P50 ms | P95 ms | TTFT P95 ms | TPOT P95 ms | error rate "
         "| thr. vs control |",

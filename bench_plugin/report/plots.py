@@ -262,10 +262,11 @@ def _hollow_handle() -> tuple[Line2D, str]:
 
 def latency_plot(summary: Summary, cls: str, styles: dict[str, ArmStyle], comparison: Comparison,
                  keys: tuple[str, str] = ("latency_p50_ms", "latency_p95_ms"), plot_id: str | None = None,
-                 title: str | None = None) -> Plot:
-    """Two figures of one class against offered load, side by side (P50 and P95 by default)."""
+                 title: str | None = None, bases: Bases | None = None) -> Plot:
+    """Two figures of one class against offered load, side by side (P50 and P95 by default); ``bases``: the
+    summary's figure bases where the caller has them already."""
     plot_id = plot_id or f"latency-{cls}"
-    svg, hollow = _latency_svg(summary, cls, styles, comparison, keys, plot_id)
+    svg, hollow = _latency_svg(summary, cls, styles, comparison, keys, plot_id, bases or Bases(summary))
     has_boundary = compared(comparison) and any(
         a.boundary.status == "reached" and cls in a.boundary.offered for a in comparison.arms.values())
     caption = (f"How {cls} latency grows with its offered load, per arm (mean over repeats; bars: 95% CI over "
@@ -278,10 +279,9 @@ def latency_plot(summary: Summary, cls: str, styles: dict[str, ArmStyle], compar
 
 
 def _latency_svg(summary: Summary, cls: str, styles: dict[str, ArmStyle], comparison: Comparison,
-                 keys: tuple[str, str], plot_id: str) -> tuple[str, bool]:
+                 keys: tuple[str, str], plot_id: str, bases: Bases) -> tuple[str, bool]:
     """The two panels' SVG, and whether some point was drawn hollow."""
     marks = DataMarks(plot_id)
-    bases = Bases(summary)
     with style():
         fig = new_figure(HEIGHT_IN)
         axes = grid(fig, 1, 2, LAYOUT)
@@ -300,9 +300,11 @@ def _hollow_caption(hollow: bool) -> str:
             "point's sample count.")
 
 
-def streaming_plot(summary: Summary, styles: dict[str, ArmStyle], comparison: Comparison) -> Plot:
+def streaming_plot(summary: Summary, styles: dict[str, ArmStyle], comparison: Comparison,
+                   bases: Bases | None = None) -> Plot:
     """LLM time to first token and time per output token (P95) against offered load."""
-    svg, hollow = _latency_svg(summary, "llm", styles, comparison, ("ttft_p95_ms", "tpot_p95_ms"), "llm-streaming")
+    svg, hollow = _latency_svg(summary, "llm", styles, comparison, ("ttft_p95_ms", "tpot_p95_ms"), "llm-streaming",
+                               bases or Bases(summary))
     caption = ("TTFT (time to first token, from the intended send time) shows queueing before the model starts; "
                "TPOT (time per output token) shows how fast it streams once started. A sharing arm that raises "
                "TTFT but not TPOT is queueing, not computing slower. Dashed lines: the SLOs.")
