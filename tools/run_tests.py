@@ -9,8 +9,8 @@ measured on a quiet host (the harness's accuracy, one process against N workers)
 in the lanes and run afterwards on their own.
 
 Files that use the same session fixture (a shared campaign, a rendered report) go to the same lane,
-so that fixture runs once; the Kubernetes control plane starts in seconds, so it runs once per lane
-that needs it (PER_LANE). Lanes are balanced by the
+so that fixture runs once (the Kubernetes control plane too: started in seconds, but its API server and
+etcd then cost CPU all the while it is up, which the other lanes' tests wait for). Lanes are balanced by the
 durations recorded in tests/durations.json (``--record`` rewrites it from this run's lanes, so a
 file counts only its tests outside the serial phase); a file not in it counts as DEFAULT_S. Each
 lane's output goes to a log that is printed whole if the lane fails, and as its last line otherwise.
@@ -36,11 +36,9 @@ TESTS = ROOT / "tests"
 DURATIONS = TESTS / "durations.json"
 DEFAULT_S = 5.0
 SERIAL = re.compile(r"\bpytest\.mark\.serial\b")
+SIGNATURE = re.compile(r"\bdef \w+\(([^)]*)\)")
 FIXTURE = re.compile(r"@pytest\.fixture(\([^)]*\))?\s*\ndef (\w+)\(([^)]*)\)")
 NO_TESTS = 5  # pytest's exit status when a selection holds no test
-PER_LANE = {"k8s_cluster"}
-"""Session fixtures cheap enough to start once in each lane that needs them (the control plane: about 5 s),
-so their users may be spread over lanes."""
 
 
 @dataclass
@@ -56,31 +54,54 @@ def test_files() -> list[Path]:
     return sorted(p for p in TESTS.rglob("test_*.py") if "node_modules" not in p.parts)
 
 
-def session_fixtures() -> dict[str, set[str]]:
-    """Each fixture of the suite's conftest files -> the session-scoped fixtures it is or depends on."""
-    direct: dict[str, set[str]] = {}
-    params: dict[str, set[str]] = {}
+def parameters(text: str) -> set[str]:
+    """The parameter names of every function in ``text``: the fixtures its tests and fixtures ask for."""
+    return {m.group(1) for args in SIGNATURE.findall(text) for part in args.split(",")
+            if (m := re.match(r"\s*\*{0,2}(\w+)", part))}
+
+
+def session_fixtures() -> dict[str, list[tuple[Path, set[str]]]]:
+    """Each fixture of the suite's conftest files -> (the folder it serves, the session-scoped fixtures it is
+    or depends on), one entry per conftest that defines it."""
+    direct: dict[tuple[Path, str], set[str]] = {}
+    params: dict[tuple[Path, str], set[str]] = {}
     for conftest in TESTS.rglob("conftest.py"):
         if "node_modules" in conftest.parts:
             continue
         for scope, name, args in FIXTURE.findall(conftest.read_text(encoding="utf-8")):
-            direct[name] = {name} if 'scope="session"' in scope else set()
-            params[name] = set(re.findall(r"(\w+)\s*:", args))
-    out = {name: set(found) for name, found in direct.items()}
+            direct[(conftest.parent, name)] = {name} if 'scope="session"' in scope else set()
+            params[(conftest.parent, name)] = parameters(f"def {name}({args})")
+    defined: dict[str, list[tuple[Path, str]]] = defaultdict(list)
+    for where, name in direct:
+        defined[name].append((where, name))
+    out = {key: set(found) for key, found in direct.items()}
     changed = True
     while changed:  # a fixture that takes a session fixture (or one that does) shares its lane
         changed = False
-        for name, takes in params.items():
-            inherited = set().union(*(out.get(t, set()) for t in takes))
-            if not inherited <= out[name]:
-                out[name] |= inherited
+        for (where, name), takes in params.items():
+            inherited = set().union(*(out[key] for t in takes if (key := visible(defined, t, where))))
+            if not inherited <= out[(where, name)]:
+                out[(where, name)] |= inherited
                 changed = True
-    return {name: found for name, found in out.items() if found}
+    result: dict[str, list[tuple[Path, set[str]]]] = defaultdict(list)
+    for (where, name), found in out.items():
+        if found:
+            result[name].append((where, found))
+    return result
+
+
+def visible(defined: dict[str, list[tuple[Path, str]]], name: str, path: Path) -> tuple[Path, str] | None:
+    """The definition of fixture ``name`` that ``path`` sees: the one of the nearest conftest above it."""
+    above = [key for key in defined.get(name, []) if path == key[0] or key[0] in path.parents]
+    return max(above, key=lambda key: len(key[0].parts), default=None)
 
 
 def groups(files: list[Path]) -> list[list[Path]]:
-    """The files, grouped so that files naming the same session fixture share a group."""
+    """The files, grouped so that files asking for the same session fixture (as a parameter of a test or of
+    one of their fixtures, from a conftest above them) share a group."""
     fixtures = session_fixtures()
+    defined = {name: [(where, name) for where, _ in entries] for name, entries in fixtures.items()}
+    shared_by = {(where, name): found for name, entries in fixtures.items() for where, found in entries}
     parent = {f: f for f in files}
 
     def root(f: Path) -> Path:
@@ -90,11 +111,10 @@ def groups(files: list[Path]) -> list[list[Path]]:
 
     users: dict[str, list[Path]] = defaultdict(list)
     for f in files:
-        text = f.read_text(encoding="utf-8")
-        for name, shared in fixtures.items():
-            if re.search(rf"\b{name}\b", text):
-                for session in shared - PER_LANE:
-                    users[session].append(f)
+        for name in parameters(f.read_text(encoding="utf-8")):
+            key = visible(defined, name, f)
+            for session in shared_by[key] if key else set():
+                users[session].append(f)
     for shared in users.values():
         for other in shared[1:]:
             parent[root(other)] = root(shared[0])
