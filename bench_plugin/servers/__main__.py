@@ -14,6 +14,7 @@ import os
 import sys
 
 from .api_audio import max_decode_tokens
+from .device_flags import cuda_only_refusal, device_spec_error
 from .presets import ASR_PRESETS, DEFAULT_MODEL_NAMES, EMBEDDING_PRESETS, LLM_PRESETS
 
 _DTYPE_CHOICES = ("float32", "bfloat16", "float16")
@@ -213,6 +214,14 @@ def _validate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None
                 f"--tokens-per-second {args.tokens_per_second} needs {needed} decoder positions for "
                 f"30 s of audio; the model has {ASR_PRESETS[size].n_text_ctx}"
             )
+    if args.device is not None and (error := device_spec_error(args.device)):
+        parser.error(error)
+    cuda_graphs = bool(getattr(args, "cuda_graphs", None))
+    if args.device == "cpu":  # decided from the flags alone: no torch import (seconds) to refuse or go on
+        _refuse(parser, args, cuda_only_refusal("cpu", args.memory_limit_mib, args.stream_priority, cuda_graphs))
+        if args.max_batch_size is None:
+            args.max_batch_size = EMBEDDING_MAX_BATCH["cpu"]
+        return
     from .torch_common import check_sharing_flags, resolve_device, resolve_dtype  # torch only for model servers
 
     try:
@@ -222,13 +231,18 @@ def _validate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None
         parser.error(str(exc))
     if args.max_batch_size is None:
         args.max_batch_size = EMBEDDING_MAX_BATCH[device.type]
+    if device.type != "cuda":
+        _refuse(parser, args, cuda_only_refusal(str(device), args.memory_limit_mib, args.stream_priority, cuda_graphs))
     try:
         check_sharing_flags(device, args.memory_limit_mib, args.stream_priority)
-        if getattr(args, "cuda_graphs", None) and device.type != "cuda":
-            raise ValueError(f"--cuda-graphs needs a CUDA device; this server would run on {device}")
     except ValueError as exc:
-        # One line, no usage text: the flags parsed fine; this host cannot honour them.
-        parser.exit(2, f"{parser.prog} {args.kind}: error: {exc}\n")
+        _refuse(parser, args, str(exc))
+
+
+def _refuse(parser: argparse.ArgumentParser, args: argparse.Namespace, why: str | None) -> None:
+    """Exit 2 with ``why`` on one line, no usage text (the flags parsed fine; this host cannot honour them)."""
+    if why:
+        parser.exit(2, f"{parser.prog} {args.kind}: error: {why}\n")
 
 
 def main(argv: list[str] | None = None) -> int:

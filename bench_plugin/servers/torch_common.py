@@ -17,6 +17,8 @@ from typing import Any, TypeVar
 import torch
 from torch import nn
 
+from .device_flags import cuda_only_refusal, device_spec_error
+
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 INIT_STD = 0.02
 MIB = 1024 * 1024
@@ -40,14 +42,12 @@ def resolve_device(spec: str | None) -> torch.device:
     """
     if spec is None:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(spec)
-    except RuntimeError as exc:
-        raise ValueError(f"invalid device {spec!r}: {exc}") from None
+    error = device_spec_error(spec)
+    if error:
+        raise ValueError(error)
+    device = torch.device(spec)
     if device.type == "cpu":
         return device
-    if device.type != "cuda":
-        raise ValueError(f"unsupported device {spec!r}: use cpu, cuda or cuda:N")
     if not torch.cuda.is_available():
         raise ValueError(f"device {spec!r} requested but CUDA is not available")
     index = 0 if device.index is None else device.index
@@ -144,11 +144,9 @@ def check_sharing_flags(device: torch.device, memory_limit_mib: int | None, stre
     Both act on CUDA only; on a CPU they would be silently ignored, so they are refused instead.
     """
     if device.type != "cuda":
-        if memory_limit_mib is not None:
-            raise ValueError(f"--memory-limit-mib needs a CUDA device; this server would run on {device}")
-        if stream_priority != "normal":
-            raise ValueError(f"--stream-priority {stream_priority} needs a CUDA device; this server would run on "
-                             f"{device}")
+        refusal = cuda_only_refusal(str(device), memory_limit_mib, stream_priority)
+        if refusal:
+            raise ValueError(refusal)
         return
     if memory_limit_mib is not None:
         total = torch.cuda.get_device_properties(device).total_memory // MIB

@@ -161,3 +161,16 @@ def test_load_failure_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
     state = ServerState("llm", "bench-llm-x", "cpu", ServerMetrics())
     assert serve(create_app(state), state, Broken(), "127.0.0.1", free_port()) == 1
     assert "failed to load" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["llm", "--device", "tpu"], ["llm", "--device", "cpu", "--cuda-graphs"],
+                                  ["embedding", "--device", "cpu", "--memory-limit-mib", "64"],
+                                  ["asr", "--device", "cpu", "--stream-priority", "low"]])
+def test_what_the_flags_alone_refuse_is_refused_before_torch_is_imported(argv: list[str]) -> None:
+    # importing torch takes seconds: a refusal the flags decide must not wait for it
+    probe = ("import sys\nfrom bench_plugin.servers.__main__ import main\n"
+             f"try:\n    main({argv!r})\nexcept SystemExit as exc:\n    print(exc.code, 'torch' in sys.modules)\n")
+    result = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                            check=False)
+    assert result.stdout.split() == ["2", "False"], result.stdout + result.stderr
+    assert "error:" in result.stderr and "Traceback" not in result.stderr, result.stderr
