@@ -18,7 +18,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -285,25 +285,47 @@ def _one_request(name: str, url: str, model: str) -> None:
         assert resp.json()["text"]
 
 
-@pytest.mark.slow
-def test_server_commands_serve_real_requests(tmp_path: Path) -> None:
-    env = {"BENCH_BIND": "127.0.0.1", **{PORT_VARIABLES[name]: str(free_port()) for name in SERVERS}}
-    config = resolved(env=env)
+@dataclass
+class CpuServers:
+    """The default profile's servers, running natively: each class's process and loopback port."""
+
+    processes: dict[str, ServerProcess]
+    ports: dict[str, int]
+
+    def url(self, name: str) -> str:
+        return f"http://127.0.0.1:{self.ports[name]}"
+
+
+@pytest.fixture(scope="module")
+def cpu_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CpuServers]:
+    """The default profile's three servers from their compose commands, on free ports, once for the tests
+    that send them requests (each server imports torch and warms up: seconds of CPU); stopped at the end,
+    and each must then have exited."""
+    ports = {name: free_port() for name in SERVERS}
+    config = resolved(env={"BENCH_BIND": "127.0.0.1", **{PORT_VARIABLES[n]: str(p) for n, p in ports.items()}})
+    log_dir = tmp_path_factory.mktemp("compose-servers")
     started: dict[str, ServerProcess] = {}
     try:
         for name in SERVERS:
-            started[name] = start_service(config, name, tmp_path)
+            started[name] = start_service(config, name, log_dir)
+        servers = CpuServers(started, ports)
         for name in SERVERS:
-            url = f"http://127.0.0.1:{env[PORT_VARIABLES[name]]}"
-            wait_healthy(started[name], f"{url}/health")
-            (card,) = requests.get(f"{url}/v1/models", timeout=30).json()["data"]
-            _one_request(name, url, card["id"])
-            metrics = requests.get(f"{url}/metrics", timeout=30)  # what Prometheus scrapes
-            assert metrics.status_code == 200 and "# TYPE" in metrics.text
+            wait_healthy(started[name], f"{servers.url(name)}/health")
+        yield servers
     finally:
         for process in started.values():
             process.stop()
     assert all(p.exit_code() is not None for p in started.values())
+
+
+@pytest.mark.slow
+def test_server_commands_serve_real_requests(cpu_servers: CpuServers) -> None:
+    for name in SERVERS:
+        url = cpu_servers.url(name)
+        (card,) = requests.get(f"{url}/v1/models", timeout=30).json()["data"]
+        _one_request(name, url, card["id"])
+        metrics = requests.get(f"{url}/metrics", timeout=30)  # what Prometheus scrapes
+        assert metrics.status_code == 200 and "# TYPE" in metrics.text
 
 
 @pytest.mark.slow
@@ -347,28 +369,19 @@ def test_exporter_command_runs(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_the_stack_runs_a_campaign_with_two_workers(tmp_path: Path) -> None:
+def test_the_stack_runs_a_campaign_with_two_workers(cpu_servers: CpuServers, tmp_path: Path) -> None:
     """The compose stack's own commands, natively: three CPU servers, the master (headless) and 2 workers."""
-    ports = {name: free_port() for name in SERVERS}
-    config = resolved(env={"BENCH_BIND": "127.0.0.1", **{PORT_VARIABLES[n]: str(p) for n, p in ports.items()}})
-    servers = {name: start_service(config, name, tmp_path / "servers") for name in SERVERS}
     results = tmp_path / "results"
-    stack = None
+    stack = start_locust_stack(cpu_servers.ports, 2, results, tmp_path / "locust", {
+        "LOCUST_HEADLESS": "true", "LOCUST_ONLY_SUMMARY": "true", "LOCUST_EXPECT_WORKERS": "2",
+        "LOCUST_REPEATS": "1"})
     try:
-        for name in SERVERS:
-            wait_healthy(servers[name], f"http://127.0.0.1:{ports[name]}/health")
-        stack = start_locust_stack(ports, 2, results, tmp_path / "locust", {
-            "LOCUST_HEADLESS": "true", "LOCUST_ONLY_SUMMARY": "true", "LOCUST_EXPECT_WORKERS": "2",
-            "LOCUST_REPEATS": "1"})
         deadline = time.monotonic() + READY_TIMEOUT_S
         while stack.master.exit_code() is None and time.monotonic() < deadline:
             time.sleep(0.5)
         assert stack.master.exit_code() == 0, stack.master.log_tail(40)
     finally:
-        if stack is not None:
-            stack.stop()
-        for process in servers.values():
-            process.stop()
+        stack.stop()
     summary = json.loads((results / "summary.json").read_text())
     assert summary["status"]["status"] == "completed"
     db = sqlite3.connect(results / "results.sqlite")
