@@ -18,7 +18,6 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from bench_plugin.analysis.intervals import samples_needed
 from bench_plugin.report.basis import FIGURES as PERCENTILES
@@ -34,6 +33,7 @@ from bench_plugin.report.figures import (
     class_colour,
     figure_svg,
     grid,
+    log_y,
     new_figure,
     plain_y,
     style,
@@ -154,11 +154,8 @@ def _load_ticks(ax: Axes, summary: Summary, cls: str) -> None:
 
 
 def _log_y(ax: Axes, low: float, high: float) -> None:
-    ax.set_yscale("log")
+    log_y(ax)
     ax.set_ylim(low, high)
-    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.yaxis.set_minor_formatter(NullFormatter())
 
 
 def _slo_line(ax: Axes, value: float, label: str, colour: str = SLO_COLOUR) -> None:

@@ -27,7 +27,6 @@ from typing import Any
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.patches import Patch
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from bench_plugin.report import pod_panel
 from bench_plugin.report.figures import (
@@ -40,6 +39,7 @@ from bench_plugin.report.figures import (
     class_colour,
     figure_svg,
     grid,
+    log_y,
     new_figure,
     style,
 )
@@ -191,11 +191,8 @@ def _latency_panel(ax: Axes, requests: dict[str, ClassRequests], t0: float, slo:
         ax.text(0.5, 0.5, "no successful request in this trial", transform=ax.transAxes, ha="center",
                 va="center", color="#666666")
         return
-    ax.set_yscale("log")
+    log_y(ax)
     ax.set_ylim(max(min(values), 1e-3) / 1.6, max(values) * 1.6)
-    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_ylabel("latency (ms, log)")
     ax.legend(**_RIGHT, markerscale=3)
     ax.set_title("latency of each successful request, at its intended send time", loc="left")
