@@ -30,6 +30,7 @@ from bench_plugin.analysis.selfcheck import generator_limited
 from bench_plugin.analysis.statistics import percentiles, spread
 from bench_plugin.results.store import CampaignReader, StageRecord, TrialRecord
 from bench_plugin.results.summary import (
+    JUDGED_STATUSES,
     ArmClassFigures,
     ArmFigures,
     ArmStageFigures,
@@ -248,9 +249,17 @@ def _aligned(trials: list[TrialSummary], searched: bool) -> tuple[list[Any],
     return sorted(loads, key=lambda key: (sum(v for _, v in key), key)), by_load
 
 
+def measured(stage: StageSummary) -> bool:
+    """Whether a stage's figures count in its arm's figures over repeats: it ran its course (completed) or was
+    stopped by the campaign's own rule (aborted), the statuses that judge a load (JUDGED_STATUSES). An invalid
+    stage's load was not the stated one; an interrupted one was cut short by a stop, with requests failed by
+    the servers' shutdown; a running one never ended: their samples stay in the trial's own figures."""
+    return stage.status in JUDGED_STATUSES
+
+
 def arm_stage_runs(trials: list[TrialSummary], arm: str) -> list[list[tuple[TrialSummary, StageSummary]]]:
     """The runs each of an arm's figures over repeats is made of: per ``ArmStageFigures`` position, the
-    (trial, stage) pairs of the arm's trials that ran it, in run order (invalid stages left out).
+    (trial, stage) pairs of the arm's trials that ran it, in run order (only stages that are :func:`measured`).
 
     The report reads each figure's sample counts and order-statistic intervals from these, so it
     names exactly the runs the figure is over.
@@ -262,7 +271,7 @@ def arm_stage_runs(trials: list[TrialSummary], arm: str) -> list[list[tuple[Tria
         runs = []
         for trial in mine:
             stage = aligned(trial).get(key)
-            if stage is not None and stage.status != "invalid":  # an invalid stage's load was not the stated one
+            if stage is not None and measured(stage):
                 runs.append((trial, stage))
         out.append(runs)
     return out
@@ -284,8 +293,8 @@ def _arm_figures(trials: list[TrialSummary], arm: str, control: str | None) -> A
     searched = _searched(trials)
     keys, aligned = _aligned(mine, searched)
 
-    def stages_of(trial: TrialSummary) -> dict[Any, StageSummary]:  # an invalid stage's load was not the stated one
-        return {key: st for key, st in aligned(trial).items() if st.status != "invalid"}
+    def stages_of(trial: TrialSummary) -> dict[Any, StageSummary]:
+        return {key: st for key, st in aligned(trial).items() if measured(st)}
 
     out: list[ArmStageFigures] = []
     for index, key in enumerate(keys):

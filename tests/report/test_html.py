@@ -215,6 +215,11 @@ def test_an_interrupted_campaign_still_reports_and_says_so(make_campaign: MakeCa
     assert "Trial 4: arm shared, repeat 2 (interrupted)" in text
     drawn = figure_html(text, "timeline-trial-4").split("<svg", 1)[1]
     assert "interrupted" in drawn  # the stage's label and the legend in the picture itself
+    summary = load_summary(results / "summary.json")
+    [cut] = [s for s in summary.trials[3].stages if s.status == "interrupted"]
+    assert cut.classes["llm"].requests > 0  # the cut-short stage keeps its samples in its trial's figures
+    over_repeats = summary.arms["shared"].stages[cut.index].classes["llm"]
+    assert over_repeats.throughput_rps.n == 1  # the arm's figures over repeats are over the stage that ran whole
 
 
 def test_a_campaign_that_failed_before_any_stage_still_reports(tmp_path: Path) -> None:
