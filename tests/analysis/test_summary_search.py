@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from harness import search_campaign_store
 
+from bench_plugin.analysis.summary import measured
 from bench_plugin.outputs import summarise
 from bench_plugin.results.summary import Summary
 
@@ -16,27 +17,28 @@ def searched(tmp_path_factory: pytest.TempPathFactory) -> Summary:
 
 def test_searched_shared_figures_are_normalised_to_the_controls_class_alone_at_the_same_rate(
         searched: Summary) -> None:
+    """Each repeat of a shared arm at a load gives one value: its throughput over the control's class alone at
+    that rate in the same repeat, where the control's search ran that rate (else that repeat gives none)."""
     control = [t for t in searched.trials if t.arm == searched.control]
-    checked = 0
+    expected: dict[tuple[str, tuple[tuple[str, float], ...], str], list[float]] = {}
     for trial in searched.trials:
         if trial.arm == searched.control:
             continue
-        figures = searched.arms[trial.arm]
         for stage in trial.stages:
-            if stage.status == "invalid":
+            if not measured(stage):  # cut short, invalid: not in the arm's figures
                 continue
-            [fig] = [f for f in figures.stages if dict(f.offered) == dict(stage.offered)]
             for name, stats in stage.classes.items():
                 alone = [s.classes[name] for t in control if t.repeat == trial.repeat for s in t.stages
-                         if dict(s.offered) == {name: stage.offered[name]} and s.status != "invalid"]
-                ratio = fig.classes[name].normalised_throughput
-                if not alone:
-                    assert ratio is None or not ratio.values, (trial.arm, stage.offered, name)
-                    continue
-                assert ratio is not None  # one value per repeat: this one's is its ratio to the control's
-                assert pytest.approx(stats.throughput_rps / alone[0].throughput_rps) in ratio.values
-                checked += 1
-    assert checked >= 20  # time-slicing, mps and the trial cut short before its search ended (aligned by load too)
+                         if dict(s.offered) == {name: stage.offered[name]} and measured(s)]
+                values = expected.setdefault((trial.arm, tuple(sorted(stage.offered.items())), name), [])
+                if alone:
+                    values.append(stats.throughput_rps / alone[0].throughput_rps)
+    for (arm, offered, name), values in expected.items():
+        [fig] = [f for f in searched.arms[arm].stages if dict(f.offered) == dict(offered)]
+        ratio = fig.classes[name].normalised_throughput
+        got = sorted(ratio.values) if ratio is not None else []
+        assert got == pytest.approx(sorted(values)), (arm, offered, name)
+    assert sum(map(len, expected.values())) >= 20  # time-slicing, mps, ... each aligned by load, repeat by repeat
 
 
 def test_the_exclusive_controls_boundary_is_its_lowest_class_found_not_above_the_maximum(searched: Summary) -> None:
