@@ -209,9 +209,9 @@ class Conductor:
                        {name: self.request_sets[name].items for name in classes}, self.builders,
                        mode=spec.requests, duration_s=spec.duration_s, concurrency=spec.concurrency,
                        timeout_s=spec.timeout_s)
-        sent = {name: result.to_dict() for name, result in done.items()}
-        self.recorder.segment_warmed(trial.id, segment, sent)
-        self.recorder.event("warmup_end", trial.id, segment=segment, classes=sent)
+        self.recorder.segment_warmed(trial.id, segment, done)
+        self.recorder.event("warmup_end", trial.id, segment=segment,
+                            classes={name: result.to_dict() for name, result in done.items()})
 
     def _sweep(self, trial: Trial, segment: int, classes: list[str], urls: dict[str, str]) -> None:
         """The scenario's fixed stages in order; after a rollback the higher ones are skipped."""

@@ -14,13 +14,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
 from typing import Any
 
 import gevent
 import requests
 from gevent.pool import Pool
 
+from bench_plugin.results.store import ClassWarmup
 from bench_plugin.users.base import Prepared
 from bench_plugin.users.state import ClassLoad
 
@@ -28,22 +28,6 @@ logger = logging.getLogger(__name__)
 
 Builder = Callable[[ClassLoad, dict[str, Any]], Prepared]
 """Builds the request for one item of a class's request set (the class's user ``prepare``)."""
-
-
-@dataclass(frozen=True)
-class ClassWarmup:
-    """What one class's warm-up sent."""
-
-    started_s: float
-    ended_s: float
-    requests: int
-    errors: int
-    error: str | None = None
-    """The first failure's message, if any failed."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return asdict(self)
 
 
 def shape_of(workload: str, item: Mapping[str, Any]) -> tuple[Any, ...]:

@@ -103,9 +103,9 @@ def _placement_panel(ax: Axes, trial: TrialRecord, t0: float, end: float, classe
             ax.annotate(f"ready +{ready - applied:.1f} s", xy=(ready, row), xytext=(5, -4), textcoords="offset points",
                         fontsize=8, va="top", color=colour)
             warm = seg.warmup.get(cls)
-            if warm and warm.get("started_s") and warm.get("ended_s"):  # unmeasured: hatched, never a sample
-                start = warm["started_s"] - t0
-                marks.tag(ax.broken_barh([(start, max(warm["ended_s"] - warm["started_s"], 0.0))], (row - 0.18, 0.36),
+            if warm and warm.started_s and warm.ended_s:  # unmeasured: hatched, never a sample
+                start = warm.started_s - t0
+                marks.tag(ax.broken_barh([(start, max(warm.ended_s - warm.started_s, 0.0))], (row - 0.18, 0.36),
                                          facecolor="none", edgecolor=colour, hatch="////", linewidth=0.6))
     _class_rows(ax, classes)
     ax.set_ylim(len(classes) - 0.45, -1.2)  # a free band on top for the "arm applied" labels

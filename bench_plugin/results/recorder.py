@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from bench_plugin.results.store import SCHEMA, STORE_VERSION, SUPERSEDABLE, StoreError, store_version
+from bench_plugin.results.store import SCHEMA, STORE_VERSION, SUPERSEDABLE, ClassWarmup, StoreError, store_version
 from bench_plugin.samples import SAMPLE_FIELDS, Sample
 from bench_plugin.sharing.kubernetes.podevents import PodEvent
 from bench_plugin.telemetry.rows import TelemetryRow
@@ -117,10 +117,11 @@ class Recorder:
         """Record when each class first answered a real request."""
         self._db.execute("UPDATE segments SET ready=? WHERE trial=? AND segment=?", (json.dumps(ready), trial, segment))
 
-    def segment_warmed(self, trial: int, segment: int, warmup: Mapping[str, Any]) -> None:
-        """Record each class's unmeasured warm-up (when it ran, its requests and failures: warmup.ClassWarmup)."""
+    def segment_warmed(self, trial: int, segment: int, warmup: Mapping[str, ClassWarmup]) -> None:
+        """Record each class's unmeasured warm-up (when it ran, its requests and failures)."""
         self._db.execute("UPDATE segments SET warmup=? WHERE trial=? AND segment=?",
-                         (json.dumps(dict(warmup), sort_keys=True), trial, segment))
+                         (json.dumps({name: w.to_dict() for name, w in warmup.items()}, sort_keys=True), trial,
+                          segment))
 
     def segment_released(self, trial: int, segment: int) -> None:
         """Record when the segment's servers were stopped: the segment ended; fold it into the file."""

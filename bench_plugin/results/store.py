@@ -23,7 +23,7 @@ import json
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +138,27 @@ MAX_TELEMETRY_POINTS = 2000
 """The most points one telemetry line draws."""
 
 
+@dataclass(frozen=True)
+class ClassWarmup:
+    """What one class's unmeasured warm-up sent (warmup.py), as the segment's row keeps it."""
+
+    started_s: float
+    ended_s: float
+    requests: int
+    errors: int
+    error: str | None = None
+    """The first failure's message, if any failed."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (the segment's ``warmup`` column and the ``warmup_end`` event)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ClassWarmup:
+        return cls(float(data["started_s"]), float(data["ended_s"]), int(data["requests"]), int(data["errors"]),
+                   data.get("error"))
+
+
 @dataclass
 class SegmentRecord:
     """One segment of a trial: where its classes were placed, when the arm was applied and each class ready."""
@@ -148,8 +169,8 @@ class SegmentRecord:
     applied_s: float | None
     ready: dict[str, float]
     released_s: float | None
-    warmup: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Class -> its unmeasured warm-up (started_s, ended_s, requests, errors); empty before warm-ups existed."""
+    warmup: dict[str, ClassWarmup] = field(default_factory=dict)
+    """Class -> its unmeasured warm-up; empty before warm-ups existed."""
 
 
 @dataclass
@@ -272,7 +293,8 @@ def read_trials(db: sqlite3.Connection) -> list[TrialRecord]:
                 index=seg["segment"], classes=json.loads(seg["classes"]),
                 placement=json.loads(seg["placement"] or "{}"), applied_s=seg["applied_s"],
                 ready=json.loads(seg["ready"] or "{}"), released_s=seg["released_s"],
-                warmup=json.loads(_column(seg, "warmup") or "{}"),
+                warmup={name: ClassWarmup.from_dict(data)
+                        for name, data in json.loads(_column(seg, "warmup") or "{}").items()},
             ))
         for st in db.execute("SELECT * FROM stages WHERE trial=? ORDER BY segment, stage", (trial.id,)):
             trial.stages.append(StageRecord(

@@ -25,6 +25,7 @@ import pytest
 from bench_plugin.outputs import write_summaries
 from bench_plugin.report.html import write_report
 from bench_plugin.results.recorder import Recorder
+from bench_plugin.results.store import ClassWarmup
 from bench_plugin.results.summary import (
     ArmComparison,
     Boundary,
@@ -104,8 +105,7 @@ def _segment(rec: Recorder, db_times: list[tuple[str, tuple[Any, ...]]], trial: 
     rec.segment_applied(trial, segment, classes, placement)
     db_times.append(("UPDATE segments SET applied_s=? WHERE trial=? AND segment=?", (t, trial, segment)))
     rec.segment_ready(trial, segment, {n: t + LOAD_S + 0.3 * i for i, n in enumerate(classes)})
-    rec.segment_warmed(trial, segment, {n: {"started_s": t + LOAD_S + 0.3 * i, "ended_s": t + LOAD_S + 0.45,
-                                            "requests": 4, "errors": 0, "error": None}
+    rec.segment_warmed(trial, segment, {n: ClassWarmup(t + LOAD_S + 0.3 * i, t + LOAD_S + 0.45, 4, 0)
                                         for i, n in enumerate(classes)})
     t += LOAD_S + 0.5
     for index, (name, load) in enumerate(STAGES):
