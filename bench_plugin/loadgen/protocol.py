@@ -19,9 +19,10 @@ request sets when it says hello, and refuses it with one line when its software 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from functools import cache
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 HELLO = "bench_plugin_hello"
@@ -43,10 +44,16 @@ COMPARED_PACKAGES = ("bench-plugin", "locust", "gevent", "geventhttpclient")
 def source_digest() -> str:
     """sha256 (first 12 hex digits) of the bench_plugin sources: two installs of one version can differ."""
     root = Path(__file__).resolve().parent.parent
+    return digest_sources((path.relative_to(root).as_posix(), path.read_bytes()) for path in root.rglob("*.py"))
+
+
+def digest_sources(files: Iterable[tuple[str, bytes]]) -> str:
+    """:func:`source_digest` of ``(path below bench_plugin/, content)`` pairs of its ``.py`` files, from
+    anywhere (a checkout, a commit of its history)."""
     digest = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
-        digest.update(str(path.relative_to(root)).encode())
-        digest.update(path.read_bytes())
+    for name, content in sorted(files, key=lambda pair: PurePosixPath(pair[0])):
+        digest.update(name.encode())
+        digest.update(content)
     return digest.hexdigest()[:12]
 
 
