@@ -24,7 +24,7 @@ from bench_plugin.analysis.significance import HIGHER, Judged, describe, ratio_f
 from bench_plugin.analysis.statistics import Spread, spread
 from bench_plugin.analysis.verdict import CONTROLS, LOSS, MIN_PAIRS, NOT_COMPARED, WORTH_IT, inconclusive, too_few
 from bench_plugin.results.summary import RepeatCapacity, TrialSummary
-from bench_plugin.scenario import WORKLOAD_CLASSES
+from bench_plugin.scenario import class_rank
 
 
 @dataclass(frozen=True)
@@ -78,10 +78,6 @@ def limiting_class(trials: list[TrialSummary]) -> str | None:
     return found.pop() if len(found) == 1 else None
 
 
-def _class_order(name: str) -> int:
-    return WORKLOAD_CLASSES.index(name) if name in WORKLOAD_CLASSES else len(WORKLOAD_CLASSES)
-
-
 def _repeat(trial: TrialSummary) -> RepeatCapacity | None:
     if not trial.search:
         return None
@@ -104,7 +100,7 @@ def arm_capacity(trials: list[TrialSummary], control: list[TrialSummary] | None)
         return None
     mix = next(t.search for t in trials if t.search)
     given = {k: v for result in mix for k, v in result["mix"].items()}
-    merged = {name: given[name] for name in sorted(given, key=_class_order)}
+    merged = {name: given[name] for name in sorted(given, key=class_rank)}
     ratio = None
     if control is not None:
         theirs = {r.repeat: r for r in map(_repeat, control) if r is not None}

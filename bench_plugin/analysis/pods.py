@@ -25,9 +25,9 @@ from collections.abc import Sequence
 
 from bench_plugin.analysis.statistics import spread
 from bench_plugin.results.summary import ArmPods, PendingTime, PodSummary, TrialSummary
+from bench_plugin.scenario import class_rank
 from bench_plugin.sharing.kubernetes.podevents import (
     PodEvent,
-    class_rank,
     in_order,
     preemptor_uid,
     scheduling_reasons,

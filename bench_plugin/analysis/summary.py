@@ -48,7 +48,8 @@ from bench_plugin.results.summary import (
 from bench_plugin.samples import Sample
 from bench_plugin.scenario import WORKLOAD_CLASSES
 
-__all__ = ["arm_stage_runs", "build_summary", "class_stats", "devices_charged", "trial_summary"]
+__all__ = ["arm_stage_runs", "build_summary", "class_stats", "devices_charged", "is_searched", "load_key", "measured",
+           "trial_summary"]
 
 
 def class_stats(samples: list[Sample], workload: str, duration_s: float,
@@ -225,7 +226,12 @@ def _ordered(mapping: dict[str, Any]) -> dict[str, Any]:
     return {name: mapping[name] for name in WORKLOAD_CLASSES if name in mapping}
 
 
-def _searched(trials: list[TrialSummary]) -> bool:
+def load_key(offered: dict[str, float]) -> tuple[tuple[str, float], ...]:
+    """A stage's offered load as a key: the same load is the same key whatever order its classes come in."""
+    return tuple(sorted(offered.items()))
+
+
+def is_searched(trials: list[TrialSummary]) -> bool:
     """Whether the campaign's stages were found by an adaptive search (any of its trials recorded one: a
     trial cut short before its search ended records none, and still ran searched loads)."""
     return any(t.search for t in trials)
@@ -243,7 +249,7 @@ def _aligned(trials: list[TrialSummary], searched: bool) -> tuple[list[Any],
         return keys, lambda t: dict(enumerate(t.stages))
 
     def by_load(trial: TrialSummary) -> dict[Any, StageSummary]:
-        return {tuple(sorted(s.offered.items())): s for s in trial.stages}
+        return {load_key(s.offered): s for s in trial.stages}
 
     loads = {key for t in trials for key in by_load(t)}
     return sorted(loads, key=lambda key: (sum(v for _, v in key), key)), by_load
@@ -265,7 +271,7 @@ def arm_stage_runs(trials: list[TrialSummary], arm: str) -> list[list[tuple[Tria
     names exactly the runs the figure is over.
     """
     mine = [t for t in trials if t.arm == arm]
-    keys, aligned = _aligned(mine, _searched(trials))
+    keys, aligned = _aligned(mine, is_searched(trials))
     out: list[list[tuple[TrialSummary, StageSummary]]] = []
     for key in keys:
         runs = []
@@ -290,7 +296,7 @@ def _arm_figures(trials: list[TrialSummary], arm: str, control: str | None) -> A
     """Per stage and class: figures over the arm's repeats, and throughput normalised to the control."""
     mine = [t for t in trials if t.arm == arm]
     theirs = {t.repeat: t for t in trials if t.arm == control}
-    searched = _searched(trials)
+    searched = is_searched(trials)
     keys, aligned = _aligned(mine, searched)
 
     def stages_of(trial: TrialSummary) -> dict[Any, StageSummary]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from bench_plugin.report.basis import LOW_MARK, html_cell, of_stats
+from bench_plugin.report.basis import html_cell, markdown_text, of_stats
 from bench_plugin.report.tables import Raw, esc, table
 from bench_plugin.results.summary import ClassStats, StageSummary, Summary
 
@@ -52,9 +52,7 @@ def _p95(figures: ClassStats) -> str:
         return value
     if basis is None:
         return f"{value} (n={figures.requests})"
-    if basis.low:
-        return f"*{value}* ({basis.n_text()}) {LOW_MARK}"
-    return f"{value} ({basis.n_text()})"
+    return markdown_text(value, basis)
 
 
 def _flags(stage: StageSummary, figures: ClassStats) -> str:

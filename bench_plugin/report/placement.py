@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from bench_plugin.scenario import WORKLOAD_CLASSES
+from bench_plugin.scenario import class_rank
 
 
 def cpus_label(where: Mapping[str, Any]) -> str | None:
@@ -32,7 +32,7 @@ def cpus_by_arm(trials: Iterable[tuple[str, Mapping[str, Mapping[str, Any]]]]) -
     """Arm -> class -> the distinct cores its servers ran on over the arm's trials (``(arm, placement)`` pairs)."""
     out: dict[str, dict[str, list[str]]] = {}
     for arm, placement in trials:
-        for name, where in sorted(placement.items(), key=lambda item: _rank(item[0])):
+        for name, where in sorted(placement.items(), key=lambda item: class_rank(item[0])):
             label = cpus_label(where)
             if label is None:
                 continue
@@ -42,5 +42,3 @@ def cpus_by_arm(trials: Iterable[tuple[str, Mapping[str, Mapping[str, Any]]]]) -
     return out
 
 
-def _rank(name: str) -> int:
-    return WORKLOAD_CLASSES.index(name) if name in WORKLOAD_CLASSES else len(WORKLOAD_CLASSES)

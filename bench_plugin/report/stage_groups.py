@@ -16,8 +16,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from bench_plugin.analysis.summary import is_searched, load_key
 from bench_plugin.results.summary import ArmClassFigures, Summary
-from bench_plugin.scenario import WORKLOAD_CLASSES
+from bench_plugin.scenario import class_rank
 
 Load = tuple[tuple[str, float], ...]
 
@@ -67,12 +68,12 @@ def group_rows(summary: Summary, group: StageGroup) -> Iterator[tuple[str, int, 
 
 def stage_groups(summary: Summary) -> list[StageGroup]:
     """The per-stage tables of ``summary``: by stage index in a fixed sweep, by offered load when searched."""
-    if not any(trial.search for trial in summary.trials):
+    if not is_searched(summary.trials):
         return _by_index(summary)
     loads: dict[Load, list[Member]] = {}
     for arm, figures in summary.arms.items():
         for stage in figures.stages:
-            loads.setdefault(_key(stage.offered), []).append(Member(arm, stage.index))
+            loads.setdefault(load_key(stage.offered), []).append(Member(arm, stage.index))
     control = summary.control
     solo = {key: members for key, members in loads.items() if len(key) == 1}
     used: set[Load] = set()
@@ -98,9 +99,8 @@ def stage_groups(summary: Summary) -> list[StageGroup]:
                               index=None, arrival=_arrival(summary, members[-1].arm, offered), alone=alone))
     # the arms side by side first, from the lowest load up; then the control's own runs that no other arm
     # ran, class by class
-    classes = {name: i for i, name in enumerate(WORKLOAD_CLASSES)}
     return sorted(out, key=lambda g: (0, sum(g.offered.values()), 0) if any(m.arm != control for m in g.members)
-                  else (1, min(classes.get(n, len(classes)) for n in g.offered), sum(g.offered.values())))
+                  else (1, min(map(class_rank, g.offered)), sum(g.offered.values())))
 
 
 def _by_index(summary: Summary) -> list[StageGroup]:
@@ -113,10 +113,6 @@ def _by_index(summary: Summary) -> list[StageGroup]:
                        None)
         groups.append(StageGroup(offered=dict(stage.offered), members=members, index=stage.index, arrival=arrival))
     return groups
-
-
-def _key(offered: dict[str, float]) -> Load:
-    return tuple(sorted(offered.items()))
 
 
 def _in_arm_order(summary: Summary, members: list[Member]) -> list[Member]:

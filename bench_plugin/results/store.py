@@ -31,7 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from bench_plugin.samples import SAMPLE_FIELDS, Sample
-from bench_plugin.scenario import WORKLOAD_CLASSES
+from bench_plugin.scenario import class_rank
 from bench_plugin.sharing.kubernetes.podevents import PodEvent, in_order
 from bench_plugin.telemetry.rows import TelemetryRow
 
@@ -322,10 +322,6 @@ def count_requests(db: sqlite3.Connection) -> dict[tuple[int, str], RequestCount
     return {(trial, name): RequestCounts(int(total), int(ok or 0)) for trial, name, total, ok in rows}
 
 
-def _class_order(names: set[str]) -> list[str]:
-    return [n for n in WORKLOAD_CLASSES if n in names] + sorted(names - set(WORKLOAD_CLASSES))
-
-
 def read_requests(db: sqlite3.Connection, trial: int, counts: dict[tuple[int, str], RequestCounts] | None = None,
                   max_points: int = MAX_POINTS) -> dict[str, ClassRequests]:
     """Per class, the trial's requests to draw: successful ones thinned to ``max_points`` in all, failed all kept.
@@ -349,7 +345,7 @@ def read_requests(db: sqlite3.Connection, trial: int, counts: dict[tuple[int, st
         mine = {n: RequestCounts(int((names == n).sum()), int((good & (names == n)).sum())) for n in set(workload)}
         ok_count = int(good.sum())
     out: dict[str, ClassRequests] = {}
-    for name in _class_order(set(workload)):
+    for name in sorted(set(workload), key=lambda n: (class_rank(n), n)):
         rows_of = names == name
         ok_idx = np.flatnonzero(rows_of & good)
         known = mine.get(name, RequestCounts(int(rows_of.sum()), len(ok_idx)))

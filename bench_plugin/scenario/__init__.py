@@ -28,6 +28,7 @@ from bench_plugin.scenario.models import (
     StrictModel,
     Warmup,
     changed_variables,
+    class_rank,
 )
 
 __all__ = [
@@ -61,6 +62,7 @@ __all__ = [
     "Warmup",
     "apply_overrides",
     "changed_variables",
+    "class_rank",
     "format_cpulist",
     "load_scenario",
     "parse_cpulist",

@@ -21,6 +21,11 @@ from bench_plugin.scenario.kubernetes import ClassKubernetes, KubernetesSettings
 WORKLOAD_CLASSES: tuple[str, ...] = ("llm", "embedding", "asr")
 """The workload classes, in the order they appear in every table."""
 
+
+def class_rank(name: str | None) -> int:
+    """A class's position in WORKLOAD_CLASSES' order (any other name after them), for sorting by class."""
+    return WORKLOAD_CLASSES.index(name) if name in WORKLOAD_CLASSES else len(WORKLOAD_CLASSES)
+
 SHARING_MODES: tuple[str, ...] = ("exclusive", "time-slicing", "mps", "mig")
 
 class Slo(StrictModel):

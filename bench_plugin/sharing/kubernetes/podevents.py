@@ -57,7 +57,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench_plugin.scenario import WORKLOAD_CLASSES
 from bench_plugin.sharing.kubernetes.semantics import Json, format_amount, pod_requests
 
 POD_EVENT_KINDS: tuple[str, ...] = ("created", "failed_scheduling", "preempting", "scheduled", "started", "ready",
@@ -103,11 +102,6 @@ class PodEvent:
     def rank(self) -> int:
         """Position of ``kind`` in a pod's lifecycle (POD_EVENT_KINDS), for ordering equal times."""
         return POD_EVENT_KINDS.index(self.kind) if self.kind in POD_EVENT_KINDS else len(POD_EVENT_KINDS)
-
-
-def class_rank(workload: str | None) -> int:
-    """Position of a workload class in the usual order (llm, embedding, asr; others after), for ordering pods."""
-    return WORKLOAD_CLASSES.index(workload) if workload in WORKLOAD_CLASSES else len(WORKLOAD_CLASSES)
 
 
 def in_order(events: list[PodEvent]) -> list[PodEvent]:
