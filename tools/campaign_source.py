@@ -86,7 +86,7 @@ def commits(repo: Path, first: str | None) -> Iterator[str]:
     if first:
         try:
             head = git(repo, "rev-parse", "--verify", f"{first}^{{commit}}").decode().strip()
-        except Refused:
+        except Refused:  # a revision this repository never had (another clone's commit): search the history
             head = ""
         if head:
             seen.add(head)
