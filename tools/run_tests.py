@@ -1,6 +1,6 @@
 """Runs the test suite in lanes side by side, then the timing-strict tests alone.
 
-    python tools/run_tests.py [--lanes N] [--record] [PYTEST_ARGS...]
+    python tools/run_tests.py [--lanes N] [--record] [--only PATH ...] [PYTEST_ARGS...]
 
 Most tests wait on real processes (servers starting, stages of a few seconds, workers joining) and
 use a fraction of the machine, so three pytest processes over disjoint sets of test files, even on
@@ -52,6 +52,23 @@ class Lane:
 
 def test_files() -> list[Path]:
     return sorted(p for p in TESTS.rglob("test_*.py") if "node_modules" not in p.parts)
+
+
+def select(files: list[Path], only: list[Path]) -> list[Path]:
+    """The ``files`` at or under one of the ``only`` paths (every file when none is given); ValueError
+    naming a path that does not exist or holds none of them."""
+    if not only:
+        return files
+    chosen: set[Path] = set()
+    for path in only:
+        full = path.resolve()
+        if not full.exists():
+            raise ValueError(f"--only {path}: no such file or directory")
+        hits = {f for f in files if f == full or full in f.parents}
+        if not hits:
+            raise ValueError(f"--only {path}: holds no test file (tests/**/test_*.py)")
+        chosen |= hits
+    return sorted(chosen)
 
 
 def parameters(text: str) -> set[str]:
@@ -131,7 +148,8 @@ def recorded() -> dict[str, float]:
 
 
 def plan(files: list[Path], lanes: int) -> list[Lane]:
-    """Greedy balance: the heaviest group first, each to the lightest lane."""
+    """Greedy balance: the heaviest group first, each to the lightest lane; a lane left without files is
+    dropped (pytest given no file would run every test)."""
     weights = recorded()
 
     def weight(f: Path) -> float:
@@ -142,7 +160,7 @@ def plan(files: list[Path], lanes: int) -> list[Lane]:
         lane = min(out, key=lambda lane: lane.weight)
         lane.files += group
         lane.weight += sum(map(weight, group))
-    return out
+    return [lane for lane in out if lane.files]
 
 
 def file_times(junit: Path) -> dict[str, float]:
@@ -177,10 +195,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lanes", type=int, default=3, help="pytest processes side by side (default 3)")
     parser.add_argument("--record", action="store_true", help="rewrite tests/durations.json from this run")
+    parser.add_argument("--only", action="append", type=Path, default=[], metavar="PATH",
+                        help="run only the test files at or under PATH (repeatable; default: every test file)")
     args, extra = parser.parse_known_args(argv)
     if args.lanes < 1:
         parser.error(f"--lanes {args.lanes}: give 1 or more")
-    files = test_files()
+    try:
+        files = select(test_files(), args.only)
+    except ValueError as exc:
+        parser.error(str(exc))
     serial = [f for f in files if SERIAL.search(f.read_text(encoding="utf-8"))]
     work = Path(tempfile.mkdtemp(prefix="bench-tests-"))
     start = time.monotonic()
