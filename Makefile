@@ -59,8 +59,8 @@ $(PROMETHEUS):
 	command -v prometheus >/dev/null || (apt-get update -q && apt-get install -y -q prometheus && $(NO_SYSTEM_PROMETHEUS))
 
 # The package is installed editable, so pip compiles none of its modules; where PYTHONDONTWRITEBYTECODE is
-# set, every process the tests start (about a hundred locust processes, as many servers) would compile
-# them again from source (about 0.25 CPU-s per locust process here). compileall writes what is out of date.
+# set, every locust process and server the tests start would compile them again from source (about
+# 0.2 CPU-s per locust process here; docs/benchmarks.md). compileall writes only what is out of date.
 test: setup $(BROWSER)/node_modules/.installed $(COMPOSE_PLUGIN) k8s-cluster $(PROMETHEUS)
 	$(PY) -m ruff check .
 	$(PY) -m mypy bench_plugin
