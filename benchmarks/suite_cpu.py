@@ -4,9 +4,9 @@
     python benchmarks/suite_cpu.py --bytecode-pairs 8
 
 Compiles the package and runs tools/run_tests.py as `make test` does (lanes, then the serial phase;
-arguments such as ``--only PATH`` go to it) with benchmarks/suite_cpu_plugin.py loaded into every pytest, which records
-each test's CPU: the pytest process's own and that of every process it started and reaped (servers,
-``locust`` masters and workers, a Kubernetes control plane, Chromium). Then times the start-up of
+arguments such as ``--only PATH`` go to it) with benchmarks/suite_cpu_plugin.py loaded into every
+pytest, which records each test's CPU: the pytest process's own and that of every process it started
+and reaped (servers, ``locust`` masters and workers, a Kubernetes control plane, Chromium). Then times the start-up of
 the processes the tests start most: a ``locust`` process's imports, a reference server's (PyTorch),
 a synthetic server's. Prints a table per file and one JSON line with the totals and the machine,
 so the figures in docs/benchmarks.md can be rerun as they were taken.
