@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 import tarfile
@@ -10,6 +9,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from tools_testlib import load_tool
 
 from bench_plugin.loadgen.protocol import digest_sources, source_digest
 from bench_plugin.results.recorder import Recorder
@@ -19,11 +19,7 @@ TOOL = ROOT / "tools" / "campaign_source.py"
 
 
 def tool() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("campaign_source", TOOL)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("campaign_source")
 
 
 def git(repo: Path, *args: str) -> str:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from tools_testlib import load_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOL = ROOT / "tools" / "run_tests.py"
@@ -16,15 +16,7 @@ TOOL = ROOT / "tools" / "run_tests.py"
 
 @pytest.fixture(scope="module")
 def tool() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("run_tests", TOOL)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        del sys.modules[spec.name]
-    return module
+    return load_tool("run_tests")
 
 
 def test_only_takes_the_files_at_or_under_each_path(tool: ModuleType) -> None:

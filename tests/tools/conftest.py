@@ -1,0 +1,8 @@
+"""Makes the tools tests' helper (tools_testlib.py) importable."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
