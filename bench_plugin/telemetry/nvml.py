@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -239,6 +238,9 @@ class NvmlSampler(PollingSource):
     On a host without NVML nothing raises: ``available()`` is falsy and says why, ``start()`` polls nothing.
     """
 
+    native_thread = True
+    """NVML's calls block in C for up to tens of ms (ctypes releases the GIL meanwhile): an OS thread."""
+
     def __init__(
         self,
         devices: list[str] | None = None,
@@ -253,7 +255,7 @@ class NvmlSampler(PollingSource):
         self._reader: NvmlReader | None = None
         self._targets: list[_Target] = []
         self._driver_version: str | None = None
-        self._class_lock = threading.Lock()
+        self._class_lock = self._allocate_lock()  # the poll thread's and the campaign's: an OS lock
         self._pid_classes: dict[int, str] = dict(pids or {})
         self._process_classes: dict[str, str] = {}
 

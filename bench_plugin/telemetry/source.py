@@ -6,20 +6,26 @@ with the stage), ``stop()`` at trial end. Neither ever raises into the campaign:
 whether rows can come and why not, and a failing poll is counted in ``problems()`` and logged once per
 distinct message, so a run on a CPU host or with a lost GPU still completes and says what it lacked.
 
-Under Locust the process is monkey-patched by gevent, so ``threading.Thread`` is a greenlet and
-``Event.wait`` yields to the hub; the loop is written to be correct both ways: each poll is a few
-short calls, and the wait between polls is a plain (patched) event wait. Ticks are scheduled on a
-fixed grid (``start + k * interval``); a poll that overruns skips the missed ticks instead of bursting
-to catch up, and is counted in ``overruns``.
+Under Locust the process is monkey-patched by gevent, so ``threading.Thread`` is a greenlet: a poll
+that calls into C without yielding (NVML's ``nvmlDeviceGetProcessUtilization`` takes 10-20 ms on an
+H200 host) would then stop the event loop that sends the requests, and add that much to the latency of
+every request in flight (docs/benchmarks.md, "Send lag on a GPU host"). A source whose polls are such
+calls sets ``native_thread``: its loop runs in an OS thread taken from before the patching, with OS
+locks for what it shares, and C calls that release the GIL (ctypes does) then run beside the sending
+loop. A source that polls over the network (dcgm-exporter) keeps the cooperative greenlet. Ticks are
+scheduled on a fixed grid (``start + k * interval``); a poll that overruns skips the missed ticks
+instead of bursting to catch up, and is counted in ``overruns``.
 """
 
 from __future__ import annotations
 
+import _thread
 import logging
 import threading
 import time
 from abc import ABC, abstractmethod
 from collections import deque
+from collections.abc import Callable
 from types import TracebackType
 
 from bench_plugin.telemetry.rows import Availability, TelemetryRow
@@ -31,8 +37,20 @@ DEFAULT_MAX_BUFFERED = 2_000_000
 source that nobody drains. Past it the oldest rows go and ``dropped`` counts them."""
 
 
+def native_thread_api() -> tuple[Callable[..., int], Callable[[], _thread.LockType]]:
+    """``start_new_thread`` and ``allocate_lock`` of the OS, even where gevent has patched them."""
+    try:
+        from gevent import monkey
+    except ImportError:  # no gevent: nothing is patched
+        return _thread.start_new_thread, _thread.allocate_lock
+    return monkey.get_original("_thread", "start_new_thread"), monkey.get_original("_thread", "allocate_lock")
+
+
 class PollingSource(ABC):
     """Base of the telemetry sources: the polling thread, the row buffer and the error accounting."""
+
+    native_thread = False
+    """Poll in an OS thread even under gevent (for polls that block in C); see the module's docstring."""
 
     def __init__(self, interval_s: float, *, max_buffered: int = DEFAULT_MAX_BUFFERED, name: str) -> None:
         if interval_s <= 0:
@@ -46,12 +64,19 @@ class PollingSource(ABC):
         self.dropped = 0
         """Rows lost because the buffer was full (nobody drained)."""
         self._name = name
-        self._lock = threading.Lock()
+        start_thread, allocate_lock = native_thread_api()
+        self._start_thread = start_thread
+        self._allocate_lock = allocate_lock
+        self._lock = allocate_lock()  # taken by the poll thread and the campaign's: an OS lock either way
         self._buffer: deque[TelemetryRow] = deque(maxlen=max_buffered if max_buffered > 0 else 0)
         self._latest: list[TelemetryRow] = []
         self._problems: dict[str, int] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._native_stop: _thread.LockType | None = None
+        """Held while a native loop runs; stop() releases it, which also wakes the loop's wait."""
+        self._native_done: _thread.LockType | None = None
+        """Held by a native loop until it has returned."""
 
     # -- what a subclass provides ------------------------------------------------------------------
 
@@ -76,15 +101,22 @@ class PollingSource(ABC):
     @property
     def running(self) -> bool:
         """True between a successful start() and stop()."""
-        return self._thread is not None
+        return self._thread is not None or self._native_stop is not None
 
     def start(self) -> Availability:
         """Start polling in the background. Returns why not (and polls nothing) where unavailable."""
-        if self._thread is not None:
+        if self.running:
             return Availability(True)
         availability = self._open()
         if not availability:
             log.warning("%s: no telemetry from this source: %s", self._name, availability.reason)
+            return availability
+        if self.native_thread:
+            stop, done = self._allocate_lock(), self._allocate_lock()
+            stop.acquire()
+            done.acquire()
+            self._native_stop, self._native_done = stop, done
+            self._start_thread(self._run_native, (stop, done))
             return availability
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name=f"telemetry-{self._name}", daemon=True)
@@ -93,6 +125,9 @@ class PollingSource(ABC):
 
     def stop(self) -> None:
         """Stop polling and release the source; rows polled so far stay until drained."""
+        if self._native_stop is not None:
+            self._stop_native()
+            return
         thread, self._thread = self._thread, None
         if thread is None:
             return
@@ -100,6 +135,20 @@ class PollingSource(ABC):
         thread.join(timeout=self.interval_s + 10.0)
         if thread.is_alive():
             self._note("poll thread did not stop within the timeout")
+        self._close()
+
+    def _stop_native(self) -> None:
+        stop, done = self._native_stop, self._native_done
+        self._native_stop = self._native_done = None
+        assert stop is not None and done is not None
+        stop.release()
+        deadline = time.monotonic() + self.interval_s + 10.0
+        # waited for in short sleeps (cooperative under gevent), never by blocking the caller's loop on a lock
+        while not done.acquire(False):
+            if time.monotonic() > deadline:
+                self._note("poll thread did not stop within the timeout")
+                return  # _close() stays with the thread, which still polls: it closes nothing under it
+            time.sleep(0.005)
         self._close()
 
     def poll_once(self) -> list[TelemetryRow]:
@@ -155,14 +204,30 @@ class PollingSource(ABC):
         if count == 1:
             log.warning("%s: %s", self._name, message)
 
+    def _next_wait(self, next_tick: float) -> tuple[float, float]:
+        """After a poll: the next tick on the grid (skipping missed ones) and the seconds until it."""
+        next_tick += self.interval_s
+        now = time.monotonic()
+        if now > next_tick:
+            missed = int((now - next_tick) / self.interval_s) + 1
+            self.overruns += missed
+            next_tick += missed * self.interval_s
+        return next_tick, next_tick - now
+
     def _run(self) -> None:
         next_tick = time.monotonic()
         while not self._stop.is_set():
             self.poll_once()
-            next_tick += self.interval_s
-            now = time.monotonic()
-            if now > next_tick:
-                missed = int((now - next_tick) / self.interval_s) + 1
-                self.overruns += missed
-                next_tick += missed * self.interval_s
-            self._stop.wait(next_tick - now)
+            next_tick, wait_s = self._next_wait(next_tick)
+            self._stop.wait(wait_s)
+
+    def _run_native(self, stop: _thread.LockType, done: _thread.LockType) -> None:
+        try:
+            next_tick = time.monotonic()
+            while True:
+                self.poll_once()
+                next_tick, wait_s = self._next_wait(next_tick)
+                if stop.acquire(True, max(wait_s, 0.0)):  # released by stop(): an OS wait, not the hub's
+                    return
+        finally:
+            done.release()

@@ -7,7 +7,10 @@ minimal subclass that stamps its poll count: the loop, not the source, is under 
 
 from __future__ import annotations
 
+import ctypes
 import time
+
+import gevent
 
 from bench_plugin.telemetry.nvml import NvmlSampler
 from bench_plugin.telemetry.rows import Availability, TelemetryRow
@@ -98,3 +101,62 @@ def test_start_twice_and_stop_twice_are_harmless() -> None:
     source.stop()
     source.stop()
     assert source.closed == 1
+
+
+class BlockingInC(Counter):
+    """Each poll blocks 15 ms in a C call that releases the GIL (libc usleep, as NVML's ctypes calls do)."""
+
+    def __init__(self, native: bool) -> None:
+        super().__init__(0.03)
+        self.native_thread = native
+        self.blocks: list[tuple[float, float]] = []
+
+    def _poll(self) -> list[TelemetryRow]:
+        start = time.perf_counter()
+        ctypes.CDLL(None).usleep(15_000)
+        self.blocks.append((start, time.perf_counter()))
+        return super()._poll()
+
+
+def _loop_runs_during_blocks(native: bool) -> tuple[int, int]:
+    """How many of the source's blocks saw the event loop run a greenlet inside them, of how many."""
+    source = BlockingInC(native)
+    beats: list[float] = []
+
+    def beat() -> None:
+        while True:
+            beats.append(time.perf_counter())
+            gevent.sleep(0.001)
+
+    ticker = gevent.spawn(beat)
+    assert source.start()
+    gevent.sleep(0.6)
+    source.stop()
+    ticker.kill()
+    blocks = source.blocks
+    inside = sum(1 for start, end in blocks if any(start + 0.001 < t < end - 0.001 for t in beats))
+    return inside, len(blocks)
+
+
+def test_a_native_source_polls_beside_the_event_loop_instead_of_stopping_it() -> None:
+    # a greenlet source's block stops the loop (no greenlet can run inside it, by construction); the native
+    # one's runs in an OS thread, and the loop keeps going through most of its blocks even on a busy host
+    inside, blocks = _loop_runs_during_blocks(native=False)
+    assert blocks >= 5 and inside == 0, (inside, blocks)
+    inside, blocks = _loop_runs_during_blocks(native=True)
+    assert blocks >= 5 and inside >= blocks // 2, (inside, blocks)
+
+
+def test_a_native_source_stops_promptly_and_closes_once() -> None:
+    source = BlockingInC(native=True)
+    assert source.start() and source.running
+    time.sleep(0.1)
+    started = time.monotonic()
+    source.stop()
+    assert time.monotonic() - started < 1.0 and not source.running and source.closed == 1
+    polls = source.polls
+    time.sleep(0.1)
+    assert source.polls == polls, "no poll after stop()"
+    assert source.start() and source.running, "and it starts again"
+    source.stop()
+    assert source.closed == 2
