@@ -163,10 +163,10 @@ def copy_of(campaign: Campaign, where: Path) -> Path:
     return target
 
 
-SEARCH_CAMPAIGN = ROOT / "docs" / "results" / "h200-boundary" / "in-progress" / "results.tar.gz"
+SEARCH_CAMPAIGN = ROOT / "docs" / "results" / "h200-boundary" / "results.tar.gz"
 """A real adaptive-search campaign (H200: an exclusive control searching each class alone, shared arms
-searching the mixed load, one trial cut short before its search ended), committed as the tarball its
-device runs resume from."""
+searching the mixed load; finished over 9 resumed device calls, the attempts cut short kept in the store's
+superseded tables), committed as the tarball its last device call returned."""
 
 
 def search_campaign_store(directory: Path) -> Path:
