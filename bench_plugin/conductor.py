@@ -30,19 +30,19 @@ import gevent
 from bench_plugin.analysis.boundary import stage_margin
 from bench_plugin.analysis.objectives import ClassObjectives
 from bench_plugin.analysis.search import BoundarySearch, fixed_sweep_runs
-from bench_plugin.analysis.summary import class_stats
+from bench_plugin.analysis.summary import PROTOCOL_FAILURE, class_stats
 from bench_plugin.campaign import Done, Trial
 from bench_plugin.events import BenchEvents
 from bench_plugin.hostload import HostLoad, HostMonitor, with_extra_own
 from bench_plugin.inputs import RequestSet
 from bench_plugin.loadgen.fleet import LOCAL, Fleet, NoLoadGenerators, on_this_host
 from bench_plugin.loadgen.ledger import StageKey, StageLedger
-from bench_plugin.readiness import NotReady, wait_until_ready
+from bench_plugin.readiness import NotReady, Prober, wait_until_ready
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.summary import StageSummary
 from bench_plugin.rollback import RollbackGuard, StageTally
 from bench_plugin.samples import Sample
-from bench_plugin.scenario import LLMClass, Scenario, Search, Stage
+from bench_plugin.scenario import ASRClass, LLMClass, Scenario, Search, Stage
 from bench_plugin.sharing.base import ApplyError, Placement, SharingBackend
 from bench_plugin.stage_disruption import StageDisruption
 from bench_plugin.telemetry.campaign import CampaignTelemetry
@@ -61,6 +61,10 @@ LOAD_GENERATORS_TIMEOUT_S = 60.0
 
 class CampaignFailed(Exception):
     """The campaign could not go on (an arm did not apply, an endpoint never became ready)."""
+
+
+class ProtocolFailure(Exception):
+    """A stage's requests of some class all failed with one protocol error (rollback.StageTally.protocol_failure)."""
 
 
 class StageInvalid(Exception):
@@ -83,6 +87,7 @@ class Conductor:
         fleet: Fleet,
         telemetry: CampaignTelemetry,
         builders: Mapping[str, Builder] | None = None,
+        probers: Mapping[str, Prober] | None = None,
         done: Done | None = None,
     ) -> None:
         self.scenario = scenario
@@ -102,6 +107,9 @@ class Conductor:
         """The host's own load per stage (hostload.py): this process and the servers it started are the run's."""
         self.host_loads: dict[StageKey, HostLoad] = {}
         self.builders = dict(builders or {})
+        self.probers = dict(probers or {})
+        self.options: dict[str, dict[str, Any]] = {}
+        """Class -> its request options as the current segment's readiness resolved them (ClassLoad.options)."""
         """Class -> how to build one of its requests (its user's ``prepare``), for the warm-up."""
         self.done = done or Done()
         """Trials and segments a resumed campaign already ran to their end: skipped."""
@@ -151,7 +159,7 @@ class Conductor:
             for segment, classes in enumerate(self.backend.segments(trial.arm, self.class_names)):
                 if (trial.id, segment) not in self.done.segments:
                     self._segment(trial, segment, classes)
-        except (ApplyError, NotReady) as exc:
+        except (ApplyError, NotReady, ProtocolFailure) as exc:
             status, reason = "failed", str(exc)
             raise CampaignFailed(f"trial {trial.id} (arm {trial.arm.name}, repeat {trial.repeat}): {exc}") from None
         except StageInvalid as exc:
@@ -181,12 +189,22 @@ class Conductor:
 
     def _measure(self, trial: Trial, segment: int, classes: list[str], placement: Placement) -> None:
         """Wait for readiness, run the stages, drain, release."""
-        ready = wait_until_ready(
-            self.scenario, placement, self.request_sets, self.scenario.readiness_timeout_s, died=self.backend.exited
+        self.options = {}
+        found = wait_until_ready(
+            placement, {name: self._class_load(name, placement.classes[name].url, 0.0) for name in placement.classes},
+            self.request_sets, self.probers, self.scenario.readiness_timeout_s, died=self.backend.exited,
         )
+        self.options = found.options
+        ready = found.ready
         self.recorder.segment_ready(trial.id, segment, ready)
+        protocol = {name: {"output_lengths": found.output_lengths.get(name), "note": found.notes.get(name)}
+                    for name in ready if name in found.output_lengths or name in found.notes}
+        if protocol:
+            self.recorder.segment_protocol(trial.id, segment, protocol)
         for name, t in ready.items():
-            self.recorder.event("ready", trial.id, segment=segment, workload=name, t=t)
+            self.recorder.event("ready", trial.id, segment=segment, workload=name, t=t, **protocol.get(name, {}))
+            if name in found.notes:
+                logger.warning("trial %d segment %d: %s: %s", trial.id, segment, name, found.notes[name])
         self.events.arm_applied.fire(trial=trial, segment=segment, placement=placement.to_dict(), ready=ready)
         urls = {name: placement.classes[name].url for name in classes}
         self._warm_up(trial, segment, classes, urls)
@@ -264,8 +282,12 @@ class Conductor:
     def _class_load(self, name: str, url: str, load: float) -> ClassLoad:
         spec = self.scenario.classes.get(name)
         options: dict[str, Any] = {}
-        if isinstance(spec, LLMClass):
+        if name in self.options:  # as readiness resolved them for this segment
+            options = dict(self.options[name])
+        elif isinstance(spec, LLMClass):
             options = {"api": spec.api, "fixed_output": spec.fixed_output}
+        elif isinstance(spec, ASRClass):
+            options = {"response_format": spec.response_format}
         return ClassLoad(url=url, model=spec.model, arrival=spec.arrival, load=load,
                          timeout_s=spec.request_timeout_s, max_in_flight=spec.max_in_flight, options=options)
 
@@ -323,6 +345,9 @@ class Conductor:
             if disruption is not None:
                 disruption.end(stopped=status == "interrupted")
         self.unverified.append((assignment.key, status == "aborted"))
+        if reason is not None and reason.startswith(PROTOCOL_FAILURE):
+            self._drain(trial, segment)  # keep what was measured, then stop: every stage would measure the same
+            raise ProtocolFailure(reason.removeprefix(PROTOCOL_FAILURE))
         if status == "invalid":
             self._drain(trial, segment)  # keep what the remaining workers measured, then stop
             raise StageInvalid(f"trial {trial.id} stage {index} is invalid: {reason}")
@@ -336,6 +361,9 @@ class Conductor:
             if lost:
                 return "invalid", "; ".join(f"worker {w} was lost mid-stage ({why})" for w, why in sorted(lost.items()))
             assert self.tally is not None
+            failure = self.tally.protocol_failure()
+            if failure is not None:
+                return "aborted", PROTOCOL_FAILURE + failure
             reason = self.guard.check(self.tally, self.fleet.in_flight_of(assignment.key))
             if reason is not None:
                 return "aborted", reason
@@ -374,10 +402,15 @@ class Conductor:
             raise StageInvalid("; ".join(invalid))
 
 
-def _generators(ledger: StageLedger) -> dict[str, dict[str, float]]:
-    """Load generator -> its CPU seconds, wall seconds and mean cores used while sending the stage."""
-    return {member: {"cpu_s": cpu_s, "wall_s": wall_s, "cores": cpu_s / wall_s if wall_s > 0 else 0.0}
-            for member, (cpu_s, wall_s) in sorted(ledger.usage.items())}
+def _generators(ledger: StageLedger) -> dict[str, dict[str, Any]]:
+    """Load generator -> its CPU seconds, wall seconds and mean cores used while sending the stage, and
+    what its stall monitor saw (``stalls``, where it sent that: results.summary.GeneratorStalls)."""
+    out: dict[str, dict[str, Any]] = {}
+    for member, (cpu_s, wall_s) in sorted(ledger.usage.items()):
+        out[member] = {"cpu_s": cpu_s, "wall_s": wall_s, "cores": cpu_s / wall_s if wall_s > 0 else 0.0}
+        if member in ledger.stalls:
+            out[member]["stalls"] = ledger.stalls[member]
+    return out
 
 
 def _arrivals(assignment: StageAssignment) -> dict[str, int | None]:

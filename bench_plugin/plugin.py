@@ -33,6 +33,7 @@ from typing import Any
 import gevent
 from locust.argument_parser import get_parser
 from locust.env import Environment
+from locust.event import EventHook
 from locust.runners import STATE_CLEANUP, STATE_STOPPED, STATE_STOPPING, MasterRunner, WorkerRunner
 
 from bench_plugin import launch, resume, webui
@@ -47,6 +48,7 @@ from bench_plugin.loadgen.fleet import Fleet, Inbox
 from bench_plugin.loadgen.protocol import Hello, Identity
 from bench_plugin.loadgen.worker import WorkerLink
 from bench_plugin.progress import report_progress
+from bench_plugin.readiness import Prober
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.store import StoreError
 from bench_plugin.samples import Sample
@@ -54,8 +56,7 @@ from bench_plugin.scenario import Scenario, ScenarioError, scenario_sha256
 from bench_plugin.sharing.base import ApplyError, SharingBackend
 from bench_plugin.telemetry.campaign import CampaignTelemetry
 from bench_plugin.users import WorkloadUser
-from bench_plugin.users.base import Prepared
-from bench_plugin.users.state import ClassLoad, LoadState
+from bench_plugin.users.state import LoadState
 from bench_plugin.warmup import Builder
 
 logger = logging.getLogger(__name__)
@@ -110,11 +111,12 @@ class BenchPlugin:
             self.state = load_state(environment, request_sets)
             self.fleet.attach_local(self.state)
         trials = plan_trials(scenario)
+        users = CampaignUsers(environment, request_sets)
         self.conductor = Conductor(
             scenario=scenario, class_names=class_names, trials=trials, backend=backend, recorder=self.recorder,
             request_sets=self.request_sets, events=self.events, fleet=self.fleet,
             telemetry=CampaignTelemetry(launch.telemetry_options(environment), self.recorder),
-            builders=warmup_builders(environment, request_sets),
+            builders=users.builders(), probers=users.probers(),
             done=resuming.plan.done if resuming else None,
         )
         self.live = LiveView(scenario, class_names, len(trials))
@@ -237,20 +239,34 @@ def load_state(environment: Environment, request_sets: dict[str, RequestSet]) ->
     return state
 
 
-def warmup_builders(environment: Environment, request_sets: dict[str, RequestSet]) -> dict[str, Builder]:
-    """Class -> its user's request builder (``prepare``), made on first use: what the warm-up sends."""
-    state = LoadState(request_sets, {})
-    classes = launch.user_classes(environment)
-    made: dict[str, WorkloadUser] = {}
+class CampaignUsers:
+    """The campaign's own instance of each class's user, made on first use: it builds the warm-up's requests
+    (``prepare``) and sends the readiness probes (``probe``), which Locust's statistics never see."""
 
-    def builder(name: str) -> Builder:
-        def build(load: ClassLoad, item: dict[str, Any]) -> Prepared:
-            if name not in made:
-                made[name] = classes[name].sender(environment, state)
-            return made[name].prepare(load, item)
-        return build
+    def __init__(self, environment: Environment, request_sets: dict[str, RequestSet]) -> None:
+        self.environment = environment
+        self.state = LoadState(request_sets, {})
+        self.classes = launch.user_classes(environment)
+        self.made: dict[str, WorkloadUser] = {}
 
-    return {name: builder(name) for name in classes}
+    def user(self, name: str) -> WorkloadUser:
+        """Class ``name``'s user, with a request event of its own that nothing listens to."""
+        if name not in self.made:
+            user = self.made[name] = self.classes[name].sender(self.environment, self.state)
+            user.client.request_event = EventHook()
+        return self.made[name]
+
+    def builders(self) -> dict[str, Builder]:
+        """Class -> its user's request builder: what the warm-up sends."""
+        def builder(name: str) -> Builder:
+            return lambda load, item: self.user(name).prepare(load, item)
+        return {name: builder(name) for name in self.classes}
+
+    def probers(self) -> dict[str, Prober]:
+        """Class -> its user's probe: what readiness sends."""
+        def prober(name: str) -> Prober:
+            return lambda load, item: self.user(name).probe(load, item)
+        return {name: prober(name) for name in self.classes}
 
 
 def _register_worker(environment: Environment) -> None:

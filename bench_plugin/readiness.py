@@ -1,67 +1,84 @@
-"""Readiness: an endpoint is ready when it has answered a real request, not when its process runs.
+"""Readiness: an endpoint is ready when it has answered the class's own request, not when its process runs.
 
-A Running process, an open port, even a 200 on /health do not mean a model is loaded and can serve.
-Each class is probed with a small request of its own kind (a 2-token completion, one embedding, the
-shortest clip of the request set) until one succeeds; the time it first answered goes on the timeline.
+A Running process, an open port, even a 200 on /health do not mean a model is loaded and can serve, nor
+that it accepts what the class will send. Each class is probed with the request it will send in the
+stages (its user's ``prepare``: the same path, body fields, streaming and reader), built from its
+smallest request-set item, and the reply is judged by the same rules as a sample. Until one succeeds:
+
+- no connection, a timeout, a 5xx, or a status a server also gives while it loads (404, 408, 409, 425,
+  429: samples.RETRYABLE_STATUSES) mean "not yet": it is probed again until ``readiness_timeout_s``.
+  A 404 is final when the server's ``GET /v1/models`` lists other models (a wrong ``model``); a
+  /v1/models that fails (``transformers serve`` answers 500 for a local model path) decides nothing;
+- any other 4xx, or a reply the class cannot read, is final: the campaign stops before any load with one
+  line naming the class, the status, the server's own message and what to change;
+- ``fixed_output`` (llm): ``true`` sends vLLM's ``ignore_eos``/``min_tokens`` and requires exactly
+  ``output_tokens`` tokens; ``false`` sends neither and lets the model stop; ``auto`` (the default) sends
+  them, and when the server rejects them (a 4xx that their absence cures) or ignores them (a reply of
+  another length), goes on without, labelling the results "output lengths set by the model".
+
+The time each class first answered goes on the timeline, and what it resolved (``Readiness.options``)
+is what the stages send.
 """
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import requests
 
 from bench_plugin.inputs import RequestSet
-from bench_plugin.scenario import LLMClass, Scenario
+from bench_plugin.samples import RETRYABLE_STATUSES, Sample
 from bench_plugin.sharing.base import Placement
-from bench_plugin.users.asr import PATH as ASR_PATH
-from bench_plugin.users.asr import multipart_body
-from bench_plugin.users.embedding import PATH as EMBEDDING_PATH
-from bench_plugin.users.llm import PATHS as LLM_PATHS
+from bench_plugin.users.llm import fixed_output_fields
+from bench_plugin.users.state import ClassLoad
+
+Prober = Callable[[ClassLoad, dict[str, Any]], Sample]
+"""Sends one request of a class for a request-set item, now, the way its user sends a stage's (not reported
+to Locust's statistics), and returns its sample."""
+
+EXACT = "exact"
+MODEL = "model"
+"""``Readiness.output_lengths`` of an llm class: the server honoured the fixed lengths, or the model set them."""
+
+FIXED_FIELDS = ", ".join(fixed_output_fields(1))
 
 
 class NotReady(Exception):
-    """An endpoint that did not answer in time, or whose server died; the message says which and why."""
+    """An endpoint that did not answer in time, refused the class's request, or whose server died; one line."""
 
 
-def probe(scenario: Scenario, name: str, url: str, request_set: RequestSet, timeout_s: float = 30.0) -> None:
-    """Send one real request of class ``name`` to ``url``; raise on anything but a well-formed reply."""
-    spec = scenario.classes.get(name)
-    base = url.rstrip("/")
-    if name == "llm":
-        assert isinstance(spec, LLMClass)
-        body: dict[str, Any] = {"model": spec.model, "max_tokens": 2, "stream": False}
-        if spec.api == "chat":
-            body["messages"] = [{"role": "user", "content": "ready"}]
-        else:
-            body["prompt"] = "ready"
-        reply = requests.post(base + LLM_PATHS[spec.api], json=body, timeout=timeout_s)
-        reply.raise_for_status()
-        if not reply.json().get("choices"):
-            raise ValueError("completion reply has no choices")
-    elif name == "embedding":
-        reply = requests.post(base + EMBEDDING_PATH, json={"model": spec.model, "input": ["ready"]}, timeout=timeout_s)
-        reply.raise_for_status()
-        if len(reply.json().get("data") or []) != 1:
-            raise ValueError("embedding reply does not hold one vector")
-    else:
-        shortest = min(request_set.items, key=lambda item: item["audio_seconds"])
-        audio = request_set.audio[shortest["file"]]
-        data, content_type = multipart_body({"model": spec.model}, shortest["file"], audio)
-        reply = requests.post(base + ASR_PATH, data=data, headers={"Content-Type": content_type}, timeout=timeout_s)
-        reply.raise_for_status()
-        if not isinstance(reply.json().get("text"), str):
-            raise ValueError("transcription reply has no text")
+@dataclass
+class Readiness:
+    """What readiness found: when each class first answered, and how its requests are to be sent."""
+
+    ready: dict[str, float] = field(default_factory=dict)
+    """Class -> epoch seconds it first answered its own request."""
+    options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Class -> its request options as resolved (ClassLoad.options; llm: fixed_output now true or false)."""
+    output_lengths: dict[str, str] = field(default_factory=dict)
+    """llm -> EXACT or MODEL."""
+    notes: dict[str, str] = field(default_factory=dict)
+    """Class -> what the probe found about the server's protocol, for the timeline and the reports."""
 
 
-def wrong_model(exc: Exception, url: str, model: str) -> str | None:
+def probe_item(name: str, request_set: RequestSet) -> dict[str, Any]:
+    """The class's cheapest request-set item: fewest output then input tokens, fewest inputs, shortest clip."""
+    def cost(item: dict[str, Any]) -> tuple[float, ...]:
+        if name == "llm":
+            return (float(item.get("output_tokens") or 0), float(item.get("input_tokens") or 0))
+        if name == "embedding":
+            return (float(len(item.get("input") or ())), float(item.get("input_tokens") or 0))
+        return (float(item.get("audio_seconds") or 0.0),)
+    return min(request_set.items, key=cost)
+
+
+def wrong_model(url: str, model: str) -> str | None:
     """Why a 404 to a probe is final: the server lists the models it serves (``GET /v1/models``, as vLLM and
     the reference servers answer) and ``model`` is not among them. None when it is, or nothing says."""
-    if not (isinstance(exc, requests.HTTPError) and exc.response is not None and exc.response.status_code == 404):
-        return None
     try:
         reply = requests.get(url.rstrip("/") + "/v1/models", timeout=5)
         reply.raise_for_status()
@@ -73,53 +90,136 @@ def wrong_model(exc: Exception, url: str, model: str) -> str | None:
     return f"serves {', '.join(served) or 'no model'}, not '{model}'"
 
 
-def describe_error(exc: Exception) -> str:
-    """A short, readable reason for a failed probe (requests' own messages nest several layers deep)."""
-    if isinstance(exc, requests.ConnectionError):
-        found = re.search(r"\[Errno -?\d+\] ([^'\")]+)", str(exc))
-        return f"cannot connect ({found.group(1).strip() if found else 'connection failed'})"
-    if isinstance(exc, requests.Timeout):
+def describe(sample: Sample) -> str:
+    """A short, readable reason for a failed probe."""
+    detail = sample.detail or sample.error or "failed"
+    if sample.error == "connection":
+        found = re.search(r"\[Errno -?\d+\] ([^'\")]+)", detail)
+        return f"cannot connect ({found.group(1).strip() if found else detail[:120]})"
+    if sample.error == "timeout":
         return "no answer in time"
-    if isinstance(exc, requests.HTTPError) and exc.response is not None:
-        return f"HTTP {exc.response.status_code}: {exc.response.text[:120]}"
-    return f"{type(exc).__name__}: {str(exc)[:160]}"
+    return detail[:200]
+
+
+def waiting(sample: Sample) -> bool:
+    """Whether a failed probe means "not yet" (see the module docstring) rather than "never like this"."""
+    if sample.error in ("connection", "timeout", "server_error", "cancelled"):
+        return True
+    status = sample.status or 0
+    return status >= 500 or status in RETRYABLE_STATUSES
+
+
+class _Class:
+    """One class's probing: what it sends next, and what it has found."""
+
+    def __init__(self, name: str, url: str, load: ClassLoad, item: dict[str, Any], prober: Prober) -> None:
+        self.name, self.url, self.item, self.prober = name, url, item, prober
+        self.options = dict(load.options)
+        self.load = load
+        self.mode = self.options.get("fixed_output") if name == "llm" else None
+        """llm: the scenario's fixed_output (True, False or "auto"), while the probe is deciding."""
+        if name == "llm":
+            self.options["fixed_output"] = self.mode is not False  # auto starts with the fields
+        self.note: str | None = None
+        self.last_error = "no answer"
+
+    def send(self, timeout_s: float) -> Sample:
+        load = ClassLoad(url=self.url, model=self.load.model, arrival=self.load.arrival, load=0.0,
+                         timeout_s=min(self.load.timeout_s, timeout_s), max_in_flight=1, options=self.options)
+        return self.prober(load, self.item)
+
+    def judge(self, sample: Sample, timeout_s: float) -> bool:
+        """True when ready; False to probe again; NotReady when this can never work."""
+        if sample.ok:
+            return True
+        self.last_error = describe(sample)
+        if waiting(sample):
+            if sample.status == 404 and (why := wrong_model(self.url, self.load.model)):
+                raise NotReady(f"{self.name} endpoint {self.url}: {why} (classes.{self.name}.model)")
+            return False
+        if self.name == "llm" and self.options.get("fixed_output"):
+            return self._without_fixed_fields(sample, timeout_s)
+        raise NotReady(self._refusal(sample))
+
+    def _without_fixed_fields(self, sample: Sample, timeout_s: float) -> bool:
+        """The server refused or ignored ignore_eos/min_tokens: try once without, then decide by the mode."""
+        self.options["fixed_output"] = False
+        plain = self.send(timeout_s)
+        if not plain.ok:
+            if waiting(plain):
+                self.options["fixed_output"] = True  # not settled: the next round asks again with the fields
+                self.last_error = describe(plain)
+                return False
+            raise NotReady(self._refusal(plain))  # it fails without them too: they are not the problem
+        if sample.error == "output_length":
+            found = f"the server ignores {FIXED_FIELDS} ({sample.detail})"
+        else:
+            found = f"the server rejects {FIXED_FIELDS} ({_status(sample)}: {_message(sample)})"
+        if self.mode is True:
+            raise NotReady(f"llm endpoint {self.url}: {found}: set `fixed_output: false` (output lengths set by "
+                           "the model), or `fixed_output: auto` (classes.llm.fixed_output)")
+        self.note = f"{found}: output lengths set by the model"
+        return True
+
+    def _refusal(self, sample: Sample) -> str:
+        """The one line for a probe that can never succeed as sent."""
+        where = f"{self.name} endpoint {self.url}"
+        if sample.error == "protocol" or sample.error == "output_length":
+            return (f"{where}: its reply cannot be read as the {self.name} class reads it ({_message(sample)}): "
+                    "the server does not follow the OpenAI API as the class sends it (see docs/servers.md)")
+        return (f"{where}: the server rejects the {self.name} request ({_status(sample)}: {_message(sample)}): "
+                f"check classes.{self.name} (model, api, request options) against what the server accepts")
+
+
+def _status(sample: Sample) -> str:
+    return f"HTTP {sample.status}" if sample.status else (sample.error or "failed")
+
+
+def _message(sample: Sample) -> str:
+    """The server's own message: the error body's ``message``/``detail`` where it is JSON, else the text."""
+    text = (sample.detail or "").removeprefix(f"HTTP {sample.status}: ").strip()
+    found = re.search(r'"(?:message|detail|error)"\s*:\s*"((?:[^"\\]|\\.)*)"', text)
+    return (found.group(1) if found else text)[:200] or "no message"
 
 
 def wait_until_ready(
-    scenario: Scenario,
     placement: Placement,
-    request_sets: dict[str, RequestSet],
+    loads: Mapping[str, ClassLoad],
+    request_sets: Mapping[str, RequestSet],
+    probers: Mapping[str, Prober],
     timeout_s: float,
     died: Callable[[str], str | None] = lambda name: None,
     interval_s: float = 0.5,
-) -> dict[str, float]:
-    """Probe every class until each has answered once; returns class -> epoch seconds it first answered.
+) -> Readiness:
+    """Probe every class with its own request until each has answered once (see the module docstring).
 
+    ``loads``: class -> the ClassLoad its stages will send (its options as the scenario states them).
     ``died(name)`` returns a reason when the class's server has exited, which fails fast instead of
     waiting out the timeout.
     """
     deadline = time.time() + timeout_s
-    ready: dict[str, float] = {}
-    last_error: dict[str, str] = {}
+    found = Readiness()
+    probing = {name: _Class(name, where.url, loads[name], probe_item(name, request_sets[name]), probers[name])
+               for name, where in placement.classes.items()}
     while True:
-        for name, where in placement.classes.items():
-            if name in ready:
+        for name, one in probing.items():
+            if name in found.ready:
                 continue
             reason = died(name)
             if reason:
-                raise NotReady(f"{name} endpoint {where.url}: server exited before it was ready: {reason}")
-            try:
-                probe(scenario, name, where.url, request_sets[name], timeout_s=max(1.0, deadline - time.time()))
-                ready[name] = time.time()
-            except (requests.RequestException, ValueError, KeyError) as exc:
-                last_error[name] = describe_error(exc)
-                refusal = wrong_model(exc, where.url, scenario.classes.get(name).model)
-                if refusal:
-                    raise NotReady(f"{name} endpoint {where.url}: {refusal} (classes.{name}.model)") from None
-        if len(ready) == len(placement.classes):
-            return ready
+                raise NotReady(f"{name} endpoint {one.url}: server exited before it was ready: {reason}")
+            left = max(1.0, deadline - time.time())
+            if one.judge(one.send(left), left):
+                found.ready[name] = time.time()
+                found.options[name] = one.options
+                if name == "llm":
+                    found.output_lengths[name] = EXACT if one.options.get("fixed_output") else MODEL
+                if one.note:
+                    found.notes[name] = one.note
+        if len(found.ready) == len(probing):
+            return found
         if time.time() >= deadline:
-            waiting = [n for n in placement.classes if n not in ready]
-            details = "; ".join(f"{n} at {placement.classes[n].url}: {last_error.get(n, 'no answer')}" for n in waiting)
+            waiting_for = [n for n in probing if n not in found.ready]
+            details = "; ".join(f"{n} at {probing[n].url}: {probing[n].last_error}" for n in waiting_for)
             raise NotReady(f"not ready after {timeout_s:g} s: {details}")
         time.sleep(interval_s)

@@ -6,6 +6,13 @@ far passes a multiple of its P95 SLO, aborts the stage, and the trial's higher s
 Requests still in flight count as well, once they are older than the P95 limit: they will end past
 it whatever happens, and an overloaded server whose requests stop ending would otherwise never trip
 the condition (nothing ends, so nothing is judged) and be waited out to the end of the stage.
+
+One condition is the campaign's, not the scenario's: when a class's last PROTOCOL_MIN_REQUESTS ended
+requests (or more) have all failed with one and the same error that load does not cause (a 4xx for
+the body the class sends, a reply it cannot read: samples.protocol_signature), and that error is at
+least half of the class's ended requests in the stage, the stage measures the protocol, not capacity,
+and so would every stage after it: the campaign stops there, saying why (``protocol_failure``),
+rather than report the error rate as the arm's boundary.
 """
 
 from __future__ import annotations
@@ -16,8 +23,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bench_plugin.samples import Sample
+from bench_plugin.samples import Sample, protocol_signature
 from bench_plugin.scenario import Scenario
+
+PROTOCOL_MIN_REQUESTS = 5
+"""Ended requests of a class, all failing with one protocol error, that stop the campaign."""
 
 
 @dataclass
@@ -27,14 +37,38 @@ class StageTally:
     key: tuple[int, int, int]
     latencies: dict[str, list[float]] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)
+    signatures: dict[str, dict[str | None, int]] = field(default_factory=dict)
+    """Class -> protocol_signature (None: success or a load-dependent error) -> requests."""
+    streak: dict[str, tuple[str, int, str]] = field(default_factory=dict)
+    """Class -> the signature its latest ended requests all failed with, how many in a row, the first's message."""
 
     def add(self, sample: Sample) -> None:
         """Count a sample if it belongs to this stage."""
         if (sample.trial, sample.segment, sample.stage) != self.key:
             return
-        self.latencies.setdefault(sample.workload, []).append(sample.latency_ms)
+        name = sample.workload
+        self.latencies.setdefault(name, []).append(sample.latency_ms)
+        signature = protocol_signature(sample)
+        kinds = self.signatures.setdefault(name, {})
+        kinds[signature] = kinds.get(signature, 0) + 1
         if not sample.ok:
-            self.errors[sample.workload] = self.errors.get(sample.workload, 0) + 1
+            self.errors[name] = self.errors.get(name, 0) + 1
+        if signature is None:
+            self.streak.pop(name, None)
+        else:
+            same, count, detail = self.streak.get(name, (signature, 0, sample.detail or sample.error or "failed"))
+            self.streak[name] = (signature, count + 1, detail) if same == signature else (
+                signature, 1, sample.detail or sample.error or "failed")
+
+    def protocol_failure(self) -> str | None:
+        """Why the stage measures only a protocol error (see the module docstring), or None."""
+        for name in sorted(self.streak):
+            kind, count, detail = self.streak[name]
+            ended = sum(self.signatures[name].values())
+            if count >= PROTOCOL_MIN_REQUESTS and 2 * self.signatures[name][kind] >= ended:
+                return (f"{name}: {self.signatures[name][kind]} of {ended} requests so far failed with {kind}, the "
+                        f"last {count} in a row ({detail[:200]}): nothing about capacity can be measured")
+        return None
 
 
 class RollbackGuard:

@@ -7,6 +7,8 @@ that falls behind shows up as latency and queueing, never as a quietly lower rat
 
 from __future__ import annotations
 
+import sys
+from array import array
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -41,6 +43,19 @@ class Sample:
     slot_wait_s: float | None = None
     """Seconds it waited for one of the class's ``max_in_flight`` slots before it could be sent (None: not
     recorded, stores written before it was)."""
+    last_token_s: float | None = None
+    """When the last chunk carrying output arrived (LLM only; None in stores before version 5)."""
+    chunk_gaps: bytes | None = None
+    """The gaps between consecutive output-carrying chunks after the first, in seconds, as little-endian
+    float32 (LLM only): ``chunks - 1`` values, each one inter-token latency as vLLM's benchmark counts it."""
+    chunks: int | None = None
+    """Chunks that carried output text (LLM only)."""
+    tokens_from: str | None = None
+    """Where ``output_tokens`` came from: ``usage`` (the server's count) or ``chunks`` (one token per
+    output-carrying chunk, for a server that sends no usage; LLM only)."""
+    stream_end: str | None = None
+    """How the stream ended: ``done`` (``data: [DONE]``) or ``finish`` (the connection closed after a
+    chunk with a ``finish_reason``, as ``transformers serve`` ends its streams; LLM only)."""
 
     @property
     def latency_ms(self) -> float:
@@ -54,10 +69,21 @@ class Sample:
 
     @property
     def tpot_ms(self) -> float | None:
-        """Time per output token after the first (LLM only): (end - first) / (tokens - 1)."""
+        """Time per output token after the first (LLM only): (last token - first) / (tokens - 1), as vLLM's
+        and guidellm's benchmarks define it (the stream's end stands in for the last token in older stores)."""
         if self.first_token_s is None or not self.output_tokens or self.output_tokens < 2:
             return None
-        return (self.end_s - self.first_token_s) * 1000.0 / (self.output_tokens - 1)
+        last = self.last_token_s if self.last_token_s is not None else self.end_s
+        return (last - self.first_token_s) * 1000.0 / (self.output_tokens - 1)
+
+    def itl_ms(self) -> list[float]:
+        """The inter-token latencies of the request (ms): one per gap between output-carrying chunks."""
+        if not self.chunk_gaps:
+            return []
+        gaps = array("f", self.chunk_gaps)
+        if sys.byteorder != "little":
+            gaps.byteswap()
+        return [gap * 1000.0 for gap in gaps]
 
     @property
     def queue_ms(self) -> float:
@@ -81,3 +107,32 @@ class Sample:
 
 SAMPLE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Sample))
 """Field names in declaration order: the column order of the results store."""
+
+
+def pack_gaps(gaps: list[float]) -> bytes | None:
+    """``Sample.chunk_gaps`` from gaps in seconds (None when there are none)."""
+    if not gaps:
+        return None
+    packed = array("f", gaps)
+    if sys.byteorder != "little":
+        packed.byteswap()
+    return packed.tobytes()
+
+
+RETRYABLE_STATUSES = frozenset({404, 408, 409, 425, 429})
+"""Client-error statuses a server also gives while it is busy or still loading (404: a model not yet
+registered; 408, 409, 425, 429: try again later), so they say nothing certain about the request itself."""
+
+
+def protocol_signature(sample: Sample) -> str | None:
+    """The sample's error kind where the request itself is what failed, whatever the load: a reply the
+    class cannot read (``protocol``), a length the server did not honour (``output_length``), a client
+    error the server gives to this request every time (``http_4xx`` but RETRYABLE_STATUSES). None for a
+    success and for what load causes (timeouts, 5xx, refused connections, errors in the stream)."""
+    if sample.ok or sample.error is None:
+        return None
+    if sample.error in ("protocol", "output_length"):
+        return sample.error
+    if sample.error.startswith("http_4") and sample.status not in RETRYABLE_STATUSES:
+        return sample.error
+    return None

@@ -103,6 +103,13 @@ def test_llm_e2e_ttft_tpot_match_the_server(calibration: tuple[Path, dict[str, A
     for p in (50, 95):
         truth = float(np.percentile(server_tpot, p))
         assert abs(figures["tpot_ms"][f"p{p}"] - truth) <= tolerance(truth), ("TPOT", p)
+    # ITL pools every gap between tokens (one a chunk here); their mean is the server's time from first to last
+    # token over its gaps, which packets that arrive together cannot move (a short gap, then a long one)
+    spans = sum(rec["last_token_s"] - rec["first_token_s"] for _, rec in matched)
+    truth = spans * 1000 / sum(rec["output_tokens"] - 1 for _, rec in matched)
+    assert figures["tokens_per_chunk"] == 1.0 and figures["tokens_from"] == {"usage": len(matched)}
+    assert abs(figures["itl_ms"]["mean"] - truth) <= tolerance(truth), ("ITL mean", figures["itl_ms"], truth)
+    assert abs(figures["itl_ms"]["p50"] - 8) <= tolerance(8), ("ITL p50 against the configured 8 ms", figures["itl_ms"])
 
 
 def test_embedding_latency_matches_the_server(calibration: tuple[Path, dict[str, Any]]) -> None:

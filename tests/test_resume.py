@@ -117,7 +117,7 @@ def test_what_is_not_a_campaign_to_resume_is_refused_in_one_line(tmp_path: Path)
         "missing": "no such directory",
         "empty": "not a campaign's results directory (no results.sqlite)",
         "nometa": "not a campaign's results directory (results.sqlite records no scenario)",
-        "v3": "results.sqlite is store version 3, this bench-plugin writes 4: resume it with the bench-plugin "
+        "v3": "results.sqlite is store version 3, this bench-plugin writes 5: resume it with the bench-plugin "
               "that wrote it",
         "junk": "results.sqlite cannot be read: file is not a database",
         "completed": "the campaign completed at 2027-01-15 08:00:00 UTC: nothing to resume",

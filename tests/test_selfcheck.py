@@ -1,12 +1,17 @@
-"""The instrument checks itself: exact arrival counts, an unmeasured warm-up, a starved generator, a busy host.
+"""The instrument checks itself: exact arrival counts, an unmeasured warm-up, a CPU-bound generator, a
+stalled one, a busy host.
 
 Each test runs the real `locust --headless` command on the calibration scenario (synthetic servers
-started by the local backend, each writing its own timing log) with stages cut short.
+started by the local backend, each writing its own timing log) with stages cut short. The CPU-bound and
+the stalled generator are locustfiles whose listener starts, at the first stage, a greenlet that holds
+the event loop: burning the CPU in Python, or sleeping in C (libc's usleep through ctypes, which does
+not yield to gevent: what an NVML poll did on the loop of a GPU host).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -19,6 +24,7 @@ from typing import Any
 import pytest
 from harness import ROOT, run_locust, scenario_variant, start_locust, stop_process
 
+from bench_plugin.analysis.selfcheck import CPU_ADVICE, advice
 from bench_plugin.users.arrivals import arrival_count
 
 pytestmark = pytest.mark.slow
@@ -26,7 +32,8 @@ pytestmark = pytest.mark.slow
 STAGES = [{"name": "a", "duration_s": 2.5, "load": {"llm": 3, "embedding": 5}},
           {"name": "b", "duration_s": 1.5, "load": {"llm": 1.3, "embedding": 7}}]
 
-HOG = '''
+LOCUSTFILE = '''
+import ctypes
 import time
 
 import gevent
@@ -35,21 +42,48 @@ from locust import events
 from bench_plugin import ASRUser, CampaignShape, EmbeddingUser, LLMUser, add_arguments, register
 
 __all__ = ["ASRUser", "CampaignShape", "EmbeddingUser", "LLMUser"]
+LIBC = ctypes.CDLL(None)
 
 
 def hog() -> None:
-    """Hold the event loop 60 ms of every 70: a load generator starved of its core."""
+    """Burn the event loop's CPU 95 ms of every 100: a load generator with more work than its core."""
     while True:
         began = time.time()
-        while time.time() - began < 0.06:
+        while time.time() - began < 0.095:
             pass
-        gevent.sleep(0.01)
+        gevent.sleep(0.005)
+
+
+def hold_the_loop() -> None:
+    """Sleep 30 ms in C every 100 ms: the loop stops, its CPU idles."""
+    while True:
+        LIBC.usleep(30_000)
+        gevent.sleep(0.07)
+
+
+started = []
+
+
+def at_first_stage(**_: object) -> None:
+    if not started:
+        started.append(gevent.spawn(HOLDER))
+
+
+def wire(environment, **_: object) -> None:
+    register(environment)
+    environment.bench_plugin_events.stage_start.add_listener(at_first_stage)
 
 
 events.init_command_line_parser.add_listener(add_arguments)
-events.init.add_listener(lambda environment, **_: register(environment))
-events.test_start.add_listener(lambda **_: gevent.spawn(hog))
+events.init.add_listener(wire)
 '''
+
+
+def holding_locustfile(tmp_path: Path, name: str, holder: str) -> Path:
+    """A locustfile ``name``.py that runs ``holder`` (hog or hold_the_loop) on its loop from the first stage on."""
+    path = tmp_path / f"{name}.py"
+    path.write_text(LOCUSTFILE + f"\nHOLDER = {holder}\n")
+    return path
 
 
 def campaign(tmp_path: Path, locustfile: Path = ROOT / "locustfiles" / "mixed.py", **changes: Any) -> Path:
@@ -112,18 +146,44 @@ def test_the_warm_up_runs_before_the_first_stage_and_is_never_measured(warmed: P
     assert stage["classes"]["llm"]["requests"] == arrival_count(3, 2.5)
 
 
-def test_a_starved_load_generator_marks_its_stages_generator_limited(tmp_path: Path) -> None:
-    locustfile = tmp_path / "hog.py"
-    locustfile.write_text(HOG)
-    results = campaign(tmp_path, locustfile)
+def test_a_cpu_bound_load_generator_marks_its_stages_generator_limited_and_asks_for_more_processes(
+        tmp_path: Path) -> None:
+    results = campaign(tmp_path, holding_locustfile(tmp_path, "burner", "hog"))
     for stage in summary_of(results)["trials"][0]["stages"]:
-        assert stage["generator_limited"] and "send lag P99" in stage["generator_limited"], stage
-        worst = max(c["send_lag_ms"]["p99"] for c in stage["classes"].values())
-        assert worst > 10.0
+        reason = stage["generator_limited"]
+        assert reason and reason.startswith("CPU-bound: "), stage
+        assert stage["generator_check"]["kind"] == "cpu-bound"
+        assert advice([reason]) == CPU_ADVICE
+        used = stage["generators"]["local"]
         # the hog's CPU is the generator's own: an unhogged generator at these rates uses under 0.05 core, the
         # hog all it is given (0.86 of a core on a quiet host; 0.24 was seen with eight busy processes on the
         # two cores), so twice the unhogged figure already tells them apart
-        assert stage["generators"]["local"]["cores"] > 0.1
+        assert used["cores"] > 0.1
+        # given or not, it wanted the core: its loop was on a CPU or waiting for one 95% of the time and more
+        assert used["stalls"]["busy_s"] / used["wall_s"] > 0.9
+        assert any("burner.hog (burner.py:" in cause for cause in used["stalls"]["causes"]), used["stalls"]
+
+
+STALL_STAGES = [{"name": "stalled", "duration_s": 3, "load": {"llm": 4, "embedding": 15}}]
+"""57 requests: with the loop stopped 30% of the time, a fifth of them is sent over 10 ms late."""
+
+
+def test_a_loop_stalled_by_a_c_call_marks_its_stage_stalled_names_the_call_and_says_more_processes_will_not_help(
+        tmp_path: Path) -> None:
+    results = campaign(tmp_path, holding_locustfile(tmp_path, "stall", "hold_the_loop"), stages=STALL_STAGES)
+    (stage,) = summary_of(results)["trials"][0]["stages"]
+    reason, found = stage["generator_limited"], stage["generator_check"]
+    used = stage["generators"]["local"]
+    assert found["kind"] == "stalled", (reason, used)
+    assert found["cause"].startswith("stall.hold_the_loop (stall.py:"), found
+    assert reason.startswith("stalled: send lag P99 ") and f"blocked in `{found['cause']}`, not short of CPU" in reason
+    text = advice([reason])
+    assert "not a CPU shortage, more workers will not help" in text and f"`{found['cause']}`" in text
+    assert CPU_ADVICE not in text
+    n, held_ms = used["stalls"]["causes"][found["cause"]]
+    assert n >= 10 and held_ms >= 30 * n  # each block at least its C sleep; one every 100 ms over >= 3 s
+    assert re.match(r"stalls: \d+ blocks \(\d+ ms in all, longest \d+ ms, in `stall\.hold_the_loop", found["note"])
+    assert used["cores"] < 0.9 and used["stalls"]["busy_s"] / used["wall_s"] < 0.9  # the CPU idled meanwhile
 
 
 @contextmanager

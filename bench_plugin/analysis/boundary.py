@@ -135,6 +135,11 @@ def repeat_boundary(trial: TrialSummary, order: list[int], objectives: dict[str,
         stage = trial.judged_stage(index)
         if stage is None:
             break  # cut short: what came after was never measured
+        if stage.protocol_failure:  # it measured the protocol, not the load: no boundary from it or above
+            if not margins:
+                return RepeatBoundary(trial.repeat, NOT_MEASURED, 0.0, stage.offered, None,
+                                      note=f"stage {index}: {stage.protocol_failure}")
+            break
         margins.append(stage_margin(stage, objectives))
     if not margins:
         return None
@@ -183,6 +188,10 @@ def arm_boundary(trials: list[TrialSummary], objectives: dict[str, ClassObjectiv
     found = [b for t in trials if (b := repeat_boundary(t, order, objectives)) is not None]
     if not found:
         return Boundary(NOT_MEASURED, "No stage of this arm could be judged.", spread([]), {}, None, (), tuple(order))
+    if all(b.status == NOT_MEASURED for b in found):
+        return Boundary(NOT_MEASURED, f"Not measured: {found[0].note}.", spread([]), {}, None, tuple(found),
+                        tuple(order))
+    found = [b for b in found if b.status != NOT_MEASURED]
     statuses = Counter(b.status for b in found)
     status = found[0].status if len(statuses) == 1 else REACHED
     names = list(dict.fromkeys(n for b in found for n in b.offered))

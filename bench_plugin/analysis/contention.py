@@ -76,10 +76,12 @@ class StageContention:
     """``<arm> repeat r: <why>`` for each run (of this arm or the control) whose load generator fell behind."""
     host_busy: tuple[str, ...] = ()
     """``<arm> repeat r: <why>`` for each run measured while the host was busy with other work."""
+    protocol_failure: tuple[str, ...] = ()
+    """``<arm> repeat r: <why>`` for each run in which some class's requests all failed with one protocol error."""
 
 
 def _flags(runs: dict[int, Run], theirs: dict[int, Run], attribute: str) -> tuple[str, ...]:
-    """Each run's ``attribute`` reason (generator_limited, host_busy), named by its arm and repeat."""
+    """Each run's ``attribute`` reason (generator_limited, host_busy, protocol_failure), named by its arm and repeat."""
     out = []
     for group in (runs, theirs):
         for repeat, (trial, stage) in sorted(group.items()):
@@ -218,9 +220,10 @@ def stage_contention(
         classes[name] = judge_class(name, stats, objectives.get(name))
     own = spread([goodput_per_device(run, names) for run in runs.values()])
     limited, busy = _flags(runs, theirs, "generator_limited"), _flags(runs, theirs, "host_busy")
+    failed = _flags(runs, theirs, "protocol_failure")
     if control is None:
         return StageContention(index, offered, first[1].arrival if first else {}, classes, own, len(runs),
-                               generator_limited=limited, host_busy=busy)
+                               generator_limited=limited, host_busy=busy, protocol_failure=failed)
     pairs = [(runs[r], theirs[r]) for r in sorted(set(runs) & set(theirs))]
     classes = {name: _compare_class(c, name, pairs) for name, c in classes.items()}
     norms = [[_paired([pair], name, _THROUGHPUT)[0] for name in names] for pair in pairs]
@@ -231,5 +234,5 @@ def stage_contention(
         consolidation_gain=gain, fairness=fairness,
         control_goodput_per_device=spread([goodput_per_device(run, names) for run in theirs.values()]),
         goodput_per_device_ratio=ratio_figure([_ratio(a, b) for a, b in gpd]),
-        generator_limited=limited, host_busy=busy,
+        generator_limited=limited, host_busy=busy, protocol_failure=failed,
     )

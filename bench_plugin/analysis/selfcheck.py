@@ -1,41 +1,285 @@
 """Self-check: did the load generator keep up with a stage, so that its figures describe the servers?
 
-An open-loop generator promises to send each request at its intended time. Two things break that
-promise without the servers being at fault: a generator process short of CPU (it sends late, and
-the lateness shows up as latency the GPU never caused), and collection pauses or event-loop stalls
-(the same, in bursts). Per stage the check reads:
+An open-loop generator promises to send each request at its intended time. Two different things break
+that promise without the servers being at fault, and they need different fixes:
 
-- the send lag of every request: sent - intended - the time it waited for a free ``max_in_flight``
-  slot (a full slot pool is the servers' backlog, so that wait is queueing, not generator lag);
-- each load-generating process's CPU use while it sent the stage (CPU seconds / wall seconds).
+- **CPU-bound**: a generator process short of CPU sends late, and the lateness shows up as latency the
+  GPU never caused. More load-generating processes (or less load per process) fix it.
+- **stalled**: one operation holds a process's event loop (a C call that does not yield to gevent: an
+  NVML poll, a blocking read), and every request due meanwhile leaves late, in bursts, while the CPU is
+  idle. More processes do not help; moving that operation off the loop does.
 
-A stage is **generator-limited** when the send lag P99 over its requests exceeds LAG_P99_LIMIT_MS, or
-a generator process used more than CPU_LIMIT_CORES of a core (a gevent process runs on one core:
-near a full core it cannot be on time). Its verdict then says so rather than blaming the GPU.
+Per stage the check reads the send lag of every request (sent - intended - the time it waited for a free
+``max_in_flight`` slot: a full slot pool is the servers' backlog, so that wait is queueing, not generator
+lag), and per load-generating process what it reported with the stage's usage: its CPU (cores: CPU
+seconds / wall seconds), how much CPU its loop's thread wanted (``demand``: time on a CPU plus time
+waiting for one, per wall second; on a busy host a starved loop gets little CPU but still wants a
+whole core), and the blocks its stall monitor saw (loadgen/stalls.py: stretches of at least 5 ms in
+which the loop ran nothing else, each with the code that held it).
+
+The rule, in order:
+
+1. some process used more than CPU_LIMIT_CORES of a core, or its loop wanted more than that
+   (demand): **CPU-bound**, generator-limited;
+2. else, when the send lag P99 of some class exceeds LAG_P99_LIMIT_MS: if no block was seen (but the
+   monitor ran), or fewer than half of the requests sent more than LAG_P99_LIMIT_MS late were in flight
+   during a block (a request is in flight during a block when its intended send time to its end overlaps
+   the block, on the process that sent it), the loop was behind on its work (a backlog), not stopped:
+   **CPU-bound**, generator-limited. Otherwise the stalls made the lag: **stalled**, and the stage is
+   still judged when the stalls touched little: the requests in flight during a block are at most
+   AFFECTED_LIMIT (5%) of each class's requests AND every class's SLO outcome (each of its criteria,
+   objectives.class_criteria: P95, llm TTFT/TPOT P95, error rate, against its limit) is the same with
+   and without them. Then the stage keeps its verdict and carries the note; else it is
+   generator-limited (stalled), naming the cause. (Half, not all: one request held up by a busy host
+   outside any block does not turn a stalled loop into a CPU-bound one.)
+3. a stage without monitor figures (a store from before the monitor) is judged by rule 1's cores and
+   the lag alone, as before, and called CPU-bound.
+
+Wherever the monitor saw blocks, the stage gets the note "stalls: N blocks (X ms in all, longest Y ms,
+in <cause>); Z requests (W%) in flight during one; without them P95 would be ..." (GeneratorCheck.note),
+a judged stage too: the stalls' share of the latency is shown either way. :func:`advice` words the fix by
+the kind, for the verdict. docs/analysis.md ("Self-check") has the rule with its figures.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import bisect
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench_plugin.analysis.objectives import ClassObjectives, class_criteria
+from bench_plugin.results.summary import ClassStats, GeneratorCheck, GeneratorUse
+from bench_plugin.samples import Sample
 
 LAG_P99_LIMIT_MS = 10.0
-"""Send lag P99 above this (ms) marks a stage generator-limited."""
+"""Send lag P99 above this (ms) marks a stage generator-limited (unless the stalls rule judges it)."""
 CPU_LIMIT_CORES = 0.9
-"""A load-generating process using more than this share of one core marks the stage generator-limited."""
+"""A load-generating process using (or its loop wanting) more than this share of one core is CPU-bound."""
+AFFECTED_LIMIT = 0.05
+"""A stalled stage is still judged when at most this share of each class's requests was in flight during a block."""
+
+CPU_BOUND = "CPU-bound"
+STALLED = "stalled"
+_KIND = re.compile(r"(?:^|: )(CPU-bound|stalled): ")
+_CAUSE = re.compile(r"`([^`]+)`")
+
+CPU_ADVICE = "rerun with more load-generating processes (--master with workers) or a lighter load per process"
+
+
+def stalled_advice(causes: Sequence[str]) -> str:
+    """What to do about a stalled loop: the operation(s) that held it, and that more processes will not help."""
+    what = " and ".join(f"`{cause}`" for cause in causes) or "one operation"
+    return (f"the event loop was held by {what}: not a CPU shortage, more workers will not help; make that "
+            "operation yield to gevent or move it into an OS thread, then rerun")
+
+
+def advice(reasons: Iterable[str]) -> str:
+    """The fix for a generator-limited stage, by the kind its reasons name (CPU-bound when none does)."""
+    cpu, causes = False, []
+    for reason in reasons:
+        kinds = _KIND.findall(reason)
+        if STALLED in kinds:
+            causes += [c for c in _CAUSE.findall(reason) if c not in causes]
+        if CPU_BOUND in kinds or not kinds:
+            cpu = True
+    parts = [CPU_ADVICE] if cpu else []
+    if causes or not cpu:
+        parts.append(stalled_advice(causes[:2]))
+    return "; ".join(parts)
 
 
 def generator_limited(lag_p99_ms: Mapping[str, float | None], cores: Mapping[str, float]) -> str | None:
-    """Why the load generator fell behind in a stage (one line), or None when it kept up.
+    """Why the load generator fell behind in a stage by the lag and the cores alone (one line), or None.
 
-    ``lag_p99_ms``: class -> send lag P99 of its requests; ``cores``: process -> cores it used.
+    ``lag_p99_ms``: class -> send lag P99 of its requests; ``cores``: process -> cores it used. The
+    rule without the stall monitor's figures (rule 3 of the module's docstring).
     """
     reasons = []
-    late = {name: lag for name, lag in lag_p99_ms.items() if lag is not None and lag > LAG_P99_LIMIT_MS}
+    late = _late(lag_p99_ms)
     if late:
-        worst = max(late, key=lambda name: late[name])
-        reasons.append(f"send lag P99 {late[worst]:.1f} ms for {worst} (limit {LAG_P99_LIMIT_MS:g} ms)")
+        reasons.append(_lag_text(late))
     busy = {member: used for member, used in cores.items() if used > CPU_LIMIT_CORES}
     if busy:
         member = max(busy, key=lambda m: busy[m])
         reasons.append(f"load generator {member} used {busy[member]:.2f} cores (limit {CPU_LIMIT_CORES:g})")
     return "; ".join(reasons) or None
+
+
+def _late(lag_p99_ms: Mapping[str, float | None]) -> dict[str, float]:
+    return {name: lag for name, lag in lag_p99_ms.items() if lag is not None and lag > LAG_P99_LIMIT_MS}
+
+
+def _lag_text(late: Mapping[str, float]) -> str:
+    worst = max(late, key=lambda name: late[name])
+    return f"send lag P99 {late[worst]:.1f} ms for {worst} (limit {LAG_P99_LIMIT_MS:g} ms)"
+
+
+@dataclass(frozen=True)
+class StageCheck:
+    """The self-check of one stage: why it is generator-limited (None: judged), and what it found."""
+
+    limited: str | None
+    found: GeneratorCheck | None
+    """None where there is nothing to say: the generator kept up and its loop never blocked (or no monitor ran)."""
+
+
+@dataclass
+class _Stalls:
+    """The stall monitor's figures of one stage over its processes (and segments)."""
+
+    monitored: bool = False
+    count: int = 0
+    total_ms: float = 0.0
+    max_ms: float = 0.0
+    listed: int = 0
+    causes: dict[str, list[float]] = field(default_factory=dict)
+    blocks: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    """Process -> its listed blocks as (start, end) epoch seconds, in time order."""
+
+    @property
+    def cause(self) -> str | None:
+        """The cause that held the loop longest in all."""
+        return max(self.causes, key=lambda c: self.causes[c][1]) if self.causes else None
+
+    def hit(self, sample: Sample) -> bool:
+        """Whether ``sample`` was in flight (intended send to end) during a block of the process that sent it."""
+        mine = self.blocks.get(sample.worker)
+        if not mine:
+            return False
+        i = bisect.bisect_right(mine, (sample.intended_s, float("inf")))
+        # the blocks of one loop never overlap: the one starting last before the sample's start, and the next
+        return any(0 <= j < len(mine) and mine[j][0] < sample.end_s and mine[j][1] > sample.intended_s
+                   for j in (i - 1, i))
+
+
+def _gather(rows: Sequence[Mapping[str, Mapping[str, Any]]]) -> tuple[dict[str, float], dict[str, float], _Stalls]:
+    """Per process its highest cores and loop demand over the stage's rows (segments), and their stalls."""
+    cores: dict[str, float] = {}
+    demand: dict[str, float] = {}
+    stalls = _Stalls()
+    for row in rows:
+        for member, raw in row.items():
+            use = GeneratorUse.model_validate(raw)
+            cores[member] = max(cores.get(member, 0.0), use.cores)
+            if use.stalls is None:
+                continue
+            stalls.monitored = True
+            if use.demand is not None:
+                demand[member] = max(demand.get(member, 0.0), use.demand)
+            s = use.stalls
+            stalls.count += s.count
+            stalls.total_ms += s.total_ms
+            stalls.max_ms = max(stalls.max_ms, s.max_ms)
+            stalls.listed += len(s.blocks)
+            for cause, (n, ms) in s.causes.items():
+                entry = stalls.causes.setdefault(cause, [0, 0.0])
+                entry[0] += n
+                entry[1] += ms
+            stalls.blocks.setdefault(member, []).extend((start, start + ms / 1000.0) for start, ms in s.blocks)
+    for blocks in stalls.blocks.values():
+        blocks.sort()
+    return cores, demand, stalls
+
+
+def _outcome(name: str, stats: ClassStats, objectives: ClassObjectives | None) -> tuple[tuple[str, bool], ...]:
+    return tuple((c.name, c.passed) for c in class_criteria(name, stats, objectives)) if objectives else ()
+
+
+def check_stage(classes: Mapping[str, ClassStats], rows: Sequence[Mapping[str, Mapping[str, Any]]],
+                samples: Mapping[str, list[Sample]], stats_of: Callable[[str, list[Sample]], ClassStats],
+                objectives: Mapping[str, ClassObjectives]) -> StageCheck:
+    """The self-check of one stage (the module's rule).
+
+    ``classes``: class -> its figures; ``rows``: per segment that ran the stage, process -> what it
+    reported (the stored ``generators``: results.summary.GeneratorUse); ``samples``: class -> the stage's
+    samples; ``stats_of(name, samples)``: a class's figures over some of its samples (for the P95 and the
+    SLO outcome without the requests in flight during a block).
+    """
+    cores, demand, stalls = _gather(rows)
+    lag = {name: c.send_lag_ms.get("p99") for name, c in classes.items()}
+    if not stalls.monitored:
+        limited = generator_limited(lag, cores)
+        return StageCheck(limited, GeneratorCheck(kind="cpu-bound") if limited else None)
+    limit = f"(limit {CPU_LIMIT_CORES:g})"
+    cpu = [f"load generator {m} used {v:.2f} cores {limit}" for m, v in cores.items() if v > CPU_LIMIT_CORES]
+    cpu += [f"the event loop of load generator {m} wanted {v:.2f} cores, on a CPU or waiting for one {limit}"
+            for m, v in demand.items() if v > CPU_LIMIT_CORES and cores.get(m, 0.0) <= CPU_LIMIT_CORES]
+    late = _late(lag)
+    hit = {name: [s for s in mine if stalls.hit(s)] for name, mine in samples.items()} if stalls.count else {}
+    rest = {name: [s for s in mine if not stalls.hit(s)] for name, mine in samples.items()} if stalls.count else {}
+    note, without = _note(stalls, classes, hit, rest, stats_of) if stalls.count else (None, {})
+    found = GeneratorCheck(cause=stalls.cause, note=note, in_flight={n: len(h) for n, h in hit.items() if h},
+                           p95_without_ms=without)
+    if cpu:
+        text = "; ".join([*cpu, *([_lag_text(late)] if late else [])])
+        return StageCheck(f"{CPU_BOUND}: {text}", _kind(found, "cpu-bound"))
+    if not late:
+        return StageCheck(None, found if note else None)
+    if not stalls.count:
+        return StageCheck(f"{CPU_BOUND}: {_lag_text(late)} with no stall of the event loop: a backlog of work, "
+                          "too much for one process", _kind(found, "cpu-bound"))
+    tardy = [s for mine in samples.values() for s in mine if s.send_lag_ms > LAG_P99_LIMIT_MS]
+    unexplained = sum(1 for s in tardy if not stalls.hit(s))
+    if unexplained * 2 > len(tardy):
+        return StageCheck(f"{CPU_BOUND}: {_lag_text(late)}, and {unexplained} of the {len(tardy)} requests sent "
+                          f"over {LAG_P99_LIMIT_MS:g} ms late were not in flight during a stall of the event loop: a "
+                          "backlog of work, not the stalls", _kind(found, "cpu-bound"))
+    why = _unjudged(classes, samples, hit, rest, stats_of, objectives)
+    if why is None:
+        return StageCheck(None, found)
+    idle = max(cores.values(), default=0.0)
+    return StageCheck(f"{STALLED}: {_lag_text(late)} while the event loop was blocked in `{stalls.cause}`, not "
+                      f"short of CPU ({idle:.2f} cores); {why}", _kind(found, "stalled"))
+
+
+def _kind(found: GeneratorCheck, kind: str) -> GeneratorCheck:
+    return found.model_copy(update={"kind": kind})
+
+
+def _unjudged(classes: Mapping[str, ClassStats], samples: Mapping[str, list[Sample]],
+              hit: Mapping[str, list[Sample]], rest: Mapping[str, list[Sample]],
+              stats_of: Callable[[str, list[Sample]], ClassStats],
+              objectives: Mapping[str, ClassObjectives]) -> str | None:
+    """Why a stalled stage cannot be judged (the stalls rule), or None when it can."""
+    for name, mine in samples.items():
+        if mine and len(hit.get(name, [])) > AFFECTED_LIMIT * len(mine):
+            return (f"{len(hit[name])} of its {len(mine)} {name} requests ({len(hit[name]) / len(mine):.0%}) were "
+                    f"in flight during a block (at most {AFFECTED_LIMIT:.0%} keeps a stage judged)")
+    for name, stats in classes.items():
+        if not hit.get(name):
+            continue
+        with_them = _outcome(name, stats, objectives.get(name))
+        if with_them != _outcome(name, stats_of(name, rest[name]), objectives.get(name)):
+            return f"without the requests in flight during a block, {name}'s SLO outcome would differ"
+    return None
+
+
+def _note(stalls: _Stalls, classes: Mapping[str, ClassStats], hit: Mapping[str, list[Sample]],
+          rest: Mapping[str, list[Sample]], stats_of: Callable[[str, list[Sample]], ClassStats],
+          ) -> tuple[str, dict[str, float | None]]:
+    """The stalls note, and class -> its P95 without the requests in flight during a block (classes that had any)."""
+    blocks = "block" if stalls.count == 1 else "blocks"
+    text = (f"stalls: {stalls.count} {blocks} ({stalls.total_ms:.0f} ms in all, longest {stalls.max_ms:.0f} ms, "
+            f"in `{stalls.cause}`)")
+    total = sum(len(v) for v in hit.values())
+    requests = sum(len(v) for v in hit.values()) + sum(len(v) for v in rest.values())
+    if total == 0:
+        return text + "; no request was in flight during one", {}
+    of = f" (of the {stalls.listed} longest)" if stalls.listed < stalls.count else ""
+    text += f"; {total} requests ({total / requests:.1%}) in flight during one{of}"
+    without: dict[str, float | None] = {}
+    parts = []
+    for name in classes:
+        if not hit.get(name):
+            continue
+        p95 = stats_of(name, rest[name]).latency_ms.get("p95") if rest[name] else None
+        without[name] = p95
+        now = classes[name].latency_ms.get("p95")
+        parts.append(f"{name} {_ms(p95) if rest[name] else 'none (every request was)'} (with them {_ms(now)})")
+    return text + "; without them P95 would be " + ", ".join(parts), without
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f} ms"

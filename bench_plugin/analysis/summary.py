@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from bench_plugin.analysis.comparison import build_comparison
@@ -26,7 +26,7 @@ from bench_plugin.analysis.gpu import GPU_METRICS, stage_gpu
 from bench_plugin.analysis.intervals import duration_needed_s, intervals, samples_needed
 from bench_plugin.analysis.objectives import ClassObjectives, objectives_from_scenario, sample_meets_slo
 from bench_plugin.analysis.pods import arm_pods, pod_summaries
-from bench_plugin.analysis.selfcheck import generator_limited
+from bench_plugin.analysis.selfcheck import check_stage
 from bench_plugin.analysis.statistics import percentiles, spread
 from bench_plugin.results.store import CampaignReader, StageRecord, TrialRecord
 from bench_plugin.results.summary import (
@@ -45,7 +45,7 @@ from bench_plugin.results.summary import (
     Summary,
     TrialSummary,
 )
-from bench_plugin.samples import Sample
+from bench_plugin.samples import Sample, protocol_signature
 from bench_plugin.scenario import WORKLOAD_CLASSES
 
 __all__ = ["arm_stage_runs", "build_summary", "class_stats", "devices_charged", "is_searched", "load_key", "measured",
@@ -79,12 +79,20 @@ def class_stats(samples: list[Sample], workload: str, duration_s: float,
         latency_ci_ms=_intervals([s.latency_ms for s in ok]),
         p95_note=p95_note(len(ok), len(ok) * per_s),
     )
+    stats.sole_error = sole_error(samples)
     if workload == "llm":
         ttft = [v for s in ok if (v := s.ttft_ms) is not None]
         tpot = [v for s in ok if (v := s.tpot_ms) is not None]
         stats.ttft_ms, stats.ttft_ci_ms = percentiles(ttft), _intervals(ttft)
         stats.tpot_ms, stats.tpot_ci_ms = percentiles(tpot), _intervals(tpot)
         stats.output_tokens_per_s = sum(s.output_tokens or 0 for s in ok) * per_s
+        streamed = [s for s in ok if s.chunks is not None]  # stores before version 5 kept no chunks
+        if streamed:
+            gaps = [gap for s in streamed for gap in s.itl_ms()]
+            stats.itl_ms, stats.itl_ci_ms = percentiles(gaps), _intervals(gaps)
+            chunks = sum(s.chunks or 0 for s in streamed)
+            stats.tokens_per_chunk = sum(s.output_tokens or 0 for s in streamed) / chunks if chunks else None
+            stats.tokens_from = dict(sorted(Counter(s.tokens_from or "unknown" for s in streamed).items()))
     elif workload == "embedding":
         stats.inputs_per_s = sum(s.inputs or 0 for s in ok) * per_s
     elif workload == "asr":
@@ -95,6 +103,17 @@ def class_stats(samples: list[Sample], workload: str, duration_s: float,
         stats.slo_attainment = met / len(samples) if samples else None
         stats.goodput_rps = met * per_s
     return stats
+
+
+def sole_error(samples: list[Sample]) -> str | None:
+    """``<kind>: <first message>`` when every one of ``samples`` failed with the same error that load does not
+    cause (samples.protocol_signature); None otherwise. Such a stage measured the protocol, not capacity."""
+    if not samples:
+        return None
+    kinds = {protocol_signature(s) for s in samples}
+    if len(kinds) != 1 or None in kinds:
+        return None
+    return f"{kinds.pop()}: {samples[0].detail or 'no message'}"[:300]
 
 
 def _intervals(values: list[float]) -> dict[str, Interval]:
@@ -153,9 +172,13 @@ def trial_summary(reader: CampaignReader, trial: TrialRecord,
         in_order = sorted(trial.stages, key=lambda r: r.started_s or 0.0)
         grouped = [(i, [record]) for i, record in enumerate(in_order)]
     stages = [_stage(reader, trial.id, index, rows, by_key, processes, objectives) for index, rows in grouped]
+    protocol = {seg.index: seg.protocol for seg in trial.segments}
     disruptions = reader.disruptions(trial.id)
     for stage, (_, rows) in zip(stages, grouped, strict=True):
         for row in rows:
+            for name, resolved in protocol.get(row.segment, {}).items():
+                if name in stage.classes and name in row.offered and resolved.get("output_lengths"):
+                    stage.classes[name].output_lengths = resolved["output_lengths"]
             mine = [e for e in disruptions if e.get("segment") == row.segment and e.get("stage") == row.index]
             end_s = row.ended_s or (row.started_s or 0.0) + (row.duration_s or 0.0)
             found = stage_disruption(mine, {name: by_key.get((row.segment, row.index, name), [])
@@ -196,7 +219,7 @@ def _stage(reader: CampaignReader, trial: int, index: int, rows: list[StageRecor
         planned.append(planned_s)
         for member, used in row.generators.items():
             if used["cores"] >= (generators[member].cores if member in generators else -1.0):  # the busiest
-                generators[member] = GeneratorUse(**used)
+                generators[member] = GeneratorUse.model_validate(used)
         for name in row.offered:
             mine = by_key.get((row.segment, row.index, name), [])
             classes[name] = class_stats(mine, name, row.duration_s, objectives.get(name), row.started_s)
@@ -208,6 +231,11 @@ def _stage(reader: CampaignReader, trial: int, index: int, rows: list[StageRecor
             arrivals[name] = int(n)
             realised[name] = n / planned_s if planned_s else 0.0
     stats = _ordered(classes)
+    check = check_stage(stats, [row.generators for row in rows],
+                        {name: [s for r in rows if name in r.offered for s in by_key.get((r.segment, r.index, name),
+                                                                                          [])] for name in stats},
+                        lambda name, mine: class_stats(mine, name, stats[name].duration_s, objectives.get(name)),
+                        objectives)
     hosts = [HostLoad.model_validate(row.host) for row in rows if row.host]
     host = max(hosts, key=lambda h: h.others_cores or 0.0) if hosts else None  # segments: the busiest
     return StageSummary(
@@ -216,10 +244,22 @@ def _stage(reader: CampaignReader, trial: int, index: int, rows: list[StageRecor
         reason="; ".join(r.reason for r in rows if r.reason) or None, classes=stats,
         planned_s=max(planned) if planned else None, arrivals=_ordered(arrivals), realised=_ordered(realised),
         generators=generators,
-        generator_limited=generator_limited({n: c.send_lag_ms.get("p99") for n, c in stats.items()},
-                                            {m: g.cores for m, g in generators.items()}),
+        generator_limited=check.limited, generator_check=check.found,
         host=host, host_busy=host.reason if host else None, gpu=gpu if gpu.devices or gpu.classes else None,
+        protocol_failure=protocol_failure(stats, [r.reason for r in rows]),
     )
+
+
+PROTOCOL_FAILURE = "protocol_failure: "
+"""How the reason of a stage the campaign stopped for a protocol error starts (conductor, rollback.StageTally)."""
+
+
+def protocol_failure(classes: dict[str, ClassStats], reasons: Sequence[str | None] = ()) -> str | None:
+    """Why a stage measured only a protocol error, in one line (every request of a class failed with one,
+    ClassStats.sole_error; or the campaign stopped it for one); else None."""
+    found = [f"every {name} request failed with {c.sole_error}" for name, c in classes.items() if c.sole_error]
+    found = found or [r.removeprefix(PROTOCOL_FAILURE) for r in reasons if r and r.startswith(PROTOCOL_FAILURE)]
+    return "; ".join(found) or None
 
 
 def _ordered(mapping: dict[str, Any]) -> dict[str, Any]:
@@ -326,6 +366,8 @@ def _arm_figures(trials: list[TrialSummary], arm: str, control: str | None) -> A
             if name == "llm":
                 fig.ttft_p95_ms = spread([s.ttft_ms["p95"] if s.ttft_ms else None for _, s in runs])
                 fig.tpot_p95_ms = spread([s.tpot_ms["p95"] if s.tpot_ms else None for _, s in runs])
+                if any(s.itl_ms for _, s in runs):
+                    fig.itl_p95_ms = spread([s.itl_ms["p95"] if s.itl_ms else None for _, s in runs])
             stage_classes[name] = fig
         offered = present[0].offered if present else {}
         realised = present[0].load if present else {}

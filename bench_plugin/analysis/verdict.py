@@ -11,9 +11,13 @@ Per stage, against the control at the same offered load:
 - "inconclusive (n repeats)": fewer than two paired repeats measured goodput per device at this stage.
   One repeat has no spread, so it can show neither a rise nor its absence: it is never a loss;
 - "not compared": the arm or the control has no measurement to pair at this stage;
+- "not measured": in some run of the arm or the control at this stage, every request of a class failed
+  with one and the same error that load does not cause (a reply it cannot read, a 4xx for the body it
+  sends: ClassStats.sole_error). That measured the protocol, not the GPU: the call names the error;
 - "generator-limited": the load generator fell behind in some run of the arm or the control at this
   stage (analysis/selfcheck.py), so its latency is partly the client's: nothing is concluded about the
-  GPU there. The figures stay in the summary; the fix is more load-generating processes.
+  GPU there. The figures stay in the summary; the fix depends on the kind (selfcheck.advice): more
+  load-generating processes for a CPU-bound one, moving the blocking operation off the loop for a stalled one.
 
 Overall, stages are read in load order: the arm is "worth it up to stage k" when every stage up to k is
 worth it, and the sentence says what happens above, with the numbers that decided it and the
@@ -28,6 +32,7 @@ from dataclasses import dataclass
 
 from bench_plugin.analysis.boundary import Boundary, format_offered
 from bench_plugin.analysis.contention import StageContention
+from bench_plugin.analysis.selfcheck import advice
 from bench_plugin.analysis.significance import HIGHER, describe
 from bench_plugin.results.summary import Conditions, Verdict
 
@@ -38,6 +43,7 @@ INCONCLUSIVE = "inconclusive"
 """The start of an inconclusive call; the call itself names the repeats: see :func:`inconclusive`."""
 NOT_COMPARED = "not compared"
 GENERATOR_LIMITED = "generator-limited"
+NOT_MEASURED = "not measured"
 
 MIN_PAIRS = 2
 """Paired repeats needed before a stage can be called anything but inconclusive."""
@@ -46,7 +52,8 @@ CONTROLS = " the control's"
 KEPT = "every class kept its SLOs and error budget in every repeat"
 
 _ARTICLE = {WORTH_IT: "worth it", TRADE_OFF: "a trade-off", LOSS: "a loss", NOT_COMPARED: "not compared",
-            GENERATOR_LIMITED: "not judged (load generator limited)"}
+            GENERATOR_LIMITED: "not judged (load generator limited)",
+            NOT_MEASURED: "not measured (every request of a class failed with one protocol error)"}
 
 
 def inconclusive(pairs: int) -> str:
@@ -83,11 +90,13 @@ def stage_verdict(stage: StageContention) -> StageVerdict:
     # A zero ratio is left out of the geometric mean, but it was measured: the arm met no SLO there.
     zeros = sum(1 for v in ratio.spread.excluded if v is not None) if ratio else 0
     pairs = len(ratio.spread.values) + zeros if ratio else 0
+    if stage.protocol_failure:
+        return StageVerdict(NOT_MEASURED, (*stage.protocol_failure, "the server does not accept or return what the "
+                                           "class sends and reads: fix the scenario or the server, then rerun"), pairs)
     if stage.generator_limited:
         why = "the load generator fell behind, so latency here is partly the client's: " + "; ".join(
             stage.generator_limited)
-        return StageVerdict(GENERATOR_LIMITED, (why, "rerun with more load-generating processes (--master with "
-                                                     "workers) or a lighter load per process"), pairs)
+        return StageVerdict(GENERATOR_LIMITED, (why, advice(stage.generator_limited)), pairs)
     if ratio is None or pairs == 0:
         return StageVerdict(NOT_COMPARED, (_not_compared(stage), *breaches))
     own, ref = stage.goodput_per_device.mean, (stage.control_goodput_per_device or stage.goodput_per_device).mean
@@ -165,7 +174,7 @@ def overall_verdict(arm: str, control: str, stages: list[tuple[StageContention, 
     call = next((c for c in (WORTH_IT, TRADE_OFF, LOSS) if c in calls), None)
     if call is None:
         unsure = [v.pairs for _, v in stages if is_inconclusive(v.call)]
-        call = inconclusive(max(unsure)) if unsure else NOT_COMPARED
+        call = inconclusive(max(unsure)) if unsure else NOT_MEASURED if NOT_MEASURED in calls else NOT_COMPARED
     parts = [_span(run, i == 0) for i, run in enumerate(_runs(stages))]
     text = f"{arm} against {control}: " + ("; ".join(parts) if parts else "no stage was measured") + "."
     text += f" Operating boundary: {boundary.text[:1].lower()}{boundary.text[1:]} {describe_conditions(conditions)}"

@@ -17,7 +17,7 @@ import logging
 import socket
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -179,8 +179,9 @@ class Fleet:
         member.in_flight = [(workload, (t, g, s), intended) for workload, t, g, s, intended in msg.data["in_flight"]]
         for (trial, segment, stage), workload, sent, note in msg.data["finished"]:
             self._finished(member.id, (trial, segment, stage), workload, sent, note)
-        for (trial, segment, stage), cpu_s, wall_s in msg.data.get("usage", []):
-            self._usage(member.id, (trial, segment, stage), cpu_s, wall_s)
+        for (trial, segment, stage), cpu_s, wall_s, *stalls in msg.data.get("usage", []):
+            # [key, cpu_s, wall_s, stalls]; a worker from before the stall monitor sends the first three
+            self._usage(member.id, (trial, segment, stage), cpu_s, wall_s, stalls[0] if stalls else None)
 
     def _sample(self, sample: Sample) -> None:
         ledger = self.ledgers.get((sample.trial, sample.segment, sample.stage))
@@ -193,10 +194,13 @@ class Fleet:
         if ledger is not None:
             ledger.finish(member, workload, sent, note)
 
-    def _usage(self, member: str, key: StageKey, cpu_s: float, wall_s: float) -> None:
+    def _usage(self, member: str, key: StageKey, cpu_s: float, wall_s: float,
+               stalls: Mapping[str, Any] | None = None) -> None:
         ledger = self.ledgers.get(key)
         if ledger is not None:
             ledger.usage[member] = (float(cpu_s), float(wall_s))
+            if stalls is not None:
+                ledger.stalls[member] = dict(stalls)
 
     # --- membership -----------------------------------------------------------------------------
 
@@ -377,5 +381,5 @@ class _LocalReporter:
     def finished(self, key: StageKey, workload: str, sent: int, note: str | None) -> None:
         self.fleet._finished(LOCAL, key, workload, sent, note)
 
-    def usage(self, key: StageKey, cpu_s: float, wall_s: float) -> None:
-        self.fleet._usage(LOCAL, key, cpu_s, wall_s)
+    def usage(self, key: StageKey, cpu_s: float, wall_s: float, stalls: Mapping[str, Any] | None = None) -> None:
+        self.fleet._usage(LOCAL, key, cpu_s, wall_s, stalls)

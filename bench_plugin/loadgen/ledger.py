@@ -58,6 +58,9 @@ class StageLedger:
                 self.tallies[(worker, name)] = ShareTally(share, None if n is None else len(share.of(n)))
         self.usage: dict[str, tuple[float, float]] = {}
         """Process -> (CPU seconds, wall seconds) it used while sending its shares (Reporter.usage)."""
+        self.stalls: dict[str, dict[str, Any]] = {}
+        """Process -> what its stall monitor saw while it sent its shares (Reporter.usage's ``stalls``;
+        absent for a worker from before the monitor)."""
 
     @property
     def workers(self) -> set[str]:

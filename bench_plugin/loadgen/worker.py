@@ -5,13 +5,15 @@ hello, and the master answers with the request sets, or refuses it (one line on 
 worker exits with status 2). A worker given its own ``--scenario`` says what that scenario and its
 request sets hash to, and the master refuses it if they differ from its own. The worker's LoadState
 reports through a Courier, which ships samples, requests in flight and finished shares to the
-master every REPORT_INTERVAL_S while there is news, and once more when the worker stops.
+master every REPORT_INTERVAL_S while there is news, and once more when the worker stops; a stage's
+``usage`` entry is ``[key, cpu_s, wall_s, stalls]`` (masters before the stall monitor read the first three).
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 import gevent
@@ -46,8 +48,8 @@ class Courier:
     def finished(self, key: StageKey, workload: str, sent: int, note: str | None) -> None:
         self.done.append([list(key), workload, sent, note])
 
-    def usage(self, key: StageKey, cpu_s: float, wall_s: float) -> None:
-        self.used.append([list(key), cpu_s, wall_s])
+    def usage(self, key: StageKey, cpu_s: float, wall_s: float, stalls: Mapping[str, Any] | None = None) -> None:
+        self.used.append([list(key), cpu_s, wall_s, dict(stalls) if stalls is not None else None])
 
     def run(self) -> None:
         """Ship what there is every REPORT_INTERVAL_S (the worker's lifetime)."""

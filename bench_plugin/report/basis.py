@@ -30,6 +30,7 @@ FIGURES: dict[str, tuple[str, float, str]] = {
     "latency_p95_ms": ("latency_ci_ms", 0.95, "P95"),
     "ttft_p95_ms": ("ttft_ci_ms", 0.95, "TTFT P95"),
     "tpot_p95_ms": ("tpot_ci_ms", 0.95, "TPOT P95"),
+    "itl_p95_ms": ("itl_ci_ms", 0.95, "ITL P95"),
 }
 """A figure's name (ArmClassFigures) -> the ClassStats field of its intervals, its quantile and its label."""
 

@@ -25,8 +25,10 @@ INTRO = ("Each stage sends exactly round(rate x duration) arrivals by default, s
          "statistics; with fewer than 72 requests it cannot be bounded above, and the flag says how long the stage "
          "would have to run. Send lag is how late the load generator sent each request (its wait for a free "
          "max_in_flight slot excluded): a lag P99 above 10 ms, or a generator process above 0.9 core, marks the "
-         "stage generator-limited and its verdict is withheld. 'Host: other work' is the CPU that processes outside "
-         "the run used during the stage; above max(0.5, 25% of the cores) the stage is flagged.")
+         "stage generator-limited and its verdict is withheld, unless the lag came from a few stalls of the event "
+         "loop that touched at most 5% of each class's requests and changed no SLO outcome (the stalls note). "
+         "'Host: other work' is the CPU that processes outside the run used during the stage; above max(0.5, 25% "
+         "of the cores) the stage is flagged.")
 
 
 def _number(value: float | None, digits: str = ".1f") -> str:
@@ -59,6 +61,8 @@ def _flags(stage: StageSummary, figures: ClassStats) -> str:
     flags = []
     if stage.generator_limited:
         flags.append(f"generator-limited: {stage.generator_limited}")
+    if stage.generator_check and stage.generator_check.note:
+        flags.append(stage.generator_check.note)
     if stage.host_busy:
         flags.append(f"busy host: {stage.host_busy}")
     if figures.p95_note:

@@ -70,7 +70,8 @@ BADGE_CSS = ".badge.unsure { background: #dde6f6; color: #1c3f73; border: 1px da
 """The colour of an inconclusive verdict: neither good nor bad, and dashed, for "not decided yet"."""
 
 PERCENTILE_COLUMNS: tuple[tuple[str, str], ...] = (("P50 ms", "latency_p50_ms"), ("P95 ms", "latency_p95_ms"),
-                                                   ("TTFT P95 ms", "ttft_p95_ms"), ("TPOT P95 ms", "tpot_p95_ms"))
+                                                   ("TTFT P95 ms", "ttft_p95_ms"), ("TPOT P95 ms", "tpot_p95_ms"),
+                                                   ("ITL P95 ms", "itl_p95_ms"))
 """The percentile columns of the per-stage tables: header and ArmClassFigures field."""
 
 

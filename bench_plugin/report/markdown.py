@@ -34,6 +34,7 @@ from bench_plugin.report.comparison import (
 from bench_plugin.report.comparison import offered_text as _offered
 from bench_plugin.report.comparison import spread_text as _fmt
 from bench_plugin.report.placement import cpus_by_arm
+from bench_plugin.report.protocol import output_length_lines
 from bench_plugin.report.stage_groups import StageGroup, group_rows, stage_groups
 from bench_plugin.report.stage_series import TrialSeries, markdown_section
 from bench_plugin.results.summary import Comparison, Summary
@@ -60,9 +61,9 @@ def _stage_table(summary: Summary, group: StageGroup, bases: Bases) -> list[str]
     and the rule is said under the table.
     """
     lines = [
-        "| arm | class | throughput req/s | P50 ms | P95 ms | TTFT P95 ms | TPOT P95 ms | error rate "
+        "| arm | class | throughput req/s | P50 ms | P95 ms | TTFT P95 ms | TPOT P95 ms | ITL P95 ms | error rate "
         "| thr. vs control |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     shown = []
     for arm, index, name, fig in group_rows(summary, group):
@@ -216,6 +217,7 @@ def _conditions_section(summary: Summary, started_s: float | None,
     for arm, classes in cpus_by_arm((t.arm, t.placement) for t in summary.trials).items():
         lines.append(f"- arm {arm}, CPU cores of each server (read back at its start): "
                      + "; ".join(f"{name} {' / '.join(labels)}" for name, labels in classes.items()))
+    lines += [f"- {line}" for line in output_length_lines(summary)]
     lines.append("- each server's command line: see report.html (Conditions) or results.sqlite (segments.placement)")
     return [*lines, ""]
 

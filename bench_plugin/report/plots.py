@@ -52,6 +52,7 @@ METRIC_LABELS: dict[str, tuple[str, str | None]] = {
     "latency_p95_ms": ("P95 latency (ms)", "p95_ms"),
     "ttft_p95_ms": ("TTFT P95 (ms)", "ttft_p95_ms"),
     "tpot_p95_ms": ("TPOT P95 (ms per token)", "tpot_p95_ms"),
+    "itl_p95_ms": ("ITL P95 (ms per chunk)", None),
 }
 """A class's figure over repeats (ArmClassFigures) -> (axis label, the SLO key that bounds it)."""
 
@@ -60,6 +61,7 @@ FIGURES: dict[str, Callable[[ArmClassFigures], Spread | None]] = {
     "latency_p95_ms": lambda f: f.latency_p95_ms,
     "ttft_p95_ms": lambda f: f.ttft_p95_ms,
     "tpot_p95_ms": lambda f: f.tpot_p95_ms,
+    "itl_p95_ms": lambda f: f.itl_p95_ms,
     "normalised_throughput": lambda f: f.normalised_throughput,
 }
 """The figures drawn against offered load, by name."""

@@ -17,6 +17,7 @@ from typing import Any
 
 from bench_plugin.report.comparison import RESUME_COLUMNS, resume_rows, status_text
 from bench_plugin.report.placement import cpus_label
+from bench_plugin.report.protocol import output_length_lines
 from bench_plugin.results.store import FailureGroup, StageRecord, TrialRecord
 from bench_plugin.results.summary import Summary
 
@@ -116,6 +117,8 @@ def conditions_section(summary: Summary, meta: dict[str, Any], trials: Sequence[
         table(["class", "requests", "sha256", "source"],
               [[name, rs.get("count"), code(rs.get("sha256")), rs.get("source")]
                for name, rs in (summary.request_sets or {}).items()]),
+        *([f"<ul>{''.join(f'<li>{esc(line)}</li>' for line in lines)}</ul>"]
+          if (lines := output_length_lines(summary)) else []),
         _backend(cond.get("backend") or {}),
         "<h3>Package versions</h3>",
         table(["package", "version"], sorted((cond.get("packages") or {}).items())),

@@ -117,6 +117,11 @@ class Recorder:
         """Record when each class first answered a real request."""
         self._db.execute("UPDATE segments SET ready=? WHERE trial=? AND segment=?", (json.dumps(ready), trial, segment))
 
+    def segment_protocol(self, trial: int, segment: int, protocol: Mapping[str, Mapping[str, Any]]) -> None:
+        """Record what each class's readiness probe resolved (llm output lengths) and found about the server."""
+        self._db.execute("UPDATE segments SET protocol=? WHERE trial=? AND segment=?",
+                         (json.dumps(protocol, sort_keys=True), trial, segment))
+
     def segment_warmed(self, trial: int, segment: int, warmup: Mapping[str, ClassWarmup]) -> None:
         """Record each class's unmeasured warm-up (when it ran, its requests and failures)."""
         self._db.execute("UPDATE segments SET warmup=? WHERE trial=? AND segment=?",

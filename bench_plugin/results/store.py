@@ -45,7 +45,7 @@ CREATE TABLE IF NOT EXISTS trials (
 );
 CREATE TABLE IF NOT EXISTS segments (
     trial INTEGER NOT NULL, segment INTEGER NOT NULL, classes TEXT NOT NULL, placement TEXT,
-    applied_s REAL, ready TEXT, released_s REAL, warmup TEXT, PRIMARY KEY (trial, segment)
+    applied_s REAL, ready TEXT, released_s REAL, warmup TEXT, protocol TEXT, PRIMARY KEY (trial, segment)
 );
 CREATE TABLE IF NOT EXISTS stages (
     trial INTEGER NOT NULL, segment INTEGER NOT NULL, stage INTEGER NOT NULL, name TEXT,
@@ -57,7 +57,7 @@ CREATE TABLE IF NOT EXISTS samples (
     workload TEXT, trial INTEGER, segment INTEGER, stage INTEGER, seq INTEGER, item INTEGER,
     intended_s REAL, sent_s REAL, end_s REAL, ok INTEGER, first_token_s REAL, error TEXT, detail TEXT,
     status INTEGER, input_tokens INTEGER, output_tokens INTEGER, inputs INTEGER, audio_s REAL, worker TEXT,
-    slot_wait_s REAL
+    slot_wait_s REAL, last_token_s REAL, chunk_gaps BLOB, chunks INTEGER, tokens_from TEXT, stream_end TEXT
 );
 CREATE INDEX IF NOT EXISTS samples_by_stage ON samples (trial, segment, stage, workload);
 CREATE TABLE IF NOT EXISTS telemetry (
@@ -96,7 +96,7 @@ SCHEMA = _TABLES + "".join(
     for name in SUPERSEDABLE)
 """Every table of this version's store."""
 
-STORE_VERSION = 4
+STORE_VERSION = 5
 """The store version this code writes (meta key ``store_version``). History:
 
 - 1: stores written before the version was kept (no ``store_version``): stages without planned length,
@@ -105,9 +105,12 @@ STORE_VERSION = 4
 - 2: no ``pod_events`` (what the cluster did to the workload pods). Read as they are: no trial has pod events.
 - 3: no ``superseded_*`` tables (the earlier attempts of segments a resumed campaign re-ran). Read as
   they are: nothing was superseded.
-- 4: this module's SCHEMA.
+- 4: samples without the stream's own record (``last_token_s``, ``chunk_gaps``, ``chunks``,
+  ``tokens_from``, ``stream_end``), segments without ``protocol`` (what readiness found). Read as they
+  are: no inter-token latencies, TPOT up to the stream's end, output lengths as the scenario asked.
+- 5: this module's SCHEMA.
 """
-KNOWN_VERSIONS: tuple[int, ...] = (1, 2, 3, 4)
+KNOWN_VERSIONS: tuple[int, ...] = (1, 2, 3, 4, 5)
 """Store versions this code reads."""
 
 
@@ -171,6 +174,9 @@ class SegmentRecord:
     released_s: float | None
     warmup: dict[str, ClassWarmup] = field(default_factory=dict)
     """Class -> its unmeasured warm-up; empty before warm-ups existed."""
+    protocol: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Class -> what its readiness probe resolved: ``output_lengths`` (llm: exact or model) and ``note``
+    (what it found about the server); empty in stores before version 5."""
 
 
 @dataclass
@@ -295,6 +301,7 @@ def read_trials(db: sqlite3.Connection) -> list[TrialRecord]:
                 ready=json.loads(seg["ready"] or "{}"), released_s=seg["released_s"],
                 warmup={name: ClassWarmup.from_dict(data)
                         for name, data in json.loads(_column(seg, "warmup") or "{}").items()},
+                protocol=json.loads(_column(seg, "protocol") or "{}"),
             ))
         for st in db.execute("SELECT * FROM stages WHERE trial=? ORDER BY segment, stage", (trial.id,)):
             trial.stages.append(StageRecord(

@@ -14,7 +14,12 @@ version is refused with one line rather than read as something it is not. Versio
   the cluster did to the workload pods; None where nothing was watched: the local and manual backends,
   stores before version 3); a file that has them is refused, naming the field, by code older than them.
   And ``status.resumed`` (each time the campaign was resumed; empty for a campaign run in one process),
-  which older code keeps as an extra of ``status`` (that section allows extras).
+  which older code keeps as an extra of ``status`` (that section allows extras). And, per class and
+  stage, the LLM stream's own figures (``itl_ms``, ``tokens_per_chunk``, ``tokens_from``,
+  ``output_lengths``) and ``sole_error`` (every request failed with one load-independent error);
+  absent in files written before them, and from stores before version 5.
+  And the stall monitor's figures: ``generators.<process>.stalls`` (GeneratorStalls) and the stage's
+  ``generator_check`` (GeneratorCheck); absent (None) in files and stores written before the monitor.
 """
 
 from __future__ import annotations
@@ -147,6 +152,20 @@ class ClassStats(Model):
     tpot_ci_ms: dict[str, Interval] | None = None
     p95_note: str | None = None
     """Set when the P95 rests on too few samples to be bounded: how many it had and needs, how long would do."""
+    itl_ms: Percentiles | None = None
+    """LLM: inter-token latency, every gap between two output-carrying chunks of the successful requests
+    pooled (vLLM's ITL: a chunk of several tokens is one gap; see tokens_per_chunk). None: not recorded."""
+    itl_ci_ms: dict[str, Interval] | None = None
+    tokens_per_chunk: float | None = None
+    """LLM: output tokens per output-carrying chunk over the successful requests (1.0: ITL is per token)."""
+    tokens_from: dict[str, int] | None = None
+    """LLM: where the output token counts came from, ``usage`` (the server's) or ``chunks``, with how many requests."""
+    output_lengths: str | None = None
+    """LLM: ``exact`` (the server honoured the fixed output lengths) or ``model`` (output lengths set by the
+    model: the server rejects or ignores ignore_eos/min_tokens, or the scenario asks for none)."""
+    sole_error: str | None = None
+    """Set when every request of the class failed with one and the same error that load does not cause (a
+    protocol error, a 4xx): its kind and the first message. Such a stage measured the protocol, not capacity."""
 
     @property
     def error_rate(self) -> float | None:
@@ -171,12 +190,54 @@ class StageGpu(Model):
     """Class -> ``vram_mib`` / ``sm_util_pct`` -> figures (its processes summed at each poll)."""
 
 
+class GeneratorStalls(Model):
+    """What one load-generating process's stall monitor saw while it sent a stage (loadgen/stalls.py)."""
+
+    threshold_ms: float
+    """A stretch of the event loop longer than this without polling counted as a block."""
+    count: int
+    total_ms: float
+    max_ms: float
+    causes: dict[str, tuple[int, float]] = Field(default_factory=dict)
+    """Cause (``module.function (file:line)``) -> (blocks, their ms in all)."""
+    blocks: list[tuple[float, float]] = Field(default_factory=list)
+    """(start in epoch seconds, length in ms) of the longest blocks (at most 200), in time order."""
+    busy_s: float | None = None
+    """Seconds the process's event-loop thread was on a CPU or waiting for one (Linux schedstat); None: unknown."""
+
+
 class GeneratorUse(Model):
     """One load-generating process's CPU while it sent a stage."""
 
     cpu_s: float
     wall_s: float
     cores: float
+    stalls: GeneratorStalls | None = None
+    """What its stall monitor saw; None in stores from before the monitor."""
+
+    @property
+    def demand(self) -> float | None:
+        """Cores its event loop wanted (on a CPU or waiting for one) per wall second; None where unknown."""
+        busy = self.stalls.busy_s if self.stalls is not None else None
+        return busy / self.wall_s if busy is not None and self.wall_s > 0 else None
+
+
+class GeneratorCheck(Model):
+    """What the self-check made of a stage's load generator (analysis/selfcheck.py)."""
+
+    kind: Literal["cpu-bound", "stalled"] | None = None
+    """Why the stage is generator-limited, where it is: ``cpu-bound`` (a process short of CPU, or a loop behind
+    on its work: more load-generating processes help) or ``stalled`` (an operation held the event loop while
+    the CPU was idle: more processes do not). None: judged."""
+    cause: str | None = None
+    """What held the event loop longest in all, where the stall monitor saw blocks."""
+    note: str | None = None
+    """``stalls: N blocks (...); Z requests (W%) in flight during one; without them P95 would be ...``, where
+    blocks were seen: a stage judged in spite of them shows it too."""
+    in_flight: dict[str, int] = Field(default_factory=dict)
+    """Class -> its requests in flight during a block (intended send to end overlapping it)."""
+    p95_without_ms: dict[str, float | None] = Field(default_factory=dict)
+    """Class -> its P95 without those requests (the classes that had any)."""
 
 
 class HostLoad(Model):
@@ -251,10 +312,15 @@ class StageSummary(Model):
     """Load generator -> the CPU it used while sending the stage."""
     generator_limited: str | None = None
     """Why the load generator could not keep up (analysis/selfcheck.py), or None when it did."""
+    generator_check: GeneratorCheck | None = None
+    """The kind of generator limit and the stalls note (analysis/selfcheck.py); None: nothing to say."""
     host: HostLoad | None = None
     """The host's own load over the stage, where it was measured."""
     host_busy: str | None = None
     """Why the host was busy with other work during the stage, or None."""
+    protocol_failure: str | None = None
+    """Set when some class's requests all failed with one error that load does not cause (ClassStats.sole_error):
+    the stage measured nothing about capacity, and its verdict names the error instead."""
     gpu: StageGpu | None = None
     """Per device utilisation and VRAM, per class VRAM and SM utilisation; None where nothing was sampled."""
     disruption: StageDisruption | None = None
@@ -359,6 +425,8 @@ class ArmClassFigures(Model):
     """Throughput over the control's, paired by repeat (a ratio); None for the control."""
     ttft_p95_ms: Spread | None = None
     tpot_p95_ms: Spread | None = None
+    itl_p95_ms: Spread | None = None
+    """LLM: inter-token latency P95 over repeats (ClassStats.itl_ms); None where no chunk times were kept."""
 
 
 class ArmStageFigures(Model):

@@ -123,12 +123,14 @@ class ClassSpec(StrictModel):
 
 
 class LLMClass(ClassSpec):
-    """The LLM class: chat or plain completions, streamed, with fixed output lengths."""
+    """The LLM class: chat or plain completions, streamed, with fixed output lengths where the server allows."""
 
     api: Literal["chat", "completions"] = "chat"
     requests: LLMRequests = Field(default_factory=LLMRequests)
-    fixed_output: bool = True
-    """Send ignore_eos and min_tokens so every arm generates exactly output_tokens per request."""
+    fixed_output: bool | Literal["auto"] = "auto"
+    """true: send ignore_eos and min_tokens so every arm generates exactly output_tokens per request (a server
+    that rejects or ignores them is refused at readiness); false: send neither, the model stops where it
+    does; auto: true where the server honours them, else false, said in the results (bench_plugin.readiness)."""
 
 
 class EmbeddingClass(ClassSpec):
@@ -141,6 +143,8 @@ class ASRClass(ClassSpec):
     """The ASR class: WAV clips to /v1/audio/transcriptions."""
 
     requests: ASRRequests = Field(default_factory=ASRRequests)
+    response_format: Literal["json", "text", "verbose_json"] = "json"
+    """The transcription's format, as OpenAI's API names them (users/asr.py reads each)."""
 
 
 class Classes(StrictModel):

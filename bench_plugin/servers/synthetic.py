@@ -48,6 +48,7 @@ class RequestRecord:
     started_s: float = 0.0
     """When service began: received_s, or later when --max-concurrency made it queue."""
     first_token_s: float | None = None
+    last_token_s: float | None = None
     end_s: float | None = None
     output_tokens: int = 0
     status: int = 500
@@ -59,14 +60,15 @@ class RequestRecord:
         end = self.end_s if self.end_s is not None else time.time()
         first = self.first_token_s
         tpot = None
-        if first is not None and self.output_tokens > 1:
-            tpot = (end - first) * 1000.0 / (self.output_tokens - 1)
+        if first is not None and self.output_tokens > 1:  # up to the last token, as the clients measure it
+            tpot = ((self.last_token_s or end) - first) * 1000.0 / (self.output_tokens - 1)
         return {
             "seq": self.seq,
             "request_id": self.request_id,
             "endpoint": self.endpoint,
             "received_s": self.received_s,
             "first_token_s": first,
+            "last_token_s": self.last_token_s,
             "end_s": end,
             "queue_ms": (self.started_s - self.received_s) * 1000.0,
             "ttft_ms": None if first is None else (first - self.received_s) * 1000.0,
@@ -168,8 +170,10 @@ class SyntheticServer:
         span = self.tokenizer.vocab_size - RESERVED_TOKENS
         for i in range(n):
             await sleep_until(first_at + i * self.args.itl_ms / 1000.0)
+            now = time.time()
             if i == 0:
-                rec.first_token_s = time.time()
+                rec.first_token_s = now
+            rec.last_token_s = now
             rec.output_tokens += 1
             self.metrics.generated_tokens.inc()
             yield self.tokenizer.decode_token(RESERVED_TOKENS + (rec.seq * 31 + i) % span, i == 0)

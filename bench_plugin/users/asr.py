@@ -1,7 +1,15 @@
-"""ASRUser: WAV clips to POST /v1/audio/transcriptions as multipart/form-data; a text must come back."""
+"""ASRUser: WAV clips to POST /v1/audio/transcriptions as multipart/form-data; a text must come back.
+
+The reply is read in the ``response_format`` the class asks for, as OpenAI's API defines them and
+``transformers serve``, vLLM and the whisper servers send them: ``json`` is ``{"text": str}``, ``text``
+the transcript as the body itself, ``verbose_json`` ``{"text": str, "segments": [...], ...}`` (where
+``segments``, if sent, is a list of objects with a ``text``). A reply that breaks it is a ``protocol``
+error naming the field.
+"""
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
@@ -35,13 +43,35 @@ class ASRUser(WorkloadUser):
 
     def prepare(self, load: ClassLoad, item: dict[str, Any]) -> Prepared:
         audio = self.state.request_sets["asr"].audio[item["file"]]
-        fields = {"model": load.model, "response_format": "json", "language": item.get("language", "en")}
+        fields = {"model": load.model, "response_format": load.options.get("response_format", "json"),
+                  "language": item.get("language", "en")}
         body, content_type = multipart_body(fields, item["file"], audio)
         return Prepared(load.url.rstrip("/") + PATH, PATH, body, {"Content-Type": content_type},
                         sizes={"audio_s": float(item["audio_seconds"])})
 
     def read(self, raw: Any, load: ClassLoad, prepared: Prepared, sample: Sample) -> None:
-        reply = read_json(raw, sample)
-        if not isinstance(reply.get("text"), str):
-            raise RequestFailed("reply has no 'text'", kind="protocol")
+        form = load.options.get("response_format", "json")
+        if form == "text":
+            body = raw.read()
+            sample.end_s = time.time()
+            try:
+                body.decode("utf-8")
+            except UnicodeDecodeError:
+                raise RequestFailed(f"text reply is not UTF-8: {body[:80]!r}", kind="protocol") from None
+        else:
+            check_transcription(read_json(raw, sample), form)
         sample.ok = True
+
+
+def check_transcription(reply: dict[str, Any], form: str) -> None:
+    """Raise a protocol RequestFailed naming the field where ``reply`` is not a ``form`` transcription."""
+    if not isinstance(reply.get("text"), str):
+        raise RequestFailed(f"{form} reply has no 'text' string (keys: {', '.join(sorted(reply)) or 'none'})",
+                            kind="protocol")
+    segments = reply.get("segments")
+    if form == "verbose_json" and segments is not None:
+        if not isinstance(segments, list):
+            raise RequestFailed("verbose_json reply's 'segments' is not a list", kind="protocol")
+        for position, segment in enumerate(segments):
+            if not isinstance(segment, dict) or not isinstance(segment.get("text"), str):
+                raise RequestFailed(f"segments[{position}] has no 'text' string", kind="protocol")

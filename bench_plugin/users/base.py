@@ -226,6 +226,25 @@ class WorkloadUser(FastHttpUser):
         if sample.ok:
             self.reported(sample)
 
+    def probe(self, load: ClassLoad, item: dict[str, Any]) -> Sample:
+        """Send the request of ``item`` now, outside any stage, read and judged as a stage's would be; its sample.
+
+        What readiness sends (bench_plugin.readiness). It goes to Locust's statistics only if this user's
+        client reports there: the campaign's probing user has its own, silent, request event.
+        """
+        now = time.time()
+        sample = Sample(workload=self.workload, trial=0, segment=0, stage=-1, seq=0, item=-1, intended_s=now,
+                        sent_s=now, end_s=0.0, ok=False, worker=self.state.worker_id)
+        try:
+            prepared = self.prepare(load, item)
+            deadline = RequestFailed(f"no reply within {load.timeout_s:g} s", kind="timeout")
+            with gevent.Timeout(load.timeout_s, deadline):
+                self._exchange(prepared, load, sample)
+        except RequestFailed as exc:
+            sample.ok, sample.error, sample.detail = False, exc.kind or "protocol", str(exc)
+        sample.end_s = sample.end_s or time.time()
+        return sample
+
     def prepare(self, load: ClassLoad, item: dict[str, Any]) -> Prepared:
         """Build the request for ``item``, with the sample fields it fixes (``Prepared.sizes``)."""
         raise NotImplementedError

@@ -1,16 +1,44 @@
-"""LLMUser: streamed chat or text completions with fixed output lengths; TTFT and TPOT per request."""
+"""LLMUser: streamed chat or text completions; TTFT, TPOT and every inter-token gap per request.
+
+How a stream is read, per the OpenAI API and what vLLM, SGLang, TGI, llama.cpp's server and ``transformers
+serve`` send (docs/servers.md):
+- a chunk carries output when a choice's ``delta.content`` (chat; or ``delta.reasoning_content`` /
+  ``delta.reasoning``, a reasoning model's thinking) or ``text`` (completions) is non-empty. The first such
+  chunk's arrival is the first token (TTFT), the last one's the last token; each gap between two of them
+  is one inter-token latency. A chunk that carries several tokens is one gap, as vLLM's benchmark counts
+  it (``vllm bench serve``: one ITL value per chunk); TPOT spreads them: (last - first) / (tokens - 1),
+  as vLLM's and guidellm's do. Tokens per chunk (output tokens / chunks) says which one a server's ITL is;
+- the stream is complete at ``data: [DONE]``, or where the body ends after a chunk with a
+  ``finish_reason``; a body that ends before either is a protocol error (``Sample.stream_end``);
+- output tokens are the server's ``usage.completion_tokens`` where it sends usage (``stream_options.
+  include_usage`` asks for it), else the chunks that carried output (``Sample.tokens_from``).
+"""
 
 from __future__ import annotations
 
 import time
 from typing import Any
 
-from bench_plugin.samples import Sample
+from bench_plugin.samples import Sample, pack_gaps
 from bench_plugin.users.base import Prepared, RequestFailed, WorkloadUser, json_request
 from bench_plugin.users.sse import DONE, StreamError, iter_events
 from bench_plugin.users.state import ClassLoad
 
 PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+
+
+def fixed_output_fields(n_out: int) -> dict[str, Any]:
+    """What asks a server for exactly ``n_out`` tokens: vLLM's and SGLang's sampling extensions (neither is
+    OpenAI's; a server may reject them, ignore them, or honour them, which readiness finds out)."""
+    return {"ignore_eos": True, "min_tokens": n_out}
+
+
+def output_text(choice: dict[str, Any], api: str) -> str | None:
+    """The output a streamed choice carries (its thinking too, for a reasoning model), or None."""
+    if api != "chat":
+        return choice.get("text") or None
+    delta = choice.get("delta") or {}
+    return delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning") or None
 
 
 def request_body(load: ClassLoad, item: dict[str, Any]) -> dict[str, Any]:
@@ -24,8 +52,7 @@ def request_body(load: ClassLoad, item: dict[str, Any]) -> dict[str, Any]:
         "temperature": 0.0,
     }
     if load.options.get("fixed_output", True):
-        body["ignore_eos"] = True
-        body["min_tokens"] = n_out
+        body.update(fixed_output_fields(n_out))
     if load.options.get("api", "chat") == "chat":
         body["messages"] = [{"role": "user", "content": item["prompt"]}]
     else:
@@ -47,9 +74,13 @@ class LLMUser(WorkloadUser):
                             output_tokens=body["max_tokens"] if fixed else None)
 
     def read(self, raw: Any, load: ClassLoad, prepared: Prepared, sample: Sample) -> None:
-        chunks, usage = self._read_stream(raw, prepared.expect["api"], sample)
+        usage = self._read_stream(raw, prepared.expect["api"], sample)
         sample.end_s = time.time()
-        sample.output_tokens = int(usage["completion_tokens"]) if usage else chunks
+        completion = usage.get("completion_tokens") if usage else None
+        if isinstance(completion, int) and not isinstance(completion, bool):
+            sample.output_tokens, sample.tokens_from = completion, "usage"
+        else:
+            sample.output_tokens, sample.tokens_from = sample.chunks, "chunks"
         if sample.first_token_s is None:
             raise RequestFailed("no content token in the stream", kind="protocol")
         wanted = prepared.expect["output_tokens"]
@@ -64,24 +95,42 @@ class LLMUser(WorkloadUser):
             self.report_extra("TPOT", sample.tpot_ms)
 
     @staticmethod
-    def _read_stream(raw: Any, api: str, sample: Sample) -> tuple[int, dict[str, Any] | None]:
+    def _read_stream(raw: Any, api: str, sample: Sample) -> dict[str, Any] | None:
+        """Read the stream to its end, stamping the sample's chunk times; the last ``usage`` seen."""
         chunks = 0
+        gaps: list[float] = []
         usage: dict[str, Any] | None = None
+        finished = False
         try:
             for event in iter_events(raw):
                 if event == DONE:
-                    return chunks, usage
+                    sample.stream_end = "done"
+                    break
                 assert isinstance(event, dict)
                 if "error" in event:
                     raise RequestFailed(f"error event in stream: {event['error']}", kind="server_error")
                 for choice in event.get("choices") or []:
-                    text = (choice.get("delta") or {}).get("content") if api == "chat" else choice.get("text")
-                    if text:
+                    if not isinstance(choice, dict):
+                        raise RequestFailed(f"a choice is not a JSON object: {str(choice)[:80]!r}", kind="protocol")
+                    if output_text(choice, api):
+                        now = time.time()
                         chunks += 1
                         if sample.first_token_s is None:
-                            sample.first_token_s = time.time()
-                if event.get("usage"):
+                            sample.first_token_s = now
+                        else:
+                            gaps.append(now - (sample.last_token_s or now))
+                        sample.last_token_s = now
+                    if choice.get("finish_reason"):
+                        finished = True
+                if isinstance(event.get("usage"), dict):
                     usage = event["usage"]
+            else:
+                if not finished:
+                    raise RequestFailed("stream ended without a finish_reason or data: [DONE]", kind="protocol")
+                sample.stream_end = "finish"
         except StreamError as exc:
             raise RequestFailed(str(exc), kind="protocol") from None
-        raise RequestFailed("stream ended without data: [DONE]", kind="protocol")
+        finally:
+            sample.chunks = chunks
+            sample.chunk_gaps = pack_gaps(gaps)
+        return usage

@@ -1,6 +1,9 @@
 """Reading an OpenAI-style Server-Sent Events stream as it arrives, one event at a time.
 
-The stream is ``data: <json>`` events separated by blank lines, ending with ``data: [DONE]``. Lines
+The stream is ``data: <json>`` events separated by blank lines. OpenAI's API, vLLM, SGLang, TGI and
+llama.cpp's server end it with ``data: [DONE]``; ``transformers serve`` closes the connection after its
+last chunk (the one with ``finish_reason`` and ``usage``) without one. So the end of the body ends the
+events too, and the reader of the events (users/llm.py) judges whether the stream had finished. Lines
 are read straight off the socket (geventhttpclient's readline returns as soon as a line is complete),
 so the time at which each event is seen is the time it arrived, which TTFT depends on.
 """
@@ -19,14 +22,15 @@ class StreamError(Exception):
 
 
 def iter_events(raw_response: Any) -> Iterator[dict[str, Any] | str]:
-    """Yield each event's JSON object, then the string ``[DONE]``; raise StreamError on bad framing.
+    """Yield each event's JSON object, then the string ``[DONE]`` if the stream sends it; raise StreamError
+    on bad framing. Ends at ``[DONE]`` or where the body ends.
 
     ``raw_response`` is geventhttpclient's response (FastResponse._response) with the body unread.
     """
     while True:
         line = raw_response.readline(b"\n")
         if not line:
-            raise StreamError("stream ended without data: [DONE]")
+            return
         text = line.decode("utf-8", errors="replace").rstrip("\r\n")
         if not text or text.startswith(":"):
             continue  # event separator or SSE comment (keep-alive)

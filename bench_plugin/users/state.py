@@ -7,7 +7,8 @@ share of, on that class's sender: one instance of the locustfile's user class fo
 here, used for its requests and HTTP connection pool and never spawned by Locust (open-loop
 arrivals are not users; Locust spreading users over workers must not decide who sends what).
 Finished samples and the end of each loop go to a reporter: the master's fleet on a local runner,
-the courier that ships them to the master on a worker.
+the courier that ships them to the master on a worker. From its first stage on, the process's stall
+monitor (loadgen/stalls.py) watches its event loop; with each stage's CPU use goes what that saw.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from gevent.pool import Group
 from bench_plugin.inputs import RequestSet
 from bench_plugin.loadgen.ledger import StageKey
 from bench_plugin.loadgen.shares import Share
+from bench_plugin.loadgen.stalls import StallMonitor, thread_busy_s
 from bench_plugin.samples import Sample
 
 
@@ -97,8 +99,12 @@ class Reporter(Protocol):
     def finished(self, key: StageKey, workload: str, sent: int, note: str | None) -> None:
         """The loop of ``workload`` in stage ``key`` ended having sent ``sent`` requests."""
 
-    def usage(self, key: StageKey, cpu_s: float, wall_s: float) -> None:
-        """This process used ``cpu_s`` CPU seconds over the ``wall_s`` seconds it spent sending stage ``key``."""
+    def usage(self, key: StageKey, cpu_s: float, wall_s: float, stalls: Mapping[str, Any] | None = None) -> None:
+        """This process used ``cpu_s`` CPU seconds over the ``wall_s`` seconds it spent sending stage ``key``.
+
+        ``stalls``: what its stall monitor saw meanwhile (StallMonitor.report, plus ``busy_s``: the
+        seconds its loop's thread was on a CPU or waiting for one, None where the kernel does not say).
+        """
 
 
 class Sender(Protocol):
@@ -134,8 +140,11 @@ class LoadState:
         self.pending: dict[int, tuple[str, StageKey, float]] = {}
         """Requests sent and not yet ended: token -> (class, stage key, intended send time)."""
         self._tokens = itertools.count()
-        self._sending: dict[StageKey, tuple[int, float, float]] = {}
-        """Stage key -> (its loops still running, epoch and process CPU seconds when it was assigned)."""
+        self._sending: dict[StageKey, tuple[int, float, float, float | None]] = {}
+        """Stage key -> (its loops still running, and when it was assigned: epoch, process CPU seconds,
+        the loop thread's busy seconds)."""
+        self.stalls = StallMonitor()
+        """The event loop's stall monitor: started by the first stage assigned, stopped by stop_all."""
 
     @property
     def classes(self) -> list[str]:
@@ -157,7 +166,8 @@ class LoadState:
                 sender = self._senders[name] = self.makers[name]()
             loops.append((sender, share))
         if loops:
-            self._sending[assignment.key] = (len(loops), time.time(), time.process_time())
+            self.stalls.start()
+            self._sending[assignment.key] = (len(loops), time.time(), time.process_time(), thread_busy_s())
         for sender, share in loops:
             self.loops.spawn(self._loop, sender, assignment, share)
 
@@ -170,11 +180,14 @@ class LoadState:
 
     def _loop_ended(self, key: StageKey) -> None:
         """One loop of stage ``key`` ended; after the last, report the process's CPU use while sending it."""
-        left, began_s, began_cpu_s = self._sending.pop(key, (0, 0.0, 0.0))
+        left, began_s, began_cpu_s, began_busy_s = self._sending.pop(key, (0, 0.0, 0.0, None))
         if left > 1:
-            self._sending[key] = (left - 1, began_s, began_cpu_s)
+            self._sending[key] = (left - 1, began_s, began_cpu_s, began_busy_s)
         elif left == 1 and self.reporter is not None:
-            self.reporter.usage(key, time.process_time() - began_cpu_s, time.time() - began_s)
+            now_s, busy_s = time.time(), thread_busy_s()
+            stalls = self.stalls.report(began_s, now_s)
+            stalls["busy_s"] = busy_s - began_busy_s if busy_s is not None and began_busy_s is not None else None
+            self.reporter.usage(key, time.process_time() - began_cpu_s, now_s - began_s, stalls)
 
     def finish(self, key: StageKey, workload: str, note: str | None = None) -> None:
         """Report that the loop of ``workload`` in stage ``key`` has ended."""
@@ -216,6 +229,7 @@ class LoadState:
         self.loops.kill(block=True, timeout=5)
         self.requests.kill(block=True, timeout=5)
         self.pending.clear()  # requests whose greenlet was killed before it ever ran
+        self.stalls.stop()
 
     def _notify(self) -> None:
         self._changed.set()

@@ -120,6 +120,9 @@ def check_exact(run: Run, workers: int) -> None:
     assert all(event["problems"] == [] for event in accounting(run))
     assert all(stats["errors"] == 0 for stage in run.summary()["trials"][0]["stages"]
                for stats in stage["classes"].values())
+    for stage in run.summary()["trials"][0]["stages"]:  # each worker's stall monitor reported over the wire
+        assert len(stage["generators"]) == workers, stage["generators"]
+        assert all(used["stalls"]["threshold_ms"] == 5.0 for used in stage["generators"].values())
 
 
 def misses(mine: dict[Any, dict[Any, Any]], theirs: dict[Any, dict[Any, Any]], workers: int) -> list[str]:

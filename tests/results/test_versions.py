@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import shutil
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,6 +21,79 @@ from bench_plugin.results.summary import SCHEMA, SummaryError, load_summary, par
 
 ROOT = Path(__file__).resolve().parents[2]
 H200 = ROOT / "docs" / "results" / "h200-day19"
+
+
+# summary.json holds the analysis' floats as Python writes them (json.dumps: the shortest repr, no rounding),
+# and their last digit is the CPU's as much as the code's: numpy's exp and log take an AVX-512 path where the
+# CPU has one and another where it has none, and the two differ in the last bit. The committed campaign's
+# normalised-throughput "hi" (exp(mean log + half-width)) reads 0.799932745829833 on an AVX-512 host and
+# 0.7999327458298331 without (NPY_DISABLE_CPU_FEATURES=X86_V4 shows it on one machine): 1.4e-16 relative.
+# So summary.json is compared as what it means: the same keys, lists, strings, booleans, integers and nulls
+# exactly, and floats within FLOAT_REL (relative) or FLOAT_ABS (absolute). 1e-9 relative is ten million times
+# the ~1e-16 that a different kernel leaves after the few operations behind each figure, and far finer than
+# anything the summary reports (summary.md, report.md and report.html print 3-4 significant digits). The
+# absolute bound is for figures near zero that come out of a cancellation, 1 - ratio (a complement) or a
+# difference of two close means, where a last-bit error of the operands is large relative to the result;
+# 1e-9 of a share, a ms or a req/s means nothing either. The markdown and HTML files are compared byte for
+# byte: they hold the code's own rounding of these floats (a last-bit difference moves a printed digit only
+# if the value sits on a rounding boundary).
+FLOAT_REL = 1e-9
+FLOAT_ABS = 1e-9
+
+
+def json_difference(fresh: Any, committed: Any, path: str = "") -> str | None:
+    """Where two parsed JSON documents first differ in meaning (floats within FLOAT_REL/FLOAT_ABS), or None."""
+    where = path or "(top level)"
+    if isinstance(fresh, float) and isinstance(committed, float):
+        if math.isnan(fresh) and math.isnan(committed):
+            return None
+        if math.isclose(fresh, committed, rel_tol=FLOAT_REL, abs_tol=FLOAT_ABS):
+            return None
+        return f"{where}: {fresh!r} here, {committed!r} committed (beyond {FLOAT_REL:g} relative, " \
+               f"{FLOAT_ABS:g} absolute)"
+    if type(fresh) is not type(committed):  # bool is an int and 1 == 1.0: the JSON types must match too
+        return f"{where}: {fresh!r} here, {committed!r} committed (a {type(fresh).__name__} for a " \
+               f"{type(committed).__name__})"
+    if isinstance(fresh, dict):  # an object's keys as a set: their order means nothing
+        if fresh.keys() != committed.keys():
+            added, lost = sorted(fresh.keys() - committed.keys()), sorted(committed.keys() - fresh.keys())
+            return f"{where}: keys new here {added or 'none'}, keys gone {lost or 'none'}"
+        for key in committed:
+            found = json_difference(fresh[key], committed[key], f"{path}.{key}" if path else key)
+            if found:
+                return found
+        return None
+    if isinstance(fresh, list):
+        for i, (a, b) in enumerate(zip(fresh, committed, strict=False)):
+            found = json_difference(a, b, f"{path}[{i}]")
+            if found:
+                return found
+        if len(fresh) != len(committed):
+            return f"{where}: {len(fresh)} items here, {len(committed)} committed"
+        return None
+    return None if fresh == committed else f"{where}: {fresh!r} here, {committed!r} committed"
+
+
+def test_summary_json_is_compared_by_meaning_and_the_first_difference_is_named() -> None:
+    committed = {"trials": [{"arm": "a", "n": 3, "ok": True, "hi": 0.799932745829833, "lo": 0.0, "note": None}]}
+    same = json.loads(json.dumps(committed))
+    same["trials"][0]["hi"], same["trials"][0]["lo"] = 0.7999327458298331, -2.220446049250313e-16
+    assert json_difference(same, committed) is None  # last-bit differences, and a cancellation's residue
+    changed = json.loads(json.dumps(committed))
+    changed["trials"][0]["hi"] = 0.7999335
+    assert json_difference(changed, committed) == (
+        "trials[0].hi: 0.7999335 here, 0.799932745829833 committed (beyond 1e-09 relative, 1e-09 absolute)")
+    for key, value, why in (("n", 3.0, "(a float for a int)"), ("ok", 1, "(a int for a bool)"),
+                            ("note", "x", "(a str for a NoneType)"), ("arm", "b", "committed")):
+        other = json.loads(json.dumps(committed))
+        other["trials"][0][key] = value
+        found = json_difference(other, committed)
+        assert found is not None and found.startswith(f"trials[0].{key}: ") and found.endswith(why), found
+    assert json_difference({"trials": []}, committed) == "trials: 0 items here, 1 committed"
+    assert json_difference({"x": 1, "trials": []}, committed) == "(top level): keys new here ['x'], keys gone none"
+    assert json_difference({"x": 1}, committed) == "(top level): keys new here ['x'], keys gone ['trials']"
+    reordered = {"trials": [dict(reversed(committed["trials"][0].items()))]}
+    assert json_difference(reordered, committed) is None
 
 
 def small_store(path: Path) -> None:
@@ -45,7 +120,7 @@ def test_a_store_of_an_unknown_version_is_refused_in_one_line(tmp_path: Path) ->
     db.execute("UPDATE meta SET value='99' WHERE key='store_version'")
     db.commit()
     db.close()
-    with pytest.raises(StoreError, match=r"store version 99 is not one this bench-plugin reads \(1, 2, 3, 4\)"):
+    with pytest.raises(StoreError, match=r"store version 99 is not one this bench-plugin reads \(1, 2, 3, 4, 5\)"):
         summarise(tmp_path)
     with pytest.raises(StoreError, match="store version 99"):
         Recorder(tmp_path / "results.sqlite")  # nor written into
@@ -54,7 +129,7 @@ def test_a_store_of_an_unknown_version_is_refused_in_one_line(tmp_path: Path) ->
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines() == [
         f"bench-plugin: error: {tmp_path / 'results.sqlite'}: store version 99 is not one this bench-plugin reads "
-        "(1, 2, 3, 4): read it with the bench-plugin that wrote it"]
+        "(1, 2, 3, 4, 5): read it with the bench-plugin that wrote it"]
     assert not (tmp_path / "summary.json").exists()  # nothing written before refusing
 
 
@@ -103,11 +178,16 @@ def test_the_committed_h200_campaign_a_version_1_store_still_reports(tmp_path: P
     assert all(stage.realised[n] == pytest.approx(stage.arrivals[n] / stage.planned_s) for n in stage.arrivals)
     assert "<section id=\"checks\">" in (target / "report.html").read_text()
     # What is committed is what the code writes: after a change to the analysis or the report, run
-    # `bench-plugin report docs/results/h200-day19` and check the README's figures against it. The plots'
-    # SVG is matplotlib's to write (another release draws the same figure in other bytes), so report.html
-    # is compared without it.
-    for name in ("summary.json", "summary.md", "report.md", "report.html"):
+    # `bench-plugin report docs/results/h200-day19` and check the README's figures against it. summary.json
+    # is compared by meaning (json_difference: its floats' last bit is the CPU's); the rest byte for byte.
+    # The plots' SVG is matplotlib's to write (another release draws the same figure in other bytes), so
+    # report.html is compared without it.
+    stale = "docs/results/h200-day19/{} is stale: regenerate it (bench-plugin report)"
+    fresh_json, committed_json = (json.loads((d / "summary.json").read_text(encoding="utf-8")) for d in (target, H200))
+    found = json_difference(fresh_json, committed_json)
+    assert found is None, f"{stale.format('summary.json')}: first difference at {found}"
+    for name in ("summary.md", "report.md", "report.html"):
         fresh, committed = ((d / name).read_text(encoding="utf-8") for d in (target, H200))
         if name == "report.html":
             fresh, committed = (re.sub(r"<svg\b.*?</svg>", "<svg/>", text, flags=re.S) for text in (fresh, committed))
-        assert fresh == committed, f"docs/results/h200-day19/{name} is stale: regenerate it (bench-plugin report)"
+        assert fresh == committed, stale.format(name)

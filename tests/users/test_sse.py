@@ -1,4 +1,4 @@
-"""SSE framing: events parsed as they come, [DONE] required, bad framing named."""
+"""SSE framing: events parsed as they come, ending at [DONE] or at the end of the body, bad framing named."""
 
 from __future__ import annotations
 
@@ -28,8 +28,16 @@ def test_crlf_and_no_space_after_colon() -> None:
     assert list(iter_events(Lines('data:{"a": 1}\r\n\r\ndata: [DONE]\r\n'))) == [{"a": 1}, DONE]
 
 
+def test_the_events_end_where_the_body_ends_without_done() -> None:
+    # transformers serve closes the stream after its last chunk; whether that was complete is the reader's call
+    assert list(iter_events(Lines('data: {"a": 1}\n\ndata: {"b": 2}\n\n'))) == [{"a": 1}, {"b": 2}]
+
+
+def test_nothing_after_done_is_read() -> None:
+    assert list(iter_events(Lines('data: {"a": 1}\n\ndata: [DONE]\n\ndata: {"late": 1}\n\n'))) == [{"a": 1}, DONE]
+
+
 @pytest.mark.parametrize(("text", "message"), [
-    ('data: {"a": 1}\n\n', "without data: [DONE]"),
     ("data: {not json\n\n", "not JSON"),
     ("data: [1, 2]\n\n", "not a JSON object"),
     ("hello\n", "unexpected line"),

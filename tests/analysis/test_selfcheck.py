@@ -1,0 +1,150 @@
+"""The self-check tells a CPU-bound load generator from a stalled one, and judges a stage that merely stalled.
+
+Hand-built samples and usage reports (analysis_builders' style: every figure chosen so the answer is
+known): 100 embedding requests 100 ms apart, each 30 ms long, sent on time except where a block of the
+event loop made them late. The real locust processes behind these figures are in tests/test_selfcheck.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from analysis_builders import objectives, stage, stats, trial
+
+from bench_plugin.analysis.contention import stage_contention
+from bench_plugin.analysis.selfcheck import AFFECTED_LIMIT, CPU_ADVICE, advice, check_stage
+from bench_plugin.analysis.summary import class_stats
+from bench_plugin.analysis.verdict import GENERATOR_LIMITED, stage_verdict
+from bench_plugin.samples import Sample
+
+T0 = 1_000.0
+CAUSE = "blocker.poll (blocker.py:7) via bench_plugin.telemetry.source.PollingSource.poll_once (source.py:160)"
+
+
+def requests(late: dict[int, float] | None = None, slow: dict[int, float] | None = None) -> list[Sample]:
+    """100 embedding requests at T0 + i/10 s, 30 ms each (or ``slow[i]`` ms); ``late[i]``: sent that many ms late."""
+    late, slow = late or {}, slow or {}
+    out = []
+    for i in range(100):
+        intended = T0 + i / 10
+        sent = intended + late.get(i, 0.0) / 1000
+        out.append(Sample(workload="embedding", trial=1, segment=0, stage=0, seq=i, item=0, intended_s=intended,
+                          sent_s=sent, end_s=sent + slow.get(i, 30.0) / 1000, ok=True))
+    return out
+
+
+def block_over(i: int, late_ms: float) -> list[float]:
+    """A block that begins 2 ms before request ``i`` is due and holds it ``late_ms``."""
+    return [T0 + i / 10 - 0.002, late_ms + 2.0]
+
+
+def usage(blocks: list[list[float]] | None, *, cores: float = 0.1, busy_s: float | None = 1.0) -> dict[str, Any]:
+    """One process's stored usage over 10 s; ``blocks`` None: a store from before the stall monitor."""
+    out: dict[str, Any] = {"cpu_s": cores * 10, "wall_s": 10.0, "cores": cores}
+    if blocks is not None:
+        out["stalls"] = {"threshold_ms": 5.0, "count": len(blocks), "total_ms": sum(ms for _, ms in blocks),
+                         "max_ms": max((ms for _, ms in blocks), default=0.0),
+                         "causes": {CAUSE: [len(blocks), sum(ms for _, ms in blocks)]} if blocks else {},
+                         "blocks": blocks, "busy_s": busy_s}
+    return out
+
+
+def check(samples: list[Sample], use: dict[str, Any], p95_slo: float = 1000.0) -> Any:
+    obj = objectives(p95=p95_slo, budget=0.05)
+    figures = {"embedding": class_stats(samples, "embedding", 10.0, obj["embedding"])}
+    return check_stage(figures, [{"local": use}], {"embedding": samples},
+                       lambda name, mine: class_stats(mine, name, 10.0, obj[name]), obj)
+
+
+def test_a_stage_that_stalled_twice_is_judged_with_the_stalls_share_shown() -> None:
+    samples = requests(late={10: 12.0, 60: 12.0})
+    result = check(samples, usage([block_over(10, 12.0), block_over(60, 12.0)]))
+    assert samples and max(s.send_lag_ms for s in samples) > 10  # the lag P99 alone would withhold the verdict
+    assert result.limited is None
+    found = result.found
+    assert found.kind is None and found.cause == CAUSE and found.in_flight == {"embedding": 2}
+    assert found.note == (f"stalls: 2 blocks (28 ms in all, longest 14 ms, in `{CAUSE}`); 2 requests (2.0%) in "
+                          "flight during one; without them P95 would be embedding 30 ms (with them 30 ms)")
+
+
+def test_a_stage_whose_stalls_touched_too_many_requests_is_generator_limited_stalled() -> None:
+    hit = range(0, 100, 10)  # 10% of the requests
+    result = check(requests(late=dict.fromkeys(hit, 12.0)), usage([block_over(i, 12.0) for i in hit]))
+    assert result.found.kind == "stalled" and result.found.in_flight == {"embedding": 10}
+    assert result.limited.startswith(f"stalled: send lag P99 12.0 ms for embedding (limit 10 ms) while the event "
+                                     f"loop was blocked in `{CAUSE}`, not short of CPU (0.10 cores); ")
+    assert f"10 of its 100 embedding requests (10%) were in flight during a block (at most {AFFECTED_LIMIT:.0%}" \
+        in result.limited
+    text = advice([f"mps repeat 1: {result.limited}"])
+    assert "not a CPU shortage, more workers will not help" in text and f"`{CAUSE}`" in text
+    assert CPU_ADVICE not in text
+
+
+def test_a_stage_whose_stalls_change_an_slo_outcome_is_generator_limited() -> None:
+    hit = [0, 20, 40, 60, 80]  # 5%: within the share, but these five decide the P95
+    samples = requests(late=dict.fromkeys(hit, 12.0), slow=dict.fromkeys(hit, 2000.0))
+    result = check(samples, usage([block_over(i, 12.0) for i in hit]), p95_slo=100.0)
+    assert result.found.kind == "stalled"
+    assert result.limited.endswith("without the requests in flight during a block, embedding's SLO outcome would "
+                                   "differ")
+    assert "without them P95 would be embedding 30 ms (with them 129 ms)" in result.found.note
+
+
+def test_a_process_short_of_cpu_is_cpu_bound_by_its_cores_or_by_what_its_loop_wanted() -> None:
+    on_time = requests()
+    busy = check(on_time, usage([], cores=0.95))
+    assert busy.limited == "CPU-bound: load generator local used 0.95 cores (limit 0.9)"
+    assert busy.found.kind == "cpu-bound"
+    # a busy host gives a starved loop little CPU: it still wanted a whole core (on a CPU or waiting for one)
+    starved = check(requests(late={5: 40.0, 55: 40.0}), usage([block_over(5, 40.0), block_over(55, 40.0)], cores=0.3,
+                                                           busy_s=9.6))
+    assert starved.limited.startswith("CPU-bound: the event loop of load generator local wanted 0.96 cores, on a "
+                                      "CPU or waiting for one (limit 0.9); send lag P99")
+    assert starved.found.kind == "cpu-bound" and starved.found.note.startswith("stalls: 2 blocks (84 ms in all")
+    assert advice([starved.limited]) == CPU_ADVICE
+
+
+def test_lag_without_a_stall_or_mostly_outside_the_stalls_is_a_backlog() -> None:
+    late = dict.fromkeys(range(0, 100, 10), 15.0)
+    none = check(requests(late=late), usage([]))
+    assert none.limited.startswith("CPU-bound: send lag P99 15.0 ms for embedding (limit 10 ms) with no stall")
+    outside = check(requests(late=late), usage([block_over(0, 15.0)]))  # 1 of the 10 late requests in a block
+    assert outside.found.kind == "cpu-bound"
+    assert "9 of the 10 requests sent over 10 ms late were not in flight during a stall" in outside.limited
+
+
+def test_a_store_from_before_the_monitor_is_judged_by_lag_and_cores_as_before() -> None:
+    result = check(requests(late=dict.fromkeys(range(0, 100, 10), 15.0)), usage(None))
+    assert result.limited == "send lag P99 15.0 ms for embedding (limit 10 ms)"
+    assert result.found.kind == "cpu-bound" and result.found.note is None
+    assert check(requests(), usage(None)) == check(requests(), usage([]))  # nothing to say either way
+
+
+def test_a_stall_without_lag_is_only_noted() -> None:
+    result = check(requests(), usage([[T0 + 0.05, 8.0]]))  # between two requests
+    assert result.limited is None
+    assert result.found.note == f"stalls: 1 block (8 ms in all, longest 8 ms, in `{CAUSE}`); no request was in " \
+                                "flight during one"
+
+
+def test_the_verdicts_advice_follows_the_kind() -> None:
+    obj = objectives(p95=1000.0, budget=0.05)
+
+    def verdict(reason: str) -> tuple[str, ...]:
+        mine = [trial("mps", r, [stage(0, {"llm": stats(6.0, 300.0), "embedding": stats(6.0, 300.0)})], 1)
+                for r in (1, 2)]
+        theirs = [trial("exclusive", r, [stage(0, {"llm": stats(10.0, 300.0), "embedding": stats(10.0, 300.0)})],
+                        2) for r in (1, 2)]
+        mine[0].stages[0].generator_limited = reason
+        found = stage_verdict(stage_contention(0, mine, theirs, obj))
+        assert found.call == GENERATOR_LIMITED
+        return found.reasons
+
+    stalled = verdict(f"stalled: send lag P99 14.0 ms for llm (limit 10 ms) while the event loop was blocked in "
+                      f"`{CAUSE}`, not short of CPU (0.12 cores); 9 of its 30 llm requests (30%) were in flight")
+    assert "mps repeat 1: stalled" in stalled[0]
+    assert stalled[1] == (f"the event loop was held by `{CAUSE}`: not a CPU shortage, more workers will not help; "
+                          "make that operation yield to gevent or move it into an OS thread, then rerun")
+    cpu = verdict("CPU-bound: load generator local used 0.97 cores (limit 0.9)")
+    assert cpu[1] == CPU_ADVICE
+    assert verdict("send lag P99 42.0 ms for llm (limit 10 ms)")[1] == CPU_ADVICE  # a summary from before the kinds

@@ -1,0 +1,149 @@
+"""The stall monitor: a loop held by a C call is a block named by the function that made it; an idle loop has none.
+
+Runs in the test process, whose gevent Locust has patched as in a load generator. The blocks are made
+with libc's usleep through ctypes: a C sleep that does not yield to gevent, so the loop stops for at
+least its length (what an NVML poll did on the loop of a GPU host). What holds on a busy machine is
+asserted: a block is at least as long as the C sleep that made it; a loop that only sleeps has no
+block longer than the time its thread spent on a CPU or waiting for one (a stretch of the loop is
+made of nothing else). Also: Reporter.usage's ``stalls`` reaches the ledger over the real wire
+format, and an entry of a worker from before the monitor (three elements) is still read.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+import time
+
+import gevent
+from locust.env import Environment
+from locust.rpc.protocol import Message
+
+from bench_plugin.loadgen import protocol
+from bench_plugin.loadgen.fleet import Fleet, Member
+from bench_plugin.loadgen.ledger import StageLedger
+from bench_plugin.loadgen.shares import Share
+from bench_plugin.loadgen.stalls import HUB, StallMonitor, describe, thread_busy_s
+
+LIBC = ctypes.CDLL(None)
+HOLD_MS = 15
+
+
+def hold_the_loop(times: int) -> None:
+    """A C-level sleep of HOLD_MS on the loop ``times`` times, yielding to gevent in between."""
+    for _ in range(times):
+        LIBC.usleep(HOLD_MS * 1000)
+        gevent.sleep(0.05)
+
+
+def test_a_c_sleep_on_the_loop_is_a_block_named_by_the_function_that_made_it() -> None:
+    monitor = StallMonitor()
+    monitor.start()
+    try:
+        start_s = time.time()
+        gevent.spawn(hold_the_loop, 6).join()
+        gevent.sleep(0.05)  # the loop polls again: the last block is recorded
+        end_s = time.time()
+    finally:
+        monitor.stop()
+    held = [b for b in monitor.blocks if b.ms >= HOLD_MS]
+    assert len(held) >= 6, monitor.blocks  # usleep holds the loop at least its length, each time
+    assert all(start_s < b.end_s <= end_s for b in held)  # the first one's stretch began before start_s
+    named = [b for b in held if "hold_the_loop" in b.cause]
+    # the watcher looks every 10 ms, so it is inside every 15-ms block; one missed look (a busy host) is not a failure
+    assert named, [b.cause for b in held]
+    assert all(b.cause.startswith(f"{__name__}.hold_the_loop (test_stalls.py:") for b in named), named
+    report = monitor.report(start_s, end_s)
+    assert report["count"] == len(monitor.between(start_s, end_s)) >= 6
+    assert report["max_ms"] >= HOLD_MS and report["total_ms"] >= 6 * HOLD_MS
+    assert sum(n for n, _ in report["causes"].values()) == report["count"]
+    assert len(report["blocks"]) == report["count"]
+    assert [start for start, _ in report["blocks"]] == sorted(start for start, _ in report["blocks"])
+    assert monitor.report(end_s + 1, end_s + 2)["count"] == 0
+
+
+def test_a_loop_that_only_sleeps_has_no_block() -> None:
+    monitor = StallMonitor()
+    busy_before = thread_busy_s()
+    monitor.start()
+    try:
+        for _ in range(20):
+            gevent.sleep(0.01)
+    finally:
+        monitor.stop()
+    busy_after = thread_busy_s()
+    assert monitor.turns >= 20
+    assert busy_before is not None and busy_after is not None
+    # nothing of this loop sleeps inside a stretch: a stretch lasts what its thread spent on a CPU or waiting for
+    # one, so on a quiet host there is no block at all, and on a busy one none longer than that time (plus a
+    # tick: the kernel adds a running thread's time at its ticks, 10 ms apart at the slowest)
+    busy_ms = (busy_after - busy_before) * 1000
+    assert all(b.ms <= busy_ms + 10 for b in monitor.blocks), (busy_ms, monitor.blocks)
+
+
+def test_the_monitor_starts_nothing_until_started_and_stops_cleanly() -> None:
+    monitor = StallMonitor()
+    assert not monitor.running
+    gevent.sleep(0.02)
+    assert monitor.turns == 0 and not monitor.blocks
+    monitor.start()
+    monitor.start()  # idempotent
+    assert monitor.running
+    gevent.sleep(0.02)
+    monitor.stop()
+    turns = monitor.turns
+    gevent.sleep(0.02)
+    assert not monitor.running and monitor.turns == turns
+
+
+def test_a_cause_names_the_innermost_frame_and_the_first_bench_plugin_frame_outwards() -> None:
+    outer: dict[str, object] = {"__name__": "bench_plugin.example"}
+    exec("def call(f):\n    return f()\n", outer)
+    frame = outer["call"](lambda: sys._getframe())  # type: ignore[operator]
+    cause = describe(frame)
+    assert cause.startswith(f"{__name__}.test_a_cause_names_the_innermost_frame_and_the_first_bench_plugin_frame_"
+                            "outwards.<locals>.<lambda> (test_stalls.py:")
+    assert cause.endswith(" via bench_plugin.example.call (<string>:2)")
+    assert describe(None) == HUB
+    own = sys._getframe()
+    assert describe(own) == f"{__name__}.{own.f_code.co_qualname} (test_stalls.py:{own.f_lineno})"
+
+
+def test_the_busy_time_counts_a_spinning_thread_and_not_a_sleeping_one() -> None:
+    before = thread_busy_s()
+    assert before is not None
+    t = time.monotonic()
+    while time.monotonic() - t < 0.1:
+        pass
+    spun = thread_busy_s()
+    LIBC.usleep(100_000)
+    slept = thread_busy_s()
+    assert spun is not None and slept is not None
+    # the kernel adds a running thread's time at its ticks (10 ms apart at the slowest): each figure is that late
+    assert spun - before >= 0.1 - 0.02  # runnable all along: on a CPU or waiting for one
+    assert slept - spun < 0.1 / 2  # asleep in C: neither
+
+
+def fleet_with_worker() -> tuple[Fleet, StageLedger]:
+    fleet = Fleet(Environment(), request_sets={}, scenario_sha256="x", take=lambda _: None,
+                  note=lambda *_, **__: None)
+    fleet.members["w1"] = Member("w1", state="accepted", classes={"llm"})
+    ledger = fleet.ledgers[(1, 0, 0)] = StageLedger((1, 0, 0), {"w1": {"llm": Share(0, 1)}}, {"llm": 3})
+    return fleet, ledger
+
+
+def report(usage: list[list[object]]) -> Message:
+    data = {"samples": [], "in_flight": [], "finished": [], "usage": usage}
+    return Message.unserialize(Message(protocol.REPORT, data, "w1").serialize())  # the real wire format
+
+
+def test_a_workers_stalls_travel_with_its_usage_and_an_old_workers_entry_still_reads() -> None:
+    stalls = {"threshold_ms": 5.0, "count": 2, "total_ms": 31.0, "max_ms": 16.0,
+              "causes": {"m.f (m.py:3)": [2, 31.0]}, "blocks": [[100.0, 15.0], [101.0, 16.0]], "busy_s": 0.2}
+    fleet, ledger = fleet_with_worker()
+    fleet._on_report(report([[[1, 0, 0], 0.5, 10.0, stalls]]))
+    assert ledger.usage == {"w1": (0.5, 10.0)}
+    assert ledger.stalls == {"w1": stalls}
+    fleet, ledger = fleet_with_worker()
+    fleet._on_report(report([[[1, 0, 0], 0.5, 10.0]]))  # a worker from before the stall monitor
+    assert ledger.usage == {"w1": (0.5, 10.0)} and ledger.stalls == {}
