@@ -239,7 +239,7 @@ class WorkloadUser(FastHttpUser):
             prepared = self.prepare(load, item)
             deadline = RequestFailed(f"no reply within {load.timeout_s:g} s", kind="timeout")
             with gevent.Timeout(load.timeout_s, deadline):
-                self._exchange(prepared, load, sample)
+                self._exchange(prepared, load, sample, identified=False)
         except RequestFailed as exc:
             sample.ok, sample.error, sample.detail = False, exc.kind or "protocol", str(exc)
         sample.end_s = sample.end_s or time.time()
@@ -256,9 +256,12 @@ class WorkloadUser(FastHttpUser):
     def reported(self, sample: Sample) -> None:
         """Hook after a successful request's sample was recorded (the LLM user adds TTFT/TPOT entries)."""
 
-    def _exchange(self, prepared: Prepared, load: ClassLoad, sample: Sample) -> None:
-        """POST ``prepared``; report the outcome in ``sample`` and to Locust (latency from the intended time)."""
-        headers = {**prepared.headers, REQUEST_ID: request_id(sample)}
+    def _exchange(self, prepared: Prepared, load: ClassLoad, sample: Sample, identified: bool = True) -> None:
+        """POST ``prepared``; report the outcome in ``sample`` and to Locust (latency from the intended time).
+
+        ``identified``: with an X-Request-Id, as every measured request has (unmeasured ones, such as a
+        readiness probe, go without, so a server's log tells them apart)."""
+        headers = {**prepared.headers, REQUEST_ID: request_id(sample)} if identified else dict(prepared.headers)
         sample.sent_s = time.time()
         with self.client.request("POST", prepared.url, name=prepared.name, catch_response=True, stream=True,
                                  data=prepared.body, headers=headers) as resp:  # type: ignore[arg-type]

@@ -46,8 +46,10 @@ def test_a_c_sleep_on_the_loop_is_a_block_named_by_the_function_that_made_it() -
         end_s = time.time()
     finally:
         monitor.stop()
-    held = [b for b in monitor.blocks if b.ms >= HOLD_MS]
-    assert len(held) >= 6, monitor.blocks  # usleep holds the loop at least its length, each time
+    # usleep holds the loop at least its length each time; the block's measured length starts at the loop's last
+    # poll seen, which a busy host can put a few ms late, so a block counts from 80% of the hold
+    held = [b for b in monitor.blocks if b.ms >= 0.8 * HOLD_MS]
+    assert len(held) >= 6, monitor.blocks
     assert all(start_s < b.end_s <= end_s for b in held)  # the first one's stretch began before start_s
     named = [b for b in held if "hold_the_loop" in b.cause]
     # the watcher looks every 10 ms, so it is inside every 15-ms block; one missed look (a busy host) is not a failure
@@ -55,7 +57,7 @@ def test_a_c_sleep_on_the_loop_is_a_block_named_by_the_function_that_made_it() -
     assert all(b.cause.startswith(f"{__name__}.hold_the_loop (test_stalls.py:") for b in named), named
     report = monitor.report(start_s, end_s)
     assert report["count"] == len(monitor.between(start_s, end_s)) >= 6
-    assert report["max_ms"] >= HOLD_MS and report["total_ms"] >= 6 * HOLD_MS
+    assert report["max_ms"] >= 0.8 * HOLD_MS and report["total_ms"] >= 6 * 0.8 * HOLD_MS
     assert sum(n for n, _ in report["causes"].values()) == report["count"]
     assert len(report["blocks"]) == report["count"]
     assert [start for start, _ in report["blocks"]] == sorted(start for start, _ in report["blocks"])
