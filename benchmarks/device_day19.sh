@@ -29,11 +29,8 @@ if compgen -G ".whl/*.whl" >/dev/null; then
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 
-settings() {
-  nvidia-smi --query-gpu=index,uuid,name,driver_version,compute_mode,mig.mode.current,persistence_mode \
-    --format=csv,noheader
-}
-before=$(settings)
+. benchmarks/gpu_state.sh  # the repository root, after the cd above
+before=$(gpu_settings)
 results=/tmp/device-campaign
 rm -rf "$results"
 where=(--results-dir "$results")
@@ -47,20 +44,8 @@ timeout --signal=INT --kill-after=60 "${CAMPAIGN_LIMIT_S:-520}" \
   "${where[@]}" "$@" > "$OUT_DIR/locust.log" 2>&1
 rc=$?
 sleep 2
-after=$(settings)
-
-{
-  echo "exit code: $rc"
-  echo "GPU before: $before"
-  echo "GPU after:  $after"
-  [ "$before" = "$after" ] && echo "settings unchanged: yes" || echo "settings unchanged: NO"
-  servers=$(pgrep -af "bench_plugin[.]servers" || true)
-  mps=$(pgrep -af "nvidia-cuda-mps" || true)
-  apps=$(nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader)
-  echo "server processes left: ${servers:-none}"
-  echo "MPS processes left: ${mps:-none}"
-  echo "compute processes on the GPU: ${apps:-none}"
-} > "$OUT_DIR/check.txt"
+after=$(gpu_settings)
+gpu_check "exit code: $rc" "$before" "$after" > "$OUT_DIR/check.txt"
 cat "$OUT_DIR/check.txt"
 tail -n 5 "$OUT_DIR/locust.log"
 

@@ -37,10 +37,7 @@ if compgen -G ".whl/*.whl" >/dev/null; then
 fi
 export PYTHONUNBUFFERED=1
 
-settings() {
-  nvidia-smi --query-gpu=index,uuid,name,driver_version,compute_mode,mig.mode.current,persistence_mode \
-    --format=csv,noheader
-}
+. benchmarks/gpu_state.sh  # the repository root, after the cd above
 leftovers() {
   pgrep -af "bench_plugin[.]servers" || true
   pgrep -af "nvidia-cuda-mps" || true
@@ -64,25 +61,15 @@ run() {
   return $rc
 }
 
-before_gpu=$(settings)
+before_gpu=$(gpu_settings)
 run before "$BEFORE_SRC"
 rc_before=$?
 run after "$PWD"
 rc_after=$?
-after_gpu=$(settings)
+after_gpu=$(gpu_settings)
 
-{
-  echo "before ($BEFORE): exit code $rc_before; after (working tree): exit code $rc_after"
-  echo "GPU before: $before_gpu"
-  echo "GPU after:  $after_gpu"
-  [ "$before_gpu" = "$after_gpu" ] && echo "settings unchanged: yes" || echo "settings unchanged: NO"
-  servers=$(pgrep -af "bench_plugin[.]servers" || true)
-  mps=$(pgrep -af "nvidia-cuda-mps" || true)
-  apps=$(nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader)
-  echo "server processes left: ${servers:-none}"
-  echo "MPS processes left: ${mps:-none}"
-  echo "compute processes on the GPU: ${apps:-none}"
-} > "$OUT_DIR/check.txt"
+gpu_check "before ($BEFORE): exit code $rc_before; after (working tree): exit code $rc_after" \
+  "$before_gpu" "$after_gpu" > "$OUT_DIR/check.txt"
 cat "$OUT_DIR/check.txt"
 
 # the table: send lag P99 (ms) per arm, stage and class, before vs after; and what the self-check said

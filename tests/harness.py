@@ -131,13 +131,12 @@ def busy_stages(summary: dict[str, Any]) -> list[str]:
 
 
 @contextmanager
-def synthetic_server(log: Path, *flags: str, timeout: float = 60) -> Iterator[str]:
-    """A synthetic server (``python -m bench_plugin.servers synthetic`` with ``flags``) for every class on
-    loopback, as a user's own server would be, its output in ``log``: its base URL while it runs."""
+def serving(cmd: list[str], log: Path, what: str, timeout: float = 60) -> Iterator[str]:
+    """Start ``cmd`` (a server taking ``--port`` last) on a free loopback port, its output in ``log``, and wait
+    until it answers /health: its base URL while it runs."""
     port = free_port()
     with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "bench_plugin.servers", "synthetic", "--port", str(port),
-                                 *flags], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen([*cmd, "--port", str(port)], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + timeout
@@ -148,12 +147,21 @@ def synthetic_server(log: Path, *flags: str, timeout: float = 60) -> Iterator[st
             except requests.ConnectionError:
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"the synthetic server did not answer /health: {log.read_text()[-2000:]}")
+                raise AssertionError(f"{what} did not answer /health: {log.read_text()[-2000:]}")
             time.sleep(0.1)
         yield url
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+@contextmanager
+def synthetic_server(log: Path, *flags: str, timeout: float = 60) -> Iterator[str]:
+    """A synthetic server (``python -m bench_plugin.servers synthetic`` with ``flags``) for every class on
+    loopback, as a user's own server would be, its output in ``log``: its base URL while it runs."""
+    with serving([sys.executable, "-m", "bench_plugin.servers", "synthetic", *flags], log, "the synthetic server",
+                 timeout) as url:
+        yield url
 
 
 def copy_of(campaign: Campaign, where: Path) -> Path:

@@ -14,17 +14,13 @@ import json
 import sqlite3
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
-from harness import ROOT, run_locust, scenario_variant
-
-from bench_plugin.sharing.processes import free_port
+from harness import ROOT, run_locust, scenario_variant, serving
 
 pytestmark = pytest.mark.slow
 
@@ -36,26 +32,9 @@ LLM: dict[str, Any] = {"model": "bench-synthetic", "api": "chat",
 @contextmanager
 def quirky(tmp_path: Path, *flags: str) -> Iterator[str]:
     """tests/quirky_server.py with ``flags`` on a free loopback port: its base URL while it runs."""
-    port = free_port()
-    log = tmp_path / f"quirky-{port}.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "quirky_server.py"), "--port", str(port), *flags],
-                                stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if requests.get(url + "/health", timeout=1).status_code == 200:
-                    break
-            except requests.ConnectionError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
-            time.sleep(0.1)
+    with serving([sys.executable, str(ROOT / "tests" / "quirky_server.py"), *flags],
+                 tmp_path / f"quirky-{len(list(tmp_path.glob('quirky-*.log')))}.log", "the quirky server", 30) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def campaign(tmp_path: Path, url: str, classes: dict[str, Any], load: dict[str, float],
