@@ -13,8 +13,8 @@ Two parts watch the loop of the process's main thread:
   any timer due in it fires: one longer than ``threshold_ms`` (5 ms) is a **block**, recorded by the
   prepare hook: its start (epoch seconds), its length (ms) and its cause. This is what a heartbeat
   greenlet sleeping 2 ms would measure as its own lateness, to within its period, without waking the
-  process 500 times a second: on the project's 2-core machine such a heartbeat cost 4.7% of a core,
-  the hooks 0.1% (docs/benchmarks.md, "The stall monitor's own cost").
+  process 500 times a second: on the project's 2-core machine such a heartbeat cost about 4% of a core,
+  the hooks under 1% (docs/benchmarks.md, "The stall monitor's own cost").
 - a watcher in a real OS thread (``_thread`` as gevent found it: a thread gevent cannot block) looks
   every ``look_s`` (10 ms); finding the loop in a stretch, it waits until that stretch is ``threshold_ms``
   old, and if it still runs, reads the main thread's stack (``sys._current_frames``) once and names the
