@@ -77,7 +77,7 @@ def test_a_loop_that_only_sleeps_has_no_block() -> None:
     finally:
         monitor.stop()
     busy_after = thread_busy_s()
-    assert monitor.turns >= 20
+    assert monitor.turns >= 19  # a turn per sleep; the one start() ran in began before the hooks were in
     assert busy_before is not None and busy_after is not None
     # nothing of this loop sleeps inside a stretch: a stretch lasts what its thread spent on a CPU or waiting for
     # one, so on a quiet host there is no block at all, and on a busy one none longer than that time (plus a
