@@ -3,7 +3,8 @@
 A stage measured on a host where other jobs compete for the CPU, or whose vCPUs the hypervisor
 takes away (steal), is slower for reasons that have nothing to do with GPU sharing; so is one whose
 load generator was starved. ``HostMonitor`` reads cumulative counters when a window starts and when
-it stops (no thread, no sleep: safe from gevent code, a few ms a call) and returns a ``HostLoad``:
+it stops (no sleep; under gevent in an OS thread of its own, so the event loop turns meanwhile) and
+returns a ``HostLoad``:
 
 - the host's busy CPU over the window, in cores, from /proc/stat (``psutil.cpu_times()``): every
   field but idle, iowait and steal; guest and guest_nice are left out because the kernel already
@@ -30,6 +31,7 @@ from typing import Protocol
 
 import psutil
 
+from bench_plugin.offloop import OffLoop
 from bench_plugin.results.summary import HostLoad
 
 BUSY_OTHERS_MIN_CORES = 0.5
@@ -328,13 +330,22 @@ class HostMonitor:
     def __init__(self, own: CpuCounter | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self._own = own if own is not None else ProcessTreeCpu()
         self._clock = clock
+        self._reader = OffLoop()
+        """Where the counters are read (bench_plugin/offloop.py): off the event loop under gevent, since
+        reading /proc for a tree of model servers with hundreds of threads can take longer than 5 ms."""
 
     def start(self) -> HostWindow:
         """Read the counters at a window's start."""
-        return HostWindow(start_s=self._clock(), host=_host_cpu(), own_cpu_s=self._own.cpu_s())
+        return self._reader.run(self._start)
 
     def stop(self, window: HostWindow, extra_own_cpu_s: float = 0.0) -> HostLoad:
         """The window's load; ``extra_own_cpu_s``: CPU seconds that co-located processes of the run used in it."""
+        return self._reader.run(self._stop, window, extra_own_cpu_s)
+
+    def _start(self) -> HostWindow:
+        return HostWindow(start_s=self._clock(), host=_host_cpu(), own_cpu_s=self._own.cpu_s())
+
+    def _stop(self, window: HostWindow, extra_own_cpu_s: float) -> HostLoad:
         own_end = self._own.cpu_s()
         host_end = _host_cpu()
         duration = self._clock() - window.start_s

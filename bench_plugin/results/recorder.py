@@ -10,7 +10,9 @@ Samples are buffered and committed at each stage boundary, so a crash or Ctrl-C 
 stage in flight; that stage is then marked ``interrupted``.
 
 Every other write commits at once (autocommit) into the write-ahead log, which survives a killed
-process (SIGKILL) and is read back by the next connection. At each segment's end the log is folded
+process (SIGKILL) and is read back by the next connection. Each write runs in the store's writer
+(bench_plugin/offloop.py: one OS thread under gevent, so the sending loop turns while the disk works)
+and returns once it is done. At each segment's end the log is folded
 into results.sqlite (a checkpoint), so the file alone holds every segment that ended: what a resumed
 campaign keeps (resume.py), should only results.sqlite be carried to another machine. One process
 writes a campaign at a time: the recorder holds an exclusive lock on the file while it is open.
@@ -24,10 +26,11 @@ import json
 import logging
 import sqlite3
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from bench_plugin.offloop import OffLoop
 from bench_plugin.results.store import SCHEMA, STORE_VERSION, SUPERSEDABLE, ClassWarmup, StoreError, store_version
 from bench_plugin.samples import SAMPLE_FIELDS, Sample
 from bench_plugin.sharing.kubernetes.podevents import PodEvent
@@ -54,14 +57,33 @@ class Recorder:
         self._db.executescript(SCHEMA)
         self._db.execute("INSERT OR IGNORE INTO meta VALUES ('store_version', ?)", (json.dumps(STORE_VERSION),))
         self._pending: list[Sample] = []
+        self._writer = OffLoop()
+        """Where every write runs (bench_plugin/offloop.py): off the event loop under gevent."""
+
+    def _execute(self, sql: str, params: Sequence[Any] = ()) -> None:
+        """Run one statement (autocommit) in the store's writer (``_writer``)."""
+        self._writer.run(self._db.execute, sql, params)
+
+    def _transaction(self, *statements: tuple[str, Sequence[Sequence[Any]]]) -> list[int]:
+        """Run each (statement, rows of parameters) in one transaction in the store's writer; rows changed by each."""
+        return self._writer.run(self._in_transaction, statements)
+
+    def _fetch_one(self, sql: str, params: Sequence[Any]) -> Any:
+        return self._db.execute(sql, params).fetchone()
+
+    def _in_transaction(self, statements: tuple[tuple[str, Sequence[Sequence[Any]]], ...]) -> list[int]:
+        with self._db:
+            self._db.execute("BEGIN")
+            return [self._db.executemany(sql, rows).rowcount for sql, rows in statements]
 
     def close(self) -> None:
         """Commit what is buffered and close the file, leaving one self-contained results.sqlite."""
         self.commit()
         try:
-            self._db.execute("PRAGMA journal_mode=DELETE")  # folds the write-ahead log back into the file
+            self._execute("PRAGMA journal_mode=DELETE")  # folds the write-ahead log back into the file
         except sqlite3.OperationalError as exc:  # another process has the file open: results.sqlite-wal stays
             logger.warning("results.sqlite kept its write-ahead log (%s): keep results.sqlite-wal beside it", exc)
+        self._writer.close()
         self._db.close()
         self._lock.close()
 
@@ -71,21 +93,21 @@ class Recorder:
         PASSIVE: it never waits (a wait would stall every greenlet of the process, the workers' heartbeats
         too); frames a reader still needs (the web UI's report, say) are left for the next checkpoint.
         """
-        _, log, done = self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        _, log, done = self._writer.run(self._fetch_one, "PRAGMA wal_checkpoint(PASSIVE)", ())
         if done < log:
             logger.info("results.sqlite: %d of %d log frames folded in; a reader holds the rest", done, log)
 
     def drop_meta(self, key: str) -> None:
         """Remove one campaign-wide fact (a resumed campaign's status until it ends again)."""
-        self._db.execute("DELETE FROM meta WHERE key=?", (key,))
+        self._execute("DELETE FROM meta WHERE key=?", (key,))
 
     def set_meta(self, key: str, value: Any) -> None:
         """Store one campaign-wide fact (JSON-encoded)."""
-        self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, json.dumps(value, sort_keys=True)))
+        self._execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, json.dumps(value, sort_keys=True)))
 
     def add_trial(self, trial_id: int, position: int, arm: str, repeat: int, arm_config: dict[str, Any]) -> None:
         """Register a planned trial (status ``planned``)."""
-        self._db.execute(
+        self._execute(
             "INSERT OR REPLACE INTO trials (id, position, arm, repeat, arm_config, status) VALUES (?,?,?,?,?,?)",
             (trial_id, position, arm, repeat, json.dumps(arm_config, sort_keys=True), "planned"),
         )
@@ -95,43 +117,43 @@ class Recorder:
         # A resumed trial with a kept segment keeps the start of its first attempt: that segment ran from then
         # on. Without one (every row of the earlier attempt superseded), it starts now.
         now = time.time()
-        self._db.execute("UPDATE trials SET started_s=CASE WHEN EXISTS (SELECT 1 FROM segments WHERE trial=?) "
+        self._execute("UPDATE trials SET started_s=CASE WHEN EXISTS (SELECT 1 FROM segments WHERE trial=?) "
                          "THEN COALESCE(started_s, ?) ELSE ? END, status='running' WHERE id=?",
                          (trial_id, now, now, trial_id))
 
     def trial_ended(self, trial_id: int, status: str, reason: str | None = None) -> None:
         """Close a trial: ``completed``, ``failed``, ``interrupted``."""
         self.commit()
-        self._db.execute(
+        self._execute(
             "UPDATE trials SET ended_s=?, status=?, reason=? WHERE id=?", (time.time(), status, reason, trial_id)
         )
 
     def segment_applied(self, trial: int, segment: int, classes: list[str], placement: dict[str, Any]) -> None:
         """Record where a segment's classes run once the backend applied the arm."""
-        self._db.execute(
+        self._execute(
             "INSERT OR REPLACE INTO segments (trial, segment, classes, placement, applied_s) VALUES (?,?,?,?,?)",
             (trial, segment, json.dumps(classes), json.dumps(placement, sort_keys=True), time.time()),
         )
 
     def segment_ready(self, trial: int, segment: int, ready: dict[str, float]) -> None:
         """Record when each class first answered a real request."""
-        self._db.execute("UPDATE segments SET ready=? WHERE trial=? AND segment=?", (json.dumps(ready), trial, segment))
+        self._execute("UPDATE segments SET ready=? WHERE trial=? AND segment=?", (json.dumps(ready), trial, segment))
 
     def segment_protocol(self, trial: int, segment: int, protocol: Mapping[str, Mapping[str, Any]]) -> None:
         """Record what each class's readiness probe resolved (llm output lengths) and found about the server."""
-        self._db.execute("UPDATE segments SET protocol=? WHERE trial=? AND segment=?",
+        self._execute("UPDATE segments SET protocol=? WHERE trial=? AND segment=?",
                          (json.dumps(protocol, sort_keys=True), trial, segment))
 
     def segment_warmed(self, trial: int, segment: int, warmup: Mapping[str, ClassWarmup]) -> None:
         """Record each class's unmeasured warm-up (when it ran, its requests and failures)."""
-        self._db.execute("UPDATE segments SET warmup=? WHERE trial=? AND segment=?",
+        self._execute("UPDATE segments SET warmup=? WHERE trial=? AND segment=?",
                          (json.dumps({name: w.to_dict() for name, w in warmup.items()}, sort_keys=True), trial,
                           segment))
 
     def segment_released(self, trial: int, segment: int) -> None:
         """Record when the segment's servers were stopped: the segment ended; fold it into the file."""
         self.commit()
-        self._db.execute("UPDATE segments SET released_s=? WHERE trial=? AND segment=?", (time.time(), trial, segment))
+        self._execute("UPDATE segments SET released_s=? WHERE trial=? AND segment=?", (time.time(), trial, segment))
         self.checkpoint()
 
     def supersede_segment(self, trial: int, segment: int, resume: int) -> dict[str, int]:
@@ -142,8 +164,8 @@ class Recorder:
         of the trial before it is kept) move, tagged with ``resume``. Returns table -> rows moved.
         """
         self.commit()
-        row = self._db.execute("SELECT applied_s FROM segments WHERE trial=? AND segment=?",
-                               (trial, segment)).fetchone()
+        row = self._writer.run(self._fetch_one, "SELECT applied_s FROM segments WHERE trial=? AND segment=?",
+                               (trial, segment))
         since = row[0] if row is not None and segment > 0 else None
         own = ("trial=? AND segment=?", (trial, segment))
         later = ("trial=?", (trial,)) if since is None else ("trial=? AND t>=?", (trial, since))
@@ -151,16 +173,14 @@ class Recorder:
             "events": ("trial=? AND json_extract(detail, '$.segment')=?", (trial, segment)),
             "telemetry": later, "pod_events": later,
         }
-        moved: dict[str, int] = {}
-        with self._db:
-            self._db.execute("BEGIN")
-            for table in SUPERSEDABLE:
-                condition, params = where.get(table, own)
-                cursor = self._db.execute(f"INSERT INTO superseded_{table} SELECT ?, * FROM {table} WHERE {condition}",
-                                          (resume, *params))
-                self._db.execute(f"DELETE FROM {table} WHERE {condition}", params)
-                moved[table] = cursor.rowcount
-        return moved
+        statements: list[tuple[str, Sequence[Sequence[Any]]]] = []
+        for table in SUPERSEDABLE:
+            condition, params = where.get(table, own)
+            statements += [(f"INSERT INTO superseded_{table} SELECT ?, * FROM {table} WHERE {condition}",
+                            [(resume, *params)]),
+                           (f"DELETE FROM {table} WHERE {condition}", [params])]
+        changed = self._transaction(*statements)
+        return dict(zip(SUPERSEDABLE, changed[::2], strict=True))
 
     def stage_started(
         self, trial: int, segment: int, stage: int, name: str | None, offered: dict[str, float],
@@ -168,7 +188,7 @@ class Recorder:
         arrivals: Mapping[str, int | None] | None = None,
     ) -> None:
         """Open a stage row (status ``running``): its nominal load, planned length and open-loop arrival counts."""
-        self._db.execute(
+        self._execute(
             "INSERT OR REPLACE INTO stages (trial, segment, stage, name, offered, arrival, started_s, status, "
             "planned_s, arrivals) VALUES (?,?,?,?,?,?,?, 'running', ?, ?)",
             (trial, segment, stage, name, json.dumps(offered), json.dumps(arrival), started_s, planned_s,
@@ -178,7 +198,7 @@ class Recorder:
     def stage_checked(self, trial: int, segment: int, stage: int, generators: Mapping[str, Any],
                       host: Mapping[str, Any] | None) -> None:
         """Store a stage's self-check: each load generator's CPU use while sending, and the host's own load."""
-        self._db.execute(
+        self._execute(
             "UPDATE stages SET generators=?, host=? WHERE trial=? AND segment=? AND stage=?",
             (json.dumps(dict(generators), sort_keys=True), json.dumps(dict(host)) if host is not None else None,
              trial, segment, stage),
@@ -189,7 +209,7 @@ class Recorder:
     ) -> None:
         """Close a stage and commit every sample buffered so far."""
         self.commit()
-        self._db.execute(
+        self._execute(
             "UPDATE stages SET ended_s=?, duration_s=? - started_s, status=?, reason=? "
             "WHERE trial=? AND segment=? AND stage=?",
             (ended_s, ended_s, status, reason, trial, segment, stage),
@@ -197,7 +217,7 @@ class Recorder:
 
     def stage_invalid(self, trial: int, segment: int, stage: int, reason: str) -> None:
         """Mark a stage whose load was not the stated one (its accounting failed; loadgen/ledger.py)."""
-        self._db.execute("UPDATE stages SET status='invalid', reason=? WHERE trial=? AND segment=? AND stage=?",
+        self._execute("UPDATE stages SET status='invalid', reason=? WHERE trial=? AND segment=? AND stage=?",
                          (reason, trial, segment, stage))
 
     def stage_skipped(
@@ -205,7 +225,7 @@ class Recorder:
         arrival: dict[str, str], reason: str,
     ) -> None:
         """Record a stage that did not run (a lower stage was rolled back)."""
-        self._db.execute(
+        self._execute(
             "INSERT OR REPLACE INTO stages (trial, segment, stage, name, offered, arrival, status, reason) "
             "VALUES (?,?,?,?,?,?, 'skipped', ?)",
             (trial, segment, stage, name, json.dumps(offered), json.dumps(arrival), reason),
@@ -213,13 +233,13 @@ class Recorder:
 
     def event(self, kind: str, trial: int | None = None, **detail: Any) -> None:
         """Add one timeline event (arm applied, ready, stage start, rollback, ...)."""
-        self._db.execute(
+        self._execute(
             "INSERT INTO events VALUES (?,?,?,?)", (time.time(), trial, kind, json.dumps(detail, sort_keys=True))
         )
 
     def pod_event(self, trial: int, event: PodEvent) -> None:
         """Add one thing the cluster did to a workload pod of ``trial``, at the cluster's time of it (``event.t``)."""
-        self._db.execute(
+        self._execute(
             "INSERT INTO pod_events (trial, t, kind, pod, uid, workload, node, reason, message, requests, count) "
             "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
             (trial, event.t, event.kind, event.pod, event.uid, event.workload, event.node, event.reason,
@@ -229,10 +249,7 @@ class Recorder:
         """Write GPU telemetry rows (called at each stage end with what was sampled since the last)."""
         if not rows:
             return
-        with self._db:
-            self._db.execute("BEGIN")
-            self._db.executemany("INSERT INTO telemetry VALUES (?,?,?,?,?,?)",
-                                 [(*row.as_tuple(), trial) for row in rows])
+        self._transaction(("INSERT INTO telemetry VALUES (?,?,?,?,?,?)", [(*row.as_tuple(), trial) for row in rows]))
 
     def add_stage_series(self, trial: int, segment: int, stage: int, source: str,
                          rows: Mapping[str, Iterable[TelemetryRow]], notes: Iterable[str]) -> None:
@@ -246,26 +263,27 @@ class Recorder:
         lines = [(trial, segment, stage, source, note) for note in notes]
         if not points and not lines:
             return
-        with self._db:
-            self._db.execute("BEGIN")
-            self._db.executemany("INSERT INTO stage_series (trial, segment, stage, source, workload, t, device, "
-                                 "metric, value, process) VALUES (?,?,?,?,?,?,?,?,?,?)", points)
-            self._db.executemany("INSERT INTO stage_series_notes VALUES (?,?,?,?,?)", lines)
+        self._transaction(("INSERT INTO stage_series (trial, segment, stage, source, workload, t, device, metric, "
+                           "value, process) VALUES (?,?,?,?,?,?,?,?,?,?)", points),
+                          ("INSERT INTO stage_series_notes VALUES (?,?,?,?,?)", lines))
 
     def add_samples(self, samples: list[Sample]) -> None:
         """Buffer samples; they reach the file at the next commit (each stage end)."""
         self._pending.extend(samples)
 
     def commit(self) -> None:
-        """Write buffered samples in one transaction."""
+        """Write buffered samples in one transaction; should it fail, they stay buffered."""
         if not self._pending:
             return
-        rows = [tuple(getattr(s, f) for f in SAMPLE_FIELDS) for s in self._pending]
+        # taken from the buffer before the write: samples added while the writer works wait for the next commit
+        batch, self._pending = self._pending, []
+        rows = [tuple(getattr(s, f) for f in SAMPLE_FIELDS) for s in batch]
         marks = ",".join("?" * len(SAMPLE_FIELDS))
-        with self._db:
-            self._db.execute("BEGIN")
-            self._db.executemany(f"INSERT INTO samples ({','.join(SAMPLE_FIELDS)}) VALUES ({marks})", rows)
-        self._pending.clear()
+        try:
+            self._transaction((f"INSERT INTO samples ({','.join(SAMPLE_FIELDS)}) VALUES ({marks})", rows))
+        except BaseException:
+            self._pending[:0] = batch
+            raise
 
 
 class _StoreLock:

@@ -10,6 +10,7 @@ import pytest
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.store import read_samples
 from bench_plugin.samples import Sample
+from bench_plugin.telemetry.rows import TelemetryRow
 
 
 def sample(seq: int) -> Sample:
@@ -41,3 +42,45 @@ def test_samples_are_committed_at_stage_end_and_read_back(tmp_path: Path) -> Non
     db.close()
     rec.close()
     assert not (tmp_path / "r.sqlite-wal").exists()
+
+
+def test_writes_are_on_disk_when_they_return_though_they_ran_off_the_event_loop(tmp_path: Path) -> None:
+    path = tmp_path / "r.sqlite"
+    rec = Recorder(path)
+    try:
+        rec.add_trial(1, 0, "a", 1, {"name": "a"})
+        rows = [TelemetryRow(100.0 + i / 5, "cuda:0", "DCGM_FI_DEV_GPU_UTIL", float(i)) for i in range(1000)]
+        rec.add_telemetry(1, rows)
+        db = sqlite3.connect(path)
+        try:
+            assert db.execute("SELECT count(*), sum(value) FROM telemetry WHERE trial=1").fetchone() == (
+                1000, float(sum(range(1000))))
+            assert db.execute("SELECT arm, status FROM trials").fetchone() == ("a", "planned")
+        finally:
+            db.close()
+    finally:
+        rec.close()
+
+
+def test_samples_whose_write_failed_stay_buffered_for_the_next_commit(tmp_path: Path) -> None:
+    path = tmp_path / "r.sqlite"
+    rec = Recorder(path)
+    try:
+        rec.add_trial(1, 0, "a", 1, {"name": "a"})
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("CREATE TRIGGER refuse BEFORE INSERT ON samples BEGIN SELECT RAISE(ABORT, 'no room'); END")
+        rec.add_samples([sample(i) for i in range(3)])
+        with pytest.raises(sqlite3.DatabaseError, match="no room"):
+            rec.commit()
+        assert on_disk(path) == 0
+        rec.add_samples([sample(i) for i in range(3, 5)])
+        other.execute("DROP TRIGGER refuse")
+        other.close()
+        rec.commit()
+        db = sqlite3.connect(path)
+        try:
+            assert read_samples(db, "trial=?", (1,)) == [sample(i) for i in range(5)], "each once, in order"
+        finally:
+            db.close()
+    finally:
+        rec.close()
