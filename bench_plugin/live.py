@@ -24,8 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from bench_plugin.analysis.statistics import percentile
 from bench_plugin.events import BenchEvents
 from bench_plugin.samples import Sample
 from bench_plugin.scenario import Scenario
@@ -86,10 +85,6 @@ class LiveSnapshot:
     """The report's path once the campaign has ended."""
 
 
-def _percentile(values: list[float], q: float) -> float | None:
-    return float(np.percentile(np.asarray(values, dtype=float), q)) if values else None
-
-
 def figures(samples: Iterable[Sample], span_s: float, slo: Mapping[str, float | None],
             error_budget: float) -> Figures:
     """The figures of ``samples`` over ``span_s`` seconds, judged against the class's SLO and budget."""
@@ -101,8 +96,8 @@ def figures(samples: Iterable[Sample], span_s: float, slo: Mapping[str, float | 
     out = Figures(
         requests=len(items), errors=len(items) - len(ok), span_s=span_s,
         throughput_rps=len(ok) / span_s if span_s > 0 else 0.0,
-        p50_ms=_percentile(latency, 50), p95_ms=_percentile(latency, 95),
-        ttft_p95_ms=_percentile(ttft, 95), tpot_p95_ms=_percentile(tpot, 95),
+        p50_ms=percentile(latency, 50), p95_ms=percentile(latency, 95),
+        ttft_p95_ms=percentile(ttft, 95), tpot_p95_ms=percentile(tpot, 95),
     )
     if not items:
         return out

@@ -21,8 +21,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
-
+from bench_plugin.analysis.statistics import percentile
 from bench_plugin.samples import Sample, protocol_signature
 from bench_plugin.scenario import Scenario
 
@@ -97,7 +96,8 @@ class RollbackGuard:
                 return (f"{name} error rate {errors / ended:.1%} passed {self.rules.max_error_rate_multiple:g}x "
                         f"its error budget ({spec.error_budget:.1%})")
             # A stuck request's latency is unknown but past the limit: any value past it decides the same.
-            p95 = float(np.percentile(latencies + [2 * limit_ms] * overdue, 95))
+            p95 = percentile(latencies + [2 * limit_ms] * overdue, 95)
+            assert p95 is not None  # ended + overdue >= min_requests > 0
             if p95 > limit_ms:
                 late = sum(1 for v in latencies if v > limit_ms) + overdue
                 stuck = f", {overdue} of them still in flight" if overdue else ""
