@@ -26,7 +26,11 @@ Two parts watch the loop of the process's main thread:
 
 A block whose stack the watcher did not read is recorded as UNSEEN; one read while the main thread
 was in the hub itself, between greenlets (a stretch of many short callbacks rather than one long one),
-as HUB. Blocks are kept in a
+as HUB. Python's cyclic garbage collector holds the GIL, and so every thread, for as long as it walks
+the objects: the watcher cannot look then, and when it can, the stack it reads is whatever ran next.
+So the monitor also notes each collection (``gc.callbacks``, in whichever thread it ran), and a block
+that collections filled for at least half its length is recorded as GC_CAUSE (with the oldest
+generation collected), whatever the watcher read. Blocks are kept in a
 bounded deque; :meth:`StallMonitor.report` gives those of one stage's sending window in the form
 Reporter.usage ships (``stalls``), and :func:`thread_busy_s` how long the calling thread was on a CPU or
 waiting for one (the kernel's schedstat), which tells a loop short of CPU from a loop blocked while its
@@ -38,6 +42,7 @@ priorities would blur the stretches). docs/analysis.md ("Stalls") says how the s
 from __future__ import annotations
 
 import _thread
+import gc
 import os
 import sys
 import time
@@ -63,6 +68,10 @@ HUB = "gevent's hub, between greenlets (no single one held the loop when seen)"
 """The cause of a block the watcher saw while the main thread was in the hub's own loop."""
 UNSEEN = "unseen: the block ended, or kept the GIL, before the watcher looked"
 """The cause of a block whose stack the watcher never read."""
+GC_CAUSE = "Python's cyclic garbage collector (generation {generation})"
+"""The cause of a block that garbage collections filled for at least half its length."""
+MAX_COLLECTIONS = 256
+"""Recent garbage collections kept to be matched with the blocks they fall in."""
 
 _HERE = __name__
 
@@ -143,6 +152,10 @@ class StallMonitor:
         self._seen: tuple[float, str] | None = None
         """(the stretch the watcher found overdue, the cause it read then): written by the watcher only."""
         self._hooks: list[Any] = []
+        self._collections: deque[tuple[float, float, int]] = deque(maxlen=MAX_COLLECTIONS)
+        """Recent garbage collections: (monotonic start, end, generation); appended in any thread."""
+        self._collecting: float | None = None
+        """Monotonic start of the collection under way (the collector runs one at a time: it holds the GIL)."""
         self._stop: _thread.LockType | None = None
         """Held while the watcher runs; stop() releases it, which also ends the watcher's wait."""
 
@@ -162,6 +175,7 @@ class StallMonitor:
         check.start(self._turned)
         prepare.start(self._polling)
         self._hooks = [check, prepare]
+        gc.callbacks.append(self._collection)
         self._since = time.monotonic()  # called from code on the loop: this stretch is running now
         stop = self._stop = allocate_lock()
         stop.acquire()
@@ -171,6 +185,8 @@ class StallMonitor:
         """Unhook the loop and end the watcher; the blocks seen so far stay."""
         hooks, stop = self._hooks, self._stop
         self._hooks, self._stop, self._since = [], None, None
+        if self._collection in gc.callbacks:
+            gc.callbacks.remove(self._collection)
         for hook in hooks:
             hook.stop()
             hook.close()
@@ -190,7 +206,28 @@ class StallMonitor:
         if ms > self.threshold_ms:
             seen = self._seen
             cause = seen[1] if seen is not None and seen[0] == since else UNSEEN
+            collected_ms, generation = self._collected(since, now)
+            if collected_ms >= ms / 2:
+                cause = GC_CAUSE.format(generation=generation)
             self.blocks.append(Block(time.time() - (now - since), ms, cause))
+
+    def _collection(self, phase: str, info: dict[str, int]) -> None:
+        """gc.callbacks: note each collection's start and end (it runs in the thread that allocated)."""
+        if phase == "start":
+            self._collecting = time.monotonic()
+        elif self._collecting is not None:
+            self._collections.append((self._collecting, time.monotonic(), info["generation"]))
+            self._collecting = None
+
+    def _collected(self, since: float, until: float) -> tuple[float, int]:
+        """How long collections ran between monotonic ``since`` and ``until`` (ms), and the oldest generation."""
+        ms, generation = 0.0, 0
+        for start, end, gen in list(self._collections):
+            overlap = min(end, until) - max(start, since)
+            if overlap > 0:
+                ms += overlap * 1000.0
+                generation = max(generation, gen)
+        return ms, generation
 
     def _watch(self, stop: _thread.LockType, main: int) -> None:
         """The OS thread: look every ``look_s``; a stretch found running is looked at again once it is

@@ -12,6 +12,7 @@ format, and an entry of a worker from before the monitor (three elements) is sti
 from __future__ import annotations
 
 import ctypes
+import gc
 import sys
 import time
 
@@ -24,7 +25,7 @@ from bench_plugin.loadgen import protocol
 from bench_plugin.loadgen.fleet import Fleet, Member
 from bench_plugin.loadgen.ledger import StageLedger
 from bench_plugin.loadgen.shares import Share
-from bench_plugin.loadgen.stalls import HUB, StallMonitor, describe, thread_busy_s
+from bench_plugin.loadgen.stalls import GC_CAUSE, HUB, StallMonitor, describe, thread_busy_s
 
 LIBC = ctypes.CDLL(None)
 HOLD_MS = 15
@@ -99,6 +100,30 @@ def test_the_monitor_starts_nothing_until_started_and_stops_cleanly() -> None:
     turns = monitor.turns
     gevent.sleep(0.02)
     assert not monitor.running and monitor.turns == turns
+
+
+def collect_on_the_loop(objects: int) -> None:
+    """A full garbage collection on the loop over ``objects`` container objects built for it."""
+    heap = [[i] for i in range(objects)]  # lists are tracked: the collector walks each one
+    gevent.sleep(0.01)  # the loop polls: the collection below is a stretch of its own
+    gc.collect()
+    del heap
+
+
+def test_a_block_that_the_garbage_collector_filled_is_named_by_it_and_its_generation() -> None:
+    assert GC_CAUSE.format(generation=2) == "Python's cyclic garbage collector (generation 2)"
+    monitor = StallMonitor()
+    monitor.start()
+    try:
+        gevent.sleep(0.02)
+        gevent.spawn(collect_on_the_loop, 1_000_000).join()  # about 20-60 ms: well past the 5-ms threshold
+        gevent.sleep(0.02)
+    finally:
+        monitor.stop()
+    assert monitor._collection not in gc.callbacks, "stop() leaves no callback behind"
+    collected = [b for b in monitor.blocks if b.cause == GC_CAUSE.format(generation=2)]
+    # the watcher cannot read the stack while the collector holds the GIL: before, such a block read as UNSEEN
+    assert collected, monitor.blocks
 
 
 def test_a_cause_names_the_innermost_frame_and_the_first_bench_plugin_frame_outwards() -> None:
