@@ -29,6 +29,7 @@ from locust.env import Environment
 
 from bench_plugin.loadgen.shares import Share
 from bench_plugin.samples import Sample
+from bench_plugin.users import jsonreply
 from bench_plugin.users.arrivals import OPEN_LOOP, arrival_offsets, item_order
 from bench_plugin.users.state import ClassLoad, LoadState, StageAssignment
 
@@ -98,9 +99,9 @@ def read_json(raw: Any, sample: Sample) -> dict[str, Any]:
     """Read a whole JSON object reply (stamping the sample's end time); RequestFailed if it is not one."""
     body = raw.read()
     sample.end_s = time.time()
-    try:
-        reply = json.loads(body)
-    except json.JSONDecodeError:
+    try:  # in pieces, letting due sends go out between them (users/jsonreply.py)
+        reply = jsonreply.loads(body, gevent.idle)
+    except (json.JSONDecodeError, UnicodeDecodeError):
         raise RequestFailed(f"reply is not JSON: {body[:80]!r}", kind="protocol") from None
     if not isinstance(reply, dict):
         raise RequestFailed(f"reply is not a JSON object: {body[:80]!r}", kind="protocol")
