@@ -245,11 +245,25 @@ def _refuse(parser: argparse.ArgumentParser, args: argparse.Namespace, why: str 
         parser.exit(2, f"{parser.prog} {args.kind}: error: {why}\n")
 
 
+def passive_cpu_threads() -> None:
+    """Let torch's OpenMP threads sleep, not spin, between parallel regions (unless the caller set a policy).
+
+    By default (OMP_WAIT_POLICY unset) libgomp's worker threads spin for a while after each parallel
+    region, waiting for the next. Servers that share cores (the time-slicing arm on a CPU host) then
+    burn them on each other's behalf, and so does the load generator beside them: on the project's
+    2-core machine three tiny-model servers at light load kept 0.8-1.4 cores busy, where they need 0.2,
+    and pre-empted the generator for 3-6 ms at a time (docs/benchmarks.md, "Send lag on the project's
+    2-core machine"). libgomp reads the variable when torch loads it, so this runs before that.
+    """
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse flags and run the chosen server; returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
     _validate(parser, args)
+    passive_cpu_threads()
     module = importlib.import_module(f"{__package__}.{args.kind}")
     code: int = module.run(args)
     return code

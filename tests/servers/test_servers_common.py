@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -174,3 +175,19 @@ def test_what_the_flags_alone_refuse_is_refused_before_torch_is_imported(argv: l
                             check=False)
     assert result.stdout.split() == ["2", "False"], result.stdout + result.stderr
     assert "error:" in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(("given", "expected"), [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
+def test_openmp_threads_sleep_between_regions_unless_the_caller_chose(given: str | None, expected: str) -> None:
+    # libgomp reads OMP_WAIT_POLICY once, when torch loads it: the server must set it before that import
+    probe = ("import importlib, os, sys\nfrom bench_plugin.servers import __main__ as m\n"
+             "def seen(name):\n    print(os.environ.get('OMP_WAIT_POLICY'), 'torch' in sys.modules)\n"
+             "    raise SystemExit(0)\n"
+             "m.importlib = type('I', (), {'import_module': staticmethod(seen)})\n"
+             "m.main(['llm', '--device', 'cpu'])\n")
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    if given is not None:
+        env["OMP_WAIT_POLICY"] = given
+    result = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                            check=False, env=env)
+    assert result.stdout.split() == [expected, "False"], result.stdout + result.stderr
