@@ -1,8 +1,9 @@
-# Sourced by the device scripts (device_day19.sh, device_sendlag.sh): the GPU's settings, and the report that
+# Sourced by the device scripts (device_day19.sh, sendlag.sh): the GPU's settings, and the report that
 # a run left the GPU and the host as it found them.
 
 # One line per GPU: what a run must not change (compute mode, MIG mode, persistence).
 gpu_settings() {
+  command -v nvidia-smi >/dev/null || { echo "no GPU (no nvidia-smi on this host)"; return; }
   nvidia-smi --query-gpu=index,uuid,name,driver_version,compute_mode,mig.mode.current,persistence_mode \
     --format=csv,noheader
 }
@@ -16,7 +17,8 @@ gpu_check() {
   local servers mps apps
   servers=$(pgrep -af "bench_plugin[.]servers" || true)
   mps=$(pgrep -af "nvidia-cuda-mps" || true)
-  apps=$(nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader)
+  apps=$(command -v nvidia-smi >/dev/null && nvidia-smi --query-compute-apps=pid,process_name,used_memory \
+    --format=csv,noheader)
   echo "server processes left: ${servers:-none}"
   echo "MPS processes left: ${mps:-none}"
   echo "compute processes on the GPU: ${apps:-none}"

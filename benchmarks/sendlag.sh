@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# The load generator's send lag on a GPU host, before and after a change to it, in one device call:
-# benchmarks/scenarios/h200-sendlag.yaml (the day19-h200 servers and arms at light and busy load,
-# 12-s stages, 1 repeat; about 200 s a run) runs twice, one run after the other on the same GPU: first
-# with the source of commit BEFORE (default 99de660, whose NVML sampler polled on the event loop),
-# then with this working tree. Both summaries, a table of send lag P99 per arm, stage and class
-# before vs after (sendlag.md) and the GPU check (check.txt: the GPU is left as it was found, no
-# server or MPS process, no compute process) go to $OUT (at most 8 files, for the device tool).
+# The load generator's send lag, before and after a change to it, side by side on one host: SCENARIO
+# (default benchmarks/scenarios/h200-sendlag.yaml: the day19-h200 servers and arms at light and busy
+# load, 12-s stages, 1 repeat; about 180 s a run on an H200 host) runs twice, one run after the other:
+# first with the source of commit BEFORE (default 99de660, whose NVML sampler polled on the event
+# loop), then with this working tree. Both summaries, a table of send lag P99 per arm, stage and
+# class before vs after (sendlag.md) and the host check (check.txt: the GPU's settings as they were
+# found, no server or MPS process, no compute process left) go to $OUT (at most 8 files, for the
+# device tool). On a host without a GPU, the check says so and the rest is the same:
 #
-#   bash benchmarks/device_sendlag.sh
+#   bash benchmarks/sendlag.sh                                              # a GPU host
+#   SCENARIO=benchmarks/scenarios/cpu-sendlag.yaml BEFORE=024b34c PYTHON=.venv/bin/python \
+#     OUT=/tmp/sendlag-cpu bash benchmarks/sendlag.sh                       # the project's 2-core machine
 #
 # The "before" source is BEFORE_SRC (default .sendlag-before/, git-ignored through .git/info/exclude):
 # made here by `git archive BEFORE bench_plugin locustfiles scenarios setup.cfg pyproject.toml` when it
@@ -20,19 +23,21 @@ cd "$(dirname "$0")/.."
 OUT_DIR=${OUT:-/tmp/sendlag-out}
 BEFORE=${BEFORE:-99de660}
 BEFORE_SRC=${BEFORE_SRC:-$PWD/.sendlag-before}
-SCENARIO=${SCENARIO:-$PWD/benchmarks/scenarios/h200-sendlag.yaml}
+SCENARIO=$(realpath "${SCENARIO:-benchmarks/scenarios/h200-sendlag.yaml}")  # the runs start in their own source
 LIMIT=${CAMPAIGN_LIMIT_S:-235}
+PYTHON=${PYTHON:-python3}
+case $PYTHON in */*) PYTHON=$(cd "$(dirname "$PYTHON")" && pwd)/$(basename "$PYTHON");; esac  # runs from $src
 mkdir -p "$OUT_DIR"
 
 if [ ! -d "$BEFORE_SRC/bench_plugin" ]; then
   mkdir -p "$BEFORE_SRC"
   git archive "$BEFORE" bench_plugin locustfiles scenarios setup.cfg pyproject.toml | tar -x -C "$BEFORE_SRC" \
-    || { echo "device_sendlag: no source of $BEFORE in $BEFORE_SRC, and git cannot make it here" >&2; exit 2; }
+    || { echo "sendlag: no source of $BEFORE in $BEFORE_SRC, and git cannot make it here" >&2; exit 2; }
 fi
 SITE=
 if compgen -G ".whl/*.whl" >/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-    .whl/*.whl || { echo "device_sendlag: installing the carried wheels failed" >&2; exit 2; }
+  "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+    .whl/*.whl || { echo "sendlag: installing the carried wheels failed" >&2; exit 2; }
   SITE=/tmp/site
 fi
 export PYTHONUNBUFFERED=1
@@ -49,7 +54,7 @@ run() {
   rm -rf "$results"
   began=$(date +%s)
   (cd "$src" && PYTHONPATH="$src${SITE:+:$SITE}" timeout --signal=INT --kill-after=30 "$LIMIT" \
-    python3 -m locust --headless --only-summary --no-report -f locustfiles/mixed.py --scenario "$SCENARIO" \
+    "$PYTHON" -m locust --headless --only-summary --no-report -f locustfiles/mixed.py --scenario "$SCENARIO" \
     --results-dir "$results" > "$OUT_DIR/$name-locust.log" 2>&1)
   local rc=$?
   echo "$name: exit code $rc after $(( $(date +%s) - began )) s ($src)"
@@ -73,7 +78,7 @@ gpu_check "before ($BEFORE): exit code $rc_before; after (working tree): exit co
 cat "$OUT_DIR/check.txt"
 
 # the table: send lag P99 (ms) per arm, stage and class, before vs after; and what the self-check said
-python3 - "$OUT_DIR" "$BEFORE" <<'EOF' > "$OUT_DIR/sendlag.md"
+"$PYTHON" - "$OUT_DIR" "$BEFORE" <<'EOF' > "$OUT_DIR/sendlag.md"
 import json, sys
 from pathlib import Path
 
@@ -130,5 +135,5 @@ EOF
 cat "$OUT_DIR/sendlag.md"
 
 grep -q "settings unchanged: yes" "$OUT_DIR/check.txt" && grep -q "server processes left: none" "$OUT_DIR/check.txt" \
-  && grep -q "MPS processes left: none" "$OUT_DIR/check.txt" || { echo "device_sendlag: the GPU was not left as found" >&2; exit 3; }
+  && grep -q "MPS processes left: none" "$OUT_DIR/check.txt" || { echo "sendlag: the host was not left as found" >&2; exit 3; }
 [ "$rc_before" = 0 ] && [ "$rc_after" = 0 ] || exit 1
