@@ -38,7 +38,7 @@ The rule, in order:
 Wherever the monitor saw blocks, the stage gets the note "stalls: N blocks (X ms in all, longest Y ms,
 in <cause>); Z requests (W%) in flight during one; without them P95 would be ..." (GeneratorCheck.note),
 a judged stage too: the stalls' share of the latency is shown either way. :func:`advice` words the fix by
-the kind, for the verdict. docs/analysis.md ("Self-check") has the rule with its figures.
+the kind, for the verdict. docs/analysis.md ("The instrument checks itself") has the rule with its figures.
 """
 
 from __future__ import annotations
