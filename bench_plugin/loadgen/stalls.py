@@ -36,7 +36,8 @@ Reporter.usage ships (``stalls``), and :func:`thread_busy_s` how long the callin
 waiting for one (the kernel's schedstat), which tells a loop short of CPU from a loop blocked while its
 CPU was idle (analysis/selfcheck.py). Importing the module starts nothing; a monitor runs from
 ``start()`` to ``stop()``, on gevent's default libev loop (another loop without check/prepare
-priorities would blur the stretches). docs/analysis.md ("Stalls") says how the self-check uses it.
+priorities would blur the stretches). docs/analysis.md ("The instrument checks itself") says how the
+self-check uses it.
 """
 
 from __future__ import annotations

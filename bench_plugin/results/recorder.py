@@ -12,9 +12,9 @@ stage in flight; that stage is then marked ``interrupted``.
 Every other write commits at once (autocommit) into the write-ahead log, which survives a killed
 process (SIGKILL) and is read back by the next connection. Each write runs in the store's writer
 (bench_plugin/offloop.py: one OS thread under gevent, so the sending loop turns while the disk works)
-and returns once it is done. At each segment's end the log is folded
-into results.sqlite (a checkpoint), so the file alone holds every segment that ended: what a resumed
-campaign keeps (resume.py), should only results.sqlite be carried to another machine. One process
+and returns once it is done. At each segment's end the log is folded into results.sqlite (a
+checkpoint), so the file alone holds every segment that ended: what a resumed campaign keeps
+(resume.py), should only results.sqlite be carried to another machine. One process
 writes a campaign at a time: the recorder holds an exclusive lock on the file while it is open.
 A resumed campaign moves the rows of a segment's unfinished attempt aside (``supersede_segment``).
 """
@@ -118,8 +118,8 @@ class Recorder:
         # on. Without one (every row of the earlier attempt superseded), it starts now.
         now = time.time()
         self._execute("UPDATE trials SET started_s=CASE WHEN EXISTS (SELECT 1 FROM segments WHERE trial=?) "
-                         "THEN COALESCE(started_s, ?) ELSE ? END, status='running' WHERE id=?",
-                         (trial_id, now, now, trial_id))
+                      "THEN COALESCE(started_s, ?) ELSE ? END, status='running' WHERE id=?",
+                      (trial_id, now, now, trial_id))
 
     def trial_ended(self, trial_id: int, status: str, reason: str | None = None) -> None:
         """Close a trial: ``completed``, ``failed``, ``interrupted``."""
@@ -142,13 +142,13 @@ class Recorder:
     def segment_protocol(self, trial: int, segment: int, protocol: Mapping[str, Mapping[str, Any]]) -> None:
         """Record what each class's readiness probe resolved (llm output lengths) and found about the server."""
         self._execute("UPDATE segments SET protocol=? WHERE trial=? AND segment=?",
-                         (json.dumps(protocol, sort_keys=True), trial, segment))
+                      (json.dumps(protocol, sort_keys=True), trial, segment))
 
     def segment_warmed(self, trial: int, segment: int, warmup: Mapping[str, ClassWarmup]) -> None:
         """Record each class's unmeasured warm-up (when it ran, its requests and failures)."""
         self._execute("UPDATE segments SET warmup=? WHERE trial=? AND segment=?",
-                         (json.dumps({name: w.to_dict() for name, w in warmup.items()}, sort_keys=True), trial,
-                          segment))
+                      (json.dumps({name: w.to_dict() for name, w in warmup.items()}, sort_keys=True), trial,
+                       segment))
 
     def segment_released(self, trial: int, segment: int) -> None:
         """Record when the segment's servers were stopped: the segment ended; fold it into the file."""
@@ -218,7 +218,7 @@ class Recorder:
     def stage_invalid(self, trial: int, segment: int, stage: int, reason: str) -> None:
         """Mark a stage whose load was not the stated one (its accounting failed; loadgen/ledger.py)."""
         self._execute("UPDATE stages SET status='invalid', reason=? WHERE trial=? AND segment=? AND stage=?",
-                         (reason, trial, segment, stage))
+                      (reason, trial, segment, stage))
 
     def stage_skipped(
         self, trial: int, segment: int, stage: int, name: str | None, offered: dict[str, float],
