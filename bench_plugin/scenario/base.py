@@ -14,6 +14,9 @@ class ScenarioError(Exception):
 
 
 class StrictModel(BaseModel):
-    """Base for every scenario model: unknown keys are errors, values are never coerced silently."""
+    """Base for every scenario model: unknown keys are errors, values are never coerced silently.
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+    A number must be finite: YAML's ``.inf`` and ``.nan`` are refused as a rate, a duration, an SLO.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False, allow_inf_nan=False)

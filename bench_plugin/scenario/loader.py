@@ -4,6 +4,11 @@ Two file forms load: the plain scenario mapping, and the seed's Kubernetes Confi
 ``data.change / fixed / metrics / repeats`` keys describe the experiment and whose ``data.scenario``
 key holds the full scenario as a YAML string. Every problem is reported as ``file: key: message (got
 value)``; the overrides of a quick run (one arm, fewer repeats, shorter stages) are applied here.
+
+The YAML is read more strictly than ``yaml.safe_load`` reads it: a key given twice in one mapping is
+an error naming the key and both lines (YAML forbids it; PyYAML keeps the last one silently, so
+``repeats: 1`` ... ``repeats: 1000`` ran 1000 repeats), and a document nested deeper than Python's
+stack allows is refused in one line instead of a RecursionError.
 """
 
 from __future__ import annotations
@@ -17,6 +22,35 @@ import yaml
 from pydantic import ValidationError
 
 from bench_plugin.scenario.models import Scenario, ScenarioError
+
+
+class _Loader(yaml.SafeLoader):
+    """yaml.SafeLoader refusing a key given twice in one mapping (see the module)."""
+
+
+def _unique_keys(loader: _Loader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    first: dict[Any, yaml.Node] = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":  # '<<': merged keys may be overridden, as YAML says
+            continue
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            earlier = first.setdefault(key, key_node)
+        except TypeError:  # an unhashable key: construct_mapping refuses it in its own words
+            continue
+        if earlier is not key_node:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"key {key!r} is given twice (first at line {earlier.start_mark.line + 1}): keep one",
+                key_node.start_mark)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_keys)
+
+
+def _yaml(text: str) -> Any:
+    """The document in ``text``, read with :class:`_Loader`; yaml.YAMLError, or RecursionError when too deep."""
+    return yaml.load(text, Loader=_Loader)  # a SafeLoader: builds plain data only
 
 
 def load_scenario(path: str | Path, **overrides: Any) -> Scenario:
@@ -78,7 +112,9 @@ def _read_mapping(path: Path) -> dict[str, Any]:
     if not text.strip():
         raise ScenarioError(f"{path}: scenario file is empty")
     try:
-        data = yaml.safe_load(text)
+        data = _yaml(text)
+    except RecursionError:
+        raise ScenarioError(f"{path}: nested too deeply to be a scenario") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -99,9 +135,11 @@ def _unwrap_configmap(path: Path, data: dict[str, Any]) -> dict[str, Any]:
     inner: dict[str, Any] = {}
     if "scenario" in cm:
         try:
-            inner = yaml.safe_load(cm["scenario"]) or {}
+            inner = _yaml(cm["scenario"]) or {}
+        except RecursionError:
+            raise ScenarioError(f"{path}: data.scenario is nested too deeply to be a scenario") from None
         except yaml.YAMLError as exc:
-            raise ScenarioError(f"{path}: data.scenario is not valid YAML: {exc}") from None
+            raise ScenarioError(f"{path}: data.scenario is not valid YAML: {' '.join(str(exc).split())}") from None
         if not isinstance(inner, dict):
             raise ScenarioError(f"{path}: data.scenario must hold a mapping")
     unknown = sorted(set(cm) - {"scenario", "change", "fixed", "metrics", "repeats"})

@@ -137,3 +137,61 @@ def test_overrides_narrow_the_run(tmp_path: Path) -> None:
     assert scenario_sha256(scenario) != scenario_sha256(load_scenario(path))
     with pytest.raises(ScenarioError, match="--arm 'zz' is not an arm"):
         load_scenario(path, arm="zz")
+
+
+def test_a_key_given_twice_is_refused_naming_the_key_and_both_lines(tmp_path: Path) -> None:
+    text = yaml.safe_dump(MINIMAL) + "repeats: 1\nseed: 4\nrepeats: 1000\n"
+    message = _error(tmp_path, text)
+    lines = text.splitlines()
+    first, second = (i + 1 for i, line in enumerate(lines) if line.startswith("repeats:"))
+    assert message == (f"{tmp_path / 's.yaml'}: not valid YAML at line {second}, column 1: key 'repeats' is given "
+                       f"twice (first at line {first}): keep one")
+
+
+def test_a_nested_key_given_twice_is_refused_too(tmp_path: Path) -> None:
+    text = ("name: t\nclasses:\n  llm:\n    model: m\n    slo: {p95_ms: 100, p95_ms: 9}\n"
+            "arms: [{name: a, control: true}]\nstages: [{duration_s: 1, load: {llm: 1}}]\n")
+    assert "key 'p95_ms' is given twice (first at line 5)" in _error(tmp_path, text)
+
+
+def test_a_merged_key_may_still_be_overridden(tmp_path: Path) -> None:
+    text = ("name: t\nslo: &slo {p95_ms: 100, ttft_p95_ms: 50}\nclasses:\n  llm:\n    model: m\n"
+            "    slo: {<<: *slo, p95_ms: 200}\narms: [{name: a, control: true}]\n"
+            "stages: [{duration_s: 1, load: {llm: 1}}]\n")
+    with pytest.raises(ScenarioError, match="slo: unknown key"):  # the anchor's own key, not a duplicate
+        load_scenario(write(tmp_path, text))
+    text = text.replace("slo: &slo {p95_ms: 100, ttft_p95_ms: 50}\n", "").replace(
+        "    slo: {<<: *slo, p95_ms: 200}\n", "    slo: &slo {p95_ms: 100, ttft_p95_ms: 50}\n").replace(
+        "arms:", "  embedding: {model: e, slo: {<<: *slo, p95_ms: 200}}\narms:").replace(
+        "load: {llm: 1}", "load: {llm: 1, embedding: 1}")
+    scenario = load_scenario(write(tmp_path, text))
+    assert scenario.classes.get("embedding").slo.p95_ms == 200
+    assert scenario.classes.get("embedding").slo.ttft_p95_ms == 50
+
+
+@pytest.mark.parametrize(("where", "value"), [("rate", ".inf"), ("rate", ".nan"), ("duration", ".inf"),
+                                              ("slo", ".nan")])
+def test_a_number_that_is_not_finite_is_refused_naming_its_key(tmp_path: Path, where: str, value: str) -> None:
+    rate, duration, slo = ("1", "1", "100")
+    rate, duration, slo = (value if where == "rate" else rate, value if where == "duration" else duration,
+                           value if where == "slo" else slo)
+    text = (f"name: t\nclasses: {{llm: {{model: m, slo: {{p95_ms: {slo}}}}}}}\narms: [{{name: a, control: true}}]\n"
+            f"stages: [{{duration_s: {duration}, load: {{llm: {rate}}}}}]\n")
+    message = _error(tmp_path, text)
+    key = {"rate": "stages.0.load.llm", "duration": "stages.0.duration_s", "slo": "classes.llm.slo.p95_ms"}[where]
+    assert f"{key}: Input should be a finite number" in message, message
+    assert len(message.splitlines()) == 1
+
+
+def test_a_document_nested_too_deeply_is_refused_in_one_line(tmp_path: Path) -> None:
+    assert _error(tmp_path, "x: " + "[" * 100_000 + "]" * 100_000 + "\n") == (
+        f"{tmp_path / 's.yaml'}: nested too deeply to be a scenario")
+
+
+def test_a_configmap_scenario_with_a_key_given_twice_is_refused(tmp_path: Path) -> None:
+    inner = yaml.safe_dump(MINIMAL) + "repeats: 2\nrepeats: 5\n"
+    text = yaml.safe_dump({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "t"},
+                           "data": {"scenario": inner}})
+    message = _error(tmp_path, text)
+    assert "data.scenario is not valid YAML" in message and "key 'repeats' is given twice" in message
+    assert "\n" not in message
