@@ -278,7 +278,8 @@ class Warmup(StrictModel):
 class Scenario(StrictModel):
     """A whole experiment: what stays fixed, what each arm changes, how it is judged."""
 
-    name: str = Field(min_length=1)
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    """Names the default results directory (results/<name>-<UTC time>): letters, digits, '_', '.', '-', no path."""
     description: str = ""
     change: str = ""
     fixed: str | list[str] = ""

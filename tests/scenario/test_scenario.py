@@ -195,3 +195,10 @@ def test_a_configmap_scenario_with_a_key_given_twice_is_refused(tmp_path: Path) 
     message = _error(tmp_path, text)
     assert "data.scenario is not valid YAML" in message and "key 'repeats' is given twice" in message
     assert "\n" not in message
+
+
+@pytest.mark.parametrize("name", ["../../x", "/abs/x", "a/b", ".hidden", "x" * 101, "with space"])
+def test_a_name_that_is_not_a_plain_directory_name_is_refused(tmp_path: Path, name: str) -> None:
+    message = _error(tmp_path, {**MINIMAL, "name": name})
+    assert message.startswith(f"{tmp_path / 's.yaml'}: name: String should ") and repr(name) in message
+    assert "\n" not in message
