@@ -164,6 +164,26 @@ def synthetic_server(log: Path, *flags: str, timeout: float = 60) -> Iterator[st
         yield url
 
 
+@contextmanager
+def quirky(tmp_path: Path, *flags: str) -> Iterator[str]:
+    """tests/quirky_server.py with ``flags`` on a free loopback port: its base URL while it runs."""
+    with serving([sys.executable, str(ROOT / "tests" / "quirky_server.py"), *flags],
+                 tmp_path / f"quirky-{len(list(tmp_path.glob('quirky-*.log')))}.log", "the quirky server", 30) as url:
+        yield url
+
+
+def manual_campaign(tmp_path: Path, url: str, classes: dict[str, Any], load: dict[str, float],
+                    duration_s: float = 3) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """A one-arm, one-stage campaign of ``classes`` against the server at ``url`` (manual backend): the locust
+    run and its results folder."""
+    scenario = scenario_variant(tmp_path, "calibration", classes=classes, readiness_timeout_s=20,
+                                stages=[{"duration_s": duration_s, "load": load}])
+    results = tmp_path / "results"
+    done = run_locust(["-f", "locustfiles/mixed.py", "--scenario", str(scenario), "--results-dir", str(results),
+                       "--host", url, "--arm", "synthetic"], timeout=180)
+    return done, results
+
+
 def copy_of(campaign: Campaign, where: Path) -> Path:
     """A private copy of a shared campaign's results folder, for a test that writes into it."""
     target = where / campaign.results.name

@@ -2,7 +2,7 @@
 
     python tests/quirky_server.py --port PORT [--reject ignore_eos,min_tokens] [--no-done] [--no-usage]
         [--tokens-per-chunk K] [--stop-at N] [--truncate] [--models-500] [--junk] [--fail-after N]
-        [--embedding-drop FIELD]
+        [--embedding-drop FIELD] [--cut-every N]
 
 What each flag copies (docs/servers.md has the servers):
 - ``--reject F,G``: a 422 naming the fields when a body holds any of them, as ``transformers serve``
@@ -15,7 +15,9 @@ What each flag copies (docs/servers.md has the servers):
 - ``--models-500``: ``GET /v1/models`` answers 500 (``transformers serve`` with a local model path);
 - ``--junk``: chat completions answer 200 with a body that is not an event stream;
 - ``--fail-after N``: after N chat requests, every one gets a 400 (a server that changes under the run);
-- ``--embedding-drop FIELD``: embedding items lack FIELD (``index`` or ``embedding``).
+- ``--embedding-drop FIELD``: embedding items lack FIELD (``index`` or ``embedding``);
+- ``--cut-every N``: every Nth embedding reply is cut off mid-body: its headers announce the whole
+  body, half of it is sent, and the connection closes (a server that crashes or is killed mid-reply).
 Tokens are ``t0 t1 ...``: the first after ``--ttft-ms``, then one chunk every ``--itl-ms``.
 """
 
@@ -48,6 +50,7 @@ class Quirky:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.rejected = {f for f in (args.reject or "").split(",") if f}
+        self.embedding_replies = 0
         self.chats = 0
 
     async def models(self, request: web.Request) -> web.Response:
@@ -105,8 +108,19 @@ class Quirky:
             item: dict[str, Any] = {"object": "embedding", "embedding": [0.25, 0.5, 0.25], "index": i}
             item.pop(self.args.embedding_drop or "", None)
             data.append(item)
-        return web.json_response({"object": "list", "data": data, "model": body.get("model"),
-                                  "usage": {"prompt_tokens": 4, "total_tokens": 4}})
+        reply = {"object": "list", "data": data, "model": body.get("model"),
+                 "usage": {"prompt_tokens": 4, "total_tokens": 4}}
+        self.embedding_replies += 1
+        if self.args.cut_every and self.embedding_replies % self.args.cut_every == 0:
+            whole = json.dumps(reply).encode()
+            cut = web.StreamResponse(headers={"Content-Type": "application/json"})
+            cut.content_length = len(whole)
+            await cut.prepare(request)
+            await cut.write(whole[:len(whole) // 2])
+            assert request.transport is not None
+            request.transport.close()
+            return cut
+        return web.json_response(reply)
 
     async def transcriptions(self, request: web.Request) -> web.Response:
         form = await request.post()
@@ -139,6 +153,7 @@ def main() -> None:
     parser.add_argument("--junk", action="store_true")
     parser.add_argument("--fail-after", type=int)
     parser.add_argument("--embedding-drop")
+    parser.add_argument("--cut-every", type=int)
     quirky = Quirky(parser.parse_args())
     app = web.Application()
     app.add_routes([web.get("/health", quirky.health), web.get("/v1/models", quirky.models),

@@ -12,40 +12,18 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import ROOT, run_locust, scenario_variant, serving
+from harness import manual_campaign as campaign
+from harness import quirky
 
 pytestmark = pytest.mark.slow
 
 LLM: dict[str, Any] = {"model": "bench-synthetic", "api": "chat",
                        "requests": {"count": 8, "input_tokens": 8, "output_tokens": 12, "seed": 1},
                        "slo": {"p95_ms": 2000, "ttft_p95_ms": 1000, "tpot_p95_ms": 100}}
-
-
-@contextmanager
-def quirky(tmp_path: Path, *flags: str) -> Iterator[str]:
-    """tests/quirky_server.py with ``flags`` on a free loopback port: its base URL while it runs."""
-    with serving([sys.executable, str(ROOT / "tests" / "quirky_server.py"), *flags],
-                 tmp_path / f"quirky-{len(list(tmp_path.glob('quirky-*.log')))}.log", "the quirky server", 30) as url:
-        yield url
-
-
-def campaign(tmp_path: Path, url: str, classes: dict[str, Any], load: dict[str, float],
-             duration_s: float = 3) -> tuple[subprocess.CompletedProcess[str], Path]:
-    """A one-arm, one-stage campaign of ``classes`` against ``url``; the locust run and its results folder."""
-    scenario = scenario_variant(tmp_path, "calibration", classes=classes, readiness_timeout_s=20,
-                                stages=[{"duration_s": duration_s, "load": load}])
-    results = tmp_path / "results"
-    done = run_locust(["-f", "locustfiles/mixed.py", "--scenario", str(scenario), "--results-dir", str(results),
-                       "--host", url, "--arm", "synthetic"], timeout=180)
-    return done, results
 
 
 def stored_samples(results: Path) -> int:

@@ -15,6 +15,7 @@ table splits per class; TTFT and TPOT go in as entries of their own.
 
 from __future__ import annotations
 
+import http.client
 import itertools
 import json
 import time
@@ -273,7 +274,12 @@ class WorkloadUser(FastHttpUser):
                 if error is not None or status is None or status >= 400:
                     raise RequestFailed(_error_detail(resp, error))
                 # FastResponse keeps geventhttpclient's response, body unread, in _response.
-                self.read(resp._response, load, prepared, sample)
+                try:
+                    self.read(resp._response, load, prepared, sample)
+                except (http.client.HTTPException, OSError) as exc:  # geventhttpclient's HTTPParseError is one
+                    # the connection ended (or broke) before the reply did: a server that died mid-reply
+                    raise RequestFailed(f"reply cut off while reading its body: {type(exc).__name__}: {exc}",
+                                        kind="connection") from None
             except RequestFailed as exc:
                 sample.ok = False
                 sample.error = exc.kind or _error_kind(status, error)
