@@ -21,6 +21,7 @@ than that repeats old values under new times, so run it with ``-c 1000`` or less
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Collection, Mapping
 
@@ -146,11 +147,18 @@ class DcgmScraper(PollingSource):
             self._session = None
 
     def _scrape(self, session: requests.Session) -> list[TelemetryRow]:
+        """The page's rows; a value that is not a finite number (NaN, +Inf and -Inf are legal in the format)
+        is left out and noted per metric: it has no meaning as a reading, and the store keeps numbers."""
         response = session.get(self.url, timeout=self._timeout_s)
         response.raise_for_status()
-        return parse_metrics(
+        rows = parse_metrics(
             response.text, time.time(), mig_devices=self._mig_devices, devices=self._devices, metrics=self._metrics
         )
+        finite = [row for row in rows if math.isfinite(row.value)]
+        if len(finite) < len(rows):
+            for metric in sorted({row.metric for row in rows if not math.isfinite(row.value)}):
+                self._note(f"{metric}: values that are not finite numbers (NaN, +Inf, -Inf) left out")
+        return finite
 
     def _poll(self) -> list[TelemetryRow]:
         if self._session is None:  # poll_once() before start(): a session is all it takes

@@ -217,9 +217,10 @@ class PrometheusSeries:
             for s in mine:
                 device, process = _device(target, s.labels), _process(target, s.labels)
                 for t, value in s.points:
-                    if math.isnan(value):
+                    if not math.isfinite(value):
                         dropped += 1
                         continue
                     rows.append(TelemetryRow(t, device, metric, value, process))
             if dropped:
-                result.notes.append(f"{metric}: {dropped} NaN points of {target.workload} left out")
+                result.notes.append(f"{metric}: {dropped} points of {target.workload} that are not finite numbers "
+                                    "(NaN, +Inf, -Inf) left out")

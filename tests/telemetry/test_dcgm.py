@@ -141,3 +141,19 @@ def test_failing_polls_are_counted_and_the_loop_goes_on(http_page: Callable[...,
     assert len(problems) == 1 and next(iter(problems.values())) == 2
     assert "500" in next(iter(problems))
     assert scraper.polls >= 2 and scraper.drain()
+
+
+def test_values_that_are_not_finite_are_left_out_and_noted_per_metric(http_page: Callable[..., str]) -> None:
+    # NaN, +Inf and -Inf are legal sample values in the exposition format; a store of readings keeps none of them
+    page = (DCGM_EXPORTER_PAGE.replace(f"{{{COMMON0},{HOST}}} 674.634000", f"{{{COMMON0},{HOST}}} NaN")
+            .replace(f"{{{COMMON1},{HOST}}} 345", f"{{{COMMON1},{HOST}}} +Inf"))
+    assert page.count("NaN") == 1 and page.count("+Inf") == 1
+    scraper = DcgmScraper(http_page(lambda: (200, page)), interval_s=0.05, mig_devices=MIG_DEVICES)
+    rows = scraper.poll_once()
+    gone = {(F.POWER_USAGE, 674.634), (F.SM_CLOCK, 345.0)}
+    wanted = [r for r in expected_rows(rows[0].t) if (r.metric, r.value) not in gone]
+    assert rows == wanted and len(rows) == len(expected_rows(0)) - 2
+    assert scraper.problems() == {
+        f"{F.POWER_USAGE}: values that are not finite numbers (NaN, +Inf, -Inf) left out": 1,
+        f"{F.SM_CLOCK}: values that are not finite numbers (NaN, +Inf, -Inf) left out": 1,
+    }

@@ -251,3 +251,17 @@ def test_the_client_library_is_loaded_only_when_used_and_its_absence_named() -> 
             "except ImportError as exc:\n    print(exc)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout == "prometheus-api-client is not installed: pip install 'bench-plugin[prometheus]'\n"
+
+
+def test_points_that_are_not_finite_are_left_out_with_a_note() -> None:
+    # a range query answers values as strings, and "NaN", "+Inf" and "-Inf" are among them (a rate over a reset
+    # counter, a ratio by zero); the store keeps readings, so they go, and the stage's notes say how many
+    from bench_plugin.telemetry.prometheus import _parse
+    from bench_plugin.telemetry.stage_series import ClassTarget, StageSeries
+
+    answer = [{"metric": {"gpu": "0", "UUID": "GPU-x"},
+               "values": [[100, "50"], [101, "NaN"], [102, "+Inf"], [103, "-Inf"], [104, "60"]]}]
+    result = StageSeries(100.0, 104.0, 1.0, rows={"llm": []})
+    PrometheusSeries._assign(F.GPU_UTIL, _parse(answer), [ClassTarget("llm", device="cuda:0")], result)
+    assert [(row.t, row.value) for row in result.rows["llm"]] == [(100.0, 50.0), (104.0, 60.0)]
+    assert result.notes == [f"{F.GPU_UTIL}: 3 points of llm that are not finite numbers (NaN, +Inf, -Inf) left out"]
