@@ -211,10 +211,18 @@ class Arm(StrictModel):
         return out
 
 
+MAX_STAGE_S = 7 * 24 * 3600.0
+"""The longest stage (a week): longer ones are typos, and their timers would outlive any run."""
+MAX_STAGE_ARRIVALS = 1_000_000
+"""Open-loop arrivals one class may have in one stage: they are planned in memory and each becomes a sample."""
+MAX_USERS = 10_000
+"""Closed-loop users one class may have in one stage: each is a greenlet with its own connection."""
+
+
 class Stage(StrictModel):
     """One offered-load level: per class a Poisson rate (req/s) or a number of closed-loop users."""
 
-    duration_s: PositiveFloat
+    duration_s: PositiveFloat = Field(le=MAX_STAGE_S)
     load: dict[Literal["llm", "embedding", "asr"], Annotated[float, Field(ge=0)]]
     name: str | None = None
 
@@ -237,12 +245,14 @@ class Search(StrictModel):
     """Smallest scale tried when the start already fails (default: three growth steps below it)."""
     growth: float = Field(default=2.0, gt=1.0)
     precision: float = Field(default=0.1, gt=0.0, lt=1.0)
-    stage_duration_s: PositiveFloat = 20.0
+    stage_duration_s: PositiveFloat = Field(default=20.0, le=MAX_STAGE_S)
 
     @model_validator(mode="after")
     def _range(self) -> Search:
         if self.max_scale < self.start_scale:
             raise ValueError(f"max_scale {self.max_scale:g} is below start_scale {self.start_scale:g}")
+        for name, rate in self.mix.items():
+            _check_arrivals(f"search: mix.{name} x max_scale", rate * self.max_scale, self.stage_duration_s)
         return self
 
 
@@ -381,10 +391,22 @@ def _check_stage_classes(scenario: Scenario) -> None:
             raise ValueError(f"stages[{i}].load has no load for: {', '.join(missing)} (use 0 to idle a class)")
     for name in class_names:
         spec = scenario.classes.get(name)
-        if spec.arrival == "closed":
-            for i, stage in enumerate(scenario.stages):
-                if stage.load[name] != int(stage.load[name]):  # type: ignore[index]
-                    raise ValueError(f"stages[{i}].load.{name}: closed-loop load is a whole number of users")
+        for i, stage in enumerate(scenario.stages):
+            load = stage.load[name]  # type: ignore[index]
+            if spec.arrival != "closed":
+                _check_arrivals(f"stages[{i}].load.{name}", load, stage.duration_s)
+            elif load != int(load):
+                raise ValueError(f"stages[{i}].load.{name}: closed-loop load is a whole number of users")
+            elif load > MAX_USERS:
+                raise ValueError(f"stages[{i}].load.{name}: {load:,.0f} closed-loop users; a class has at most "
+                                 f"{MAX_USERS:,} (each is a greenlet with a connection of its own)")
+
+
+def _check_arrivals(where: str, rate: float, duration_s: float) -> None:
+    """Refuse a stage that would plan more than MAX_STAGE_ARRIVALS arrivals of one class."""
+    if rate * duration_s > MAX_STAGE_ARRIVALS:
+        raise ValueError(f"{where}: {rate:g} req/s for {duration_s:g} s is {rate * duration_s:,.0f} arrivals; a "
+                         f"stage plans at most {MAX_STAGE_ARRIVALS:,} per class (shorter stages, or fewer req/s)")
 
 
 def _check_disruption(scenario: Scenario) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -202,3 +203,22 @@ def test_a_name_that_is_not_a_plain_directory_name_is_refused(tmp_path: Path, na
     message = _error(tmp_path, {**MINIMAL, "name": name})
     assert message.startswith(f"{tmp_path / 's.yaml'}: name: String should ") and repr(name) in message
     assert "\n" not in message
+
+
+@pytest.mark.parametrize(("stage", "says"), [
+    ({"duration_s": 10, "load": {"llm": 1e9}},
+     "stages[0].load.llm: 1e+09 req/s for 10 s is 10,000,000,000 arrivals; a stage plans at most 1,000,000"),
+    ({"duration_s": 1e9, "load": {"llm": 1}}, "stages.0.duration_s: Input should be less than or equal to 604800"),
+])
+def test_a_stage_of_absurd_size_is_refused_naming_the_key(tmp_path: Path, stage: dict[str, Any], says: str) -> None:
+    message = _error(tmp_path, {**MINIMAL, "stages": [stage]})
+    assert says in message and "\n" not in message, message
+
+
+def test_closed_loop_users_and_a_search_are_bounded_too(tmp_path: Path) -> None:
+    closed = {**MINIMAL, "classes": {"llm": {"model": "m", "slo": {"p95_ms": 100}, "arrival": "closed"}},
+              "stages": [{"duration_s": 1, "load": {"llm": 100_000}}]}
+    assert "stages[0].load.llm: 100,000 closed-loop users; a class has at most 10,000" in _error(tmp_path, closed)
+    search = {**{k: v for k, v in MINIMAL.items() if k != "stages"},
+              "search": {"mix": {"llm": 1000}, "max_scale": 1000, "stage_duration_s": 10}}
+    assert "search: mix.llm x max_scale: 1e+06 req/s for 10 s is 10,000,000 arrivals" in _error(tmp_path, search)
