@@ -95,11 +95,32 @@ def _hash_items(items: list[dict[str, Any]]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def _read_jsonl(path: Path, key: str) -> list[dict[str, Any]]:
-    if not path.is_file():
+MAX_REQUEST_SET_BYTES = 256 * 1024 * 1024
+"""A request-set file is read whole into memory, in every load-generating process."""
+
+
+def _read_text(path: Path) -> str:
+    """The file's text; RequestSetError, in one line, where it is missing, not a file, too large or unreadable."""
+    if not path.exists():
         raise RequestSetError(f"{path}: request-set file not found")
+    if not path.is_file():  # a directory, /dev/zero, a pipe: nothing to read whole
+        raise RequestSetError(f"{path}: not a regular file (a request set is a JSON-lines file)")
+    size = path.stat().st_size
+    if size > MAX_REQUEST_SET_BYTES:
+        raise RequestSetError(f"{path}: {size / 2**20:,.0f} MiB; a request set is read whole into every load "
+                              f"generator's memory: at most {MAX_REQUEST_SET_BYTES // 2**20} MiB")
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[:exc.start].count(b"\n") + 1
+        raise RequestSetError(f"{path}:{line}: not UTF-8 text ({exc.reason})") from None
+    except OSError as exc:
+        raise RequestSetError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+
+
+def _read_jsonl(path: Path, key: str) -> list[dict[str, Any]]:
     items = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for lineno, line in enumerate(_read_text(path).splitlines(), 1):
         if not line.strip():
             continue
         try:

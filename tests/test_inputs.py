@@ -83,3 +83,21 @@ def test_bad_clip_directory(tmp_path: Path) -> None:
     (tmp_path / "clips" / "x.wav").unlink()
     with pytest.raises(RequestSetError, match=r"no \.wav clips"):
         build_request_sets(load_scenario(scenario_with(tmp_path, classes)), tmp_path)
+
+
+@pytest.mark.parametrize(("where", "message"), [
+    ("missing.jsonl", "missing.jsonl: request-set file not found"),
+    ("/dev/zero", "/dev/zero: not a regular file (a request set is a JSON-lines file)"),
+    ("a-directory", "a-directory: not a regular file"),
+    ("latin1.jsonl", "latin1.jsonl:2: not UTF-8 text (invalid continuation byte)"),
+    ("huge.jsonl", "huge.jsonl: 257 MiB; a request set is read whole into every load generator's memory: at most "
+                   "256 MiB"),
+])
+def test_a_request_file_that_cannot_be_read_whole_says_why(tmp_path: Path, where: str, message: str) -> None:
+    (tmp_path / "a-directory").mkdir()
+    (tmp_path / "latin1.jsonl").write_bytes(b'{"prompt": "one"}\n{"prompt": "caf\xe9"}\n')
+    with open(tmp_path / "huge.jsonl", "wb") as huge:  # sparse: no disk taken
+        huge.truncate(257 * 2**20)
+    classes = {"llm": {"model": "m", "slo": {"p95_ms": 1}, "requests": {"file": where}}}
+    with pytest.raises(RequestSetError, match=re.escape(message)):
+        build_request_sets(load_scenario(scenario_with(tmp_path, classes)), tmp_path)
