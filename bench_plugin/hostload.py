@@ -167,7 +167,10 @@ class ProcessTreeCpu:
             return None
         self._settle(current)
         self._tracked = current
-        return sum(r.own_s + r.reaped_s for r in current.values()) + sum(self._departed.values())
+        total = sum(r.own_s + r.reaped_s for r in current.values()) + sum(self._departed.values())
+        # the kernel counts in clock ticks (10 ms): rounded to the microsecond, a process moving from the tree to
+        # the departed does not change the float sum's last bit (116.42999999999999, then 116.42999999999998)
+        return round(total, 6)
 
     def pids(self) -> frozenset[int]:
         """The processes of the tree at the last reading, the root included."""
