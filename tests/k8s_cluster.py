@@ -458,7 +458,7 @@ def node_condition(node: Mapping[str, Any], kind: str) -> str | None:
 
 class ClusterPoller:
     """A test's own client of the cluster that calls ``poll()`` every ``interval_s`` in a thread while it is
-    entered (``with``): an API error is kept in ``errors`` and the next poll tries again."""
+    entered (``with``): an API or transport error is kept in ``errors`` and the next poll tries again."""
 
     def __init__(self, cluster: Cluster, name: str, interval_s: float = 0.1) -> None:
         self.interval_s = interval_s
@@ -486,4 +486,7 @@ class ClusterPoller:
                 self.poll()
             except ApiException as error:  # an object the fixture deleted, the apiserver busy: try again
                 self.errors.append(f"{error.status} {error.reason}")
+            except Exception as error:  # a transport failure (urllib3, a socket) on a loaded host: try again too,
+                # or the thread ends and what it stands in for stops (a stand-in device plugin left a node as it was)
+                self.errors.append(f"{type(error).__name__}: {error}")
             self._stop.wait(self.interval_s)

@@ -18,7 +18,7 @@ from typing import Any
 
 import harness
 import yaml
-from k8s_cluster import Cluster, ClusterPoller, wait_for
+from k8s_cluster import Cluster, ClusterError, ClusterPoller, wait_for
 from k8s_deviceplugin import CONFIG_LABEL, GFD_LABELS
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
@@ -132,7 +132,14 @@ def assert_restored(cluster: Cluster, namespace: str, before: SharedState, nodes
     for node in nodes:  # the backend's own label is put back before the campaign ends
         assert after.labels[node].get(CONFIG_LABEL) == before.labels[node].get(CONFIG_LABEL), node
     # GPU feature discovery's labels follow, from the stand-in, once it has seen the label put back
-    wait_for(lambda: shared_state(cluster, namespace, nodes).labels == before.labels, "node labels as before", 30)
+    try:
+        wait_for(lambda: shared_state(cluster, namespace, nodes).labels == before.labels, "node labels as before", 30)
+    except ClusterError as exc:
+        now = shared_state(cluster, namespace, nodes).labels
+        changed = {node: {k: (before.labels[node].get(k), now[node].get(k))
+                          for k in set(before.labels[node]) | set(now[node])
+                          if before.labels[node].get(k) != now[node].get(k)} for node in nodes}
+        raise AssertionError(f"{exc}; (before, now) of each label that differs: {changed}") from None
 
 
 class ObjectWatch(ClusterPoller):
