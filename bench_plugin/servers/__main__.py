@@ -250,10 +250,10 @@ def passive_cpu_threads() -> None:
 
     By default (OMP_WAIT_POLICY unset) libgomp's worker threads spin for a while after each parallel
     region, waiting for the next. Servers that share cores (the time-slicing arm on a CPU host) then
-    burn them on each other's behalf, and so does the load generator beside them: on the project's
-    2-core machine three tiny-model servers at light load kept 0.8-1.4 cores busy, where they need 0.2,
-    and pre-empted the generator for 3-6 ms at a time (docs/benchmarks.md, "Send lag on the project's
-    2-core machine"). libgomp reads the variable when torch loads it, so this runs before that.
+    burn them on each other's behalf, and the load generator beside them waits for a core: on the
+    project's 2-core machine three tiny-model servers at llm 2 / embedding 10 / asr 2 req/s kept 1.2
+    cores busy, where they need 0.2 (docs/benchmarks.md, "Send lag on the project's 2-core machine").
+    libgomp reads the variable when torch loads it, so this runs before that.
     """
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
