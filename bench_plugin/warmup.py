@@ -22,9 +22,17 @@ from gevent.pool import Pool
 
 from bench_plugin.results.store import ClassWarmup
 from bench_plugin.users.base import Prepared
+from bench_plugin.users.body import PAUSE_BYTES
 from bench_plugin.users.state import ClassLoad
 
 logger = logging.getLogger(__name__)
+
+JOIN_GRACE_S = 3.0
+"""How long past the warm-up's deadline its requests may take to end before they are killed."""
+
+class WarmupTimeout(Exception):
+    """A warm-up request without its whole reply in time (not an OSError, which requests would rename)."""
+
 
 Builder = Callable[[ClassLoad, dict[str, Any]], Prepared]
 """Builds the request for one item of a class's request set (the class's user ``prepare``)."""
@@ -54,11 +62,20 @@ def warmup_items(workload: str, items: list[dict[str, Any]], mode: str) -> list[
 
 
 def send(prepared: Prepared, timeout_s: float) -> None:
-    """POST one warm-up request and read its whole reply (a stream to its end); raise on a failure."""
-    with requests.post(prepared.url, data=prepared.body, headers=prepared.headers, stream=True,
-                       timeout=timeout_s) as reply:
-        for _ in reply.iter_content(chunk_size=65536):
-            pass
+    """POST one warm-up request and read its whole reply (a stream to its end) within ``timeout_s`` in all;
+    raise on a failure.
+
+    ``requests``' own timeout bounds each read, not the whole: a stream that never ends would never time
+    out. The event loop turns every PAUSE_BYTES received (users/body.py says why)."""
+    with gevent.Timeout(timeout_s, WarmupTimeout(f"no whole reply within {timeout_s:g} s")), \
+            requests.post(prepared.url, data=prepared.body, headers=prepared.headers, stream=True,
+                          timeout=timeout_s) as reply:
+        received = 0
+        for chunk in reply.iter_content(chunk_size=65536):
+            received += len(chunk)
+            if received >= PAUSE_BYTES:
+                received = 0
+                gevent.idle()
         if reply.status_code >= 400:
             raise RuntimeError(f"HTTP {reply.status_code}")
 
@@ -71,14 +88,17 @@ def warm_class(workload: str, load: ClassLoad, items: list[dict[str, Any]], buil
     counts = {"requests": 0, "errors": 0}
     first_error: list[str] = []
 
+    def failed(why: str) -> None:
+        counts["errors"] += 1
+        if not first_error:
+            first_error.append(why)
+
     def one(index: int) -> None:
         counts["requests"] += 1
         try:
             send(build(load, items[index]), timeout_s=max(1.0, min(load.timeout_s, deadline_s - time.time())))
-        except Exception as exc:  # a failed warm-up request is recorded, never fatal: the stages measure
-            counts["errors"] += 1
-            if not first_error:
-                first_error.append(f"{type(exc).__name__}: {str(exc)[:200]}")
+        except Exception as exc:  # a failed warm-up request is recorded, never fatal here (the conductor judges)
+            failed(f"{type(exc).__name__}: {str(exc)[:200]}")
 
     pool = Pool(concurrency)
     rounds = 0
@@ -87,7 +107,12 @@ def warm_class(workload: str, load: ClassLoad, items: list[dict[str, Any]], buil
             if time.time() >= deadline_s:
                 break
             pool.spawn(one, index)
-        pool.join()
+        # each request ends by the deadline (send's own bound, at least 1 s); this bound only backs it up
+        if not pool.join(timeout=max(0.0, deadline_s - time.time()) + JOIN_GRACE_S):
+            for _ in range(len(pool)):
+                failed("no reply by the end of the warm-up's timeout")
+            pool.kill(block=True, timeout=5)
+            break
         rounds += 1
     return ClassWarmup(started, time.time(), counts["requests"], counts["errors"],
                        first_error[0] if first_error else None)
@@ -104,7 +129,7 @@ def warm_up(loads: Mapping[str, ClassLoad], items: Mapping[str, list[dict[str, A
                                duration_s=duration_s, concurrency=concurrency, deadline_s=deadline)
             for name, load in loads.items() if name in builders}
     try:
-        gevent.joinall(list(jobs.values()))
+        ended = gevent.joinall(list(jobs.values()), timeout=timeout_s + 2 * JOIN_GRACE_S + 5)
     finally:  # stopped (Ctrl-C) while warming: no warm-up request may outlive it
         gevent.killall(list(jobs.values()), block=True, timeout=5)
     out = {}
@@ -113,7 +138,8 @@ def warm_up(loads: Mapping[str, ClassLoad], items: Mapping[str, list[dict[str, A
             out[name] = job.value
         else:
             now = time.time()
-            out[name] = ClassWarmup(now, now, 0, 0, f"warm-up did not run: {job.exception}")
+            why = job.exception if job in ended else "it did not end within its timeout"
+            out[name] = ClassWarmup(now, now, 0, 0, f"warm-up did not run: {why}")
         if out[name].errors:
             logger.warning("warm-up of %s: %d of %d requests failed (%s)", name, out[name].errors,
                            out[name].requests, out[name].error)

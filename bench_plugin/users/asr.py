@@ -9,12 +9,11 @@ error naming the field.
 
 from __future__ import annotations
 
-import time
 import uuid
 from typing import Any
 
 from bench_plugin.samples import Sample
-from bench_plugin.users.base import Prepared, RequestFailed, WorkloadUser, read_json
+from bench_plugin.users.base import Prepared, RequestFailed, WorkloadUser, read_body, read_json
 from bench_plugin.users.state import ClassLoad
 
 PATH = "/v1/audio/transcriptions"
@@ -52,8 +51,7 @@ class ASRUser(WorkloadUser):
     def read(self, raw: Any, load: ClassLoad, prepared: Prepared, sample: Sample) -> None:
         form = load.options.get("response_format", "json")
         if form == "text":
-            body = raw.read()
-            sample.end_s = time.time()
+            body = read_body(raw, sample)
             try:
                 body.decode("utf-8")
             except UnicodeDecodeError:

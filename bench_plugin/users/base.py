@@ -19,6 +19,7 @@ import http.client
 import itertools
 import json
 import time
+import zlib
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -32,6 +33,7 @@ from bench_plugin.loadgen.shares import Share
 from bench_plugin.samples import Sample
 from bench_plugin.users import jsonreply
 from bench_plugin.users.arrivals import OPEN_LOOP, arrival_offsets, item_order
+from bench_plugin.users.body import TooLarge, read_all
 from bench_plugin.users.state import ClassLoad, LoadState, StageAssignment
 
 PREPARE_AHEAD_S = 0.005
@@ -96,10 +98,20 @@ def wait_until(when_s: float) -> None:
         gevent.sleep(0)
 
 
+def read_body(raw: Any, sample: Sample) -> bytes:
+    """Read a whole reply body, stamping the sample's end time (users/body.py: the loop turns meanwhile);
+    RequestFailed if it is over users/body.MAX_BODY_BYTES."""
+    try:
+        whole = read_all(raw)
+    except TooLarge as exc:
+        raise RequestFailed(str(exc), kind="protocol") from None
+    sample.end_s = time.time()
+    return whole
+
+
 def read_json(raw: Any, sample: Sample) -> dict[str, Any]:
     """Read a whole JSON object reply (stamping the sample's end time); RequestFailed if it is not one."""
-    body = raw.read()
-    sample.end_s = time.time()
+    body = read_body(raw, sample)
     try:  # in pieces, letting due sends go out between them (users/jsonreply.py)
         reply = jsonreply.loads(body, gevent.idle)
     except (json.JSONDecodeError, UnicodeDecodeError):
@@ -325,9 +337,27 @@ def _error_kind(status: int | None, error: Exception | None) -> str:
 def _error_detail(resp: ResponseContextManager, error: Exception | None) -> str:
     status = resp.status_code
     if status and status >= 400:
-        try:
-            body = resp.text or ""
-        except Exception as exc:  # the body itself may be unreadable; the status still says enough
-            body = f"(body unreadable: {exc})"
-        return f"HTTP {status}: {body[:300]}"
+        return f"HTTP {status}: {_error_body(resp)[:300]}"
     return f"{type(error).__name__}: {error}" if error is not None else "no response"
+
+
+ERROR_BODY_BYTES = 1 << 20
+"""The most of an error reply's body read for its message (a server may send an endless one)."""
+
+
+def _error_body(resp: ResponseContextManager) -> str:
+    """The start of an error reply's body, as text (gzip or deflate undone)."""
+    try:
+        cached = getattr(resp, "_cached_content", None)  # the client read it already (it does for some statuses)
+        if isinstance(cached, bytes):
+            return cached.decode("utf-8", errors="replace")
+        try:
+            raw = read_all(resp._response, limit=ERROR_BODY_BYTES)
+        except TooLarge:
+            return f"(a body over {ERROR_BODY_BYTES >> 20} MiB)"
+        encoding = str(resp.headers.get("content-encoding") or "").lower() if resp.headers else ""
+        if encoding in ("gzip", "deflate"):
+            raw = zlib.decompressobj(47).decompress(raw, 4096)  # 47: a gzip or zlib header, detected
+        return raw.decode("utf-8", errors="replace")
+    except Exception as exc:  # the body itself may be unreadable; the status still says enough
+        return f"(body unreadable: {exc})"

@@ -5,18 +5,15 @@ from __future__ import annotations
 import re
 
 import pytest
+from geventhttpclient.response import HTTPSocketResponse
+from wire import reply
 
 from bench_plugin.users.sse import DONE, StreamError, iter_events
 
 
-class Lines:
-    """Stands in for geventhttpclient's response: readline() returns one line, then b"" at the end."""
-
-    def __init__(self, text: str) -> None:
-        self.lines = [line.encode() for line in text.splitlines(keepends=True)]
-
-    def readline(self, sep: bytes = b"\n") -> bytes:
-        return self.lines.pop(0) if self.lines else b""
+def Lines(text: str) -> HTTPSocketResponse:  # reads as the stream it stands for
+    """A real reply whose body is ``text``, read off a socket as the LLM user reads it."""
+    return reply(text.encode())
 
 
 def test_events_then_done() -> None:
