@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,6 +30,10 @@ from bench_plugin.samples import Sample
 from bench_plugin.users.state import LoadState, StageAssignment
 
 logger = logging.getLogger(__name__)
+
+MASTER_LOST_S = 10.0
+"""A master silent this long is taken for lost (its heartbeat answers come every second; Locust's master
+takes a worker silent for 3 of them for missing)."""
 
 
 class Courier:
@@ -91,7 +96,25 @@ class WorkerLink:
         self.environment.events.test_stop.add_listener(self._on_stop_all)
         self.environment.events.quitting.add_listener(self._on_stop_all)
         runner.greenlet.spawn(self.courier.run)
+        runner.greenlet.spawn(self._watch_master)
         runner.send_message(protocol.HELLO, self.hello.to_message())
+
+    def _watch_master(self) -> None:
+        """While sending, stop and quit once the master has not answered a heartbeat for MASTER_LOST_S.
+
+        The master answers each of the worker's heartbeats (one a second). A master that was killed answers
+        none; Locust's own worker waits 60 s before it gives up (MASTER_HEARTBEAT_TIMEOUT), and meanwhile the
+        stage it was sending went on to its end, loading the servers for nobody. This worker stops its
+        arrivals and cancels what it has in flight instead, says why, and exits with status 2. An idle
+        worker is left to Locust's own timeout: it loads nothing, and a master busy for a while (writing its
+        report at the end) is not taken for lost."""
+        while True:
+            gevent.sleep(1.0)
+            last = self.runner.last_heartbeat_timestamp
+            if last is not None and time.time() - last > MASTER_LOST_S and self.state.sending():
+                self.state.stop_all()
+                self._quit(f"the master has not answered for {time.time() - last:.0f} s (lost): stopped sending")
+                return
 
     def _on_setup(self, msg: Message, **_: Any) -> None:
         try:

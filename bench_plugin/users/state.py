@@ -219,6 +219,10 @@ class LoadState:
         if self.reporter is not None:
             self.reporter.sample(sample)
 
+    def sending(self) -> bool:
+        """Whether a stage's loop still runs or a request is in flight."""
+        return bool(self._sending or self.pending)
+
     def stop_stage(self, key: StageKey) -> None:
         """End a stage's arrivals early (rollback, interruption): no new request of it is sent."""
         self._stopped.add(key)

@@ -9,12 +9,15 @@ from __future__ import annotations
 import shutil
 import signal
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
 import yaml
 from harness import ROOT, start_worker, stop_process
 from loadgen_testlib import SCENARIO, Run, background_master, seeded_counts, sent_arrivals, stage_running, wait_for
+
+from bench_plugin.loadgen.worker import MASTER_LOST_S
 
 pytestmark = pytest.mark.slow
 
@@ -110,3 +113,26 @@ def test_workers_that_differ_are_refused_in_one_line(tmp_path: Path) -> None:
     assert output.count("refused:") == 2, output[-3000:]
     db = sqlite3.connect(results / "results.sqlite")
     assert db.execute("SELECT COUNT(DISTINCT worker) FROM samples").fetchone()[0] == 1
+
+
+def test_workers_of_a_killed_master_stop_sending_and_say_why(tmp_path: Path) -> None:
+    """A master killed mid-stage (SIGKILL: no goodbye) leaves its workers nobody to send for: each stops its
+    arrivals once the master has not answered its heartbeats for MASTER_LOST_S, and exits 2 saying so, well
+    before the stage's 60 s are over (before, they sent to its end, then exited 0)."""
+    with background_master(tmp_path, 1, scenario=long_stages(tmp_path, 60)) as (master, port, results, _):
+        worker = start_worker(port, tmp_path / "worker.log")
+        try:
+            wait_for(lambda: stage_running(results, 0), "stage 0 to run")
+            master.send_signal(signal.SIGKILL)
+            killed = time.time()
+            code = worker.wait(timeout=45)
+            took = time.time() - killed
+        finally:
+            stop_process(worker)
+    output = (tmp_path / "worker.log").read_text()
+    assert code == 2, output[-3000:]
+    assert "Traceback" not in output, output[-3000:]
+    assert MASTER_LOST_S - 2 < took < MASTER_LOST_S + 20, took  # its last answer came up to a second before
+    lines = [line for line in output.splitlines() if "bench_plugin: error" in line]
+    assert len(lines) == 1 and "the master has not answered for" in lines[0] and "(lost): stopped sending" in \
+        lines[0], lines
