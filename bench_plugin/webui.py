@@ -11,7 +11,8 @@ Locust's modern UI takes extra tabs, each a table, through its documented extens
   window the live figures cover, the load generators, the verdict per arm so far, the report.
 
 Start (``/swarm``) runs the campaign the command line named: the users and ramp-up fields do not
-apply (each stage's load is open-loop arrivals, not users), which a banner above the form says; a
+apply (each stage's load is open-loop arrivals, not users), which a banner above the form says; a host
+typed into the form is refused, saying where endpoints come from (before, it was silently ignored); a
 Start after the campaign has ended is answered with where its results are, never a silent
 "swarming started". Stop ends it the way Ctrl-C does: everything measured is kept and the report is
 written. ``/bench/live.json`` serves the snapshot itself; ``/bench/report`` the report once written.
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING
 from flask import Response, jsonify, request, send_file
 
 from bench_plugin.live import WINDOW_S, ClassLive, Figures, LiveSnapshot
+from bench_plugin.users.base import WorkloadUser
 
 if TYPE_CHECKING:
     from bench_plugin.plugin import BenchPlugin
@@ -121,9 +123,16 @@ def attach(plugin: BenchPlugin) -> None:
 
     @app.before_request
     def guard_start() -> Response | None:
-        if request.method == "POST" and request.path.endswith("/swarm") and plugin.finalized:
+        if request.method != "POST" or not request.path.endswith("/swarm"):
+            return None
+        if plugin.finalized:
             return jsonify({"success": False, "message": f"this campaign has ended: its results are in "
                             f"{plugin.results_dir}; start locust again for a new campaign"})
+        host = (request.form.get("host") or "").strip()
+        if host not in ("", plugin.environment.host or "", WorkloadUser.host):
+            return jsonify({"success": False, "message": f"Host {host}: not used by this campaign, whose endpoints "
+                            "come from its scenario (or --host / --<class>-host on the command line); clear the "
+                            "field, or start locust again with --host"})
         return None
 
     @app.after_request

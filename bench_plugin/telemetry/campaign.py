@@ -145,10 +145,14 @@ class CampaignTelemetry:
         if wait > 0:
             time.sleep(wait)
         with PrometheusSeries(self.options.prometheus_url) as series:
+            # With no GPU to attribute nothing is queried, so ask whether the server answers at all: a dead
+            # --prometheus-url must be said as such, not hidden behind the placement's note.
+            down = None if targets else series.check()
             for st in stages:
                 result = series.query_stage(st.start_s, st.end_s, PROMETHEUS_STEP_S, targets)
                 if not targets:
-                    result.notes[:] = ["the placement names no GPU for any class (CPU, or the manual backend): "
-                                       "no series could be attributed"]
+                    result.notes[:] = ([down.reason] if down is not None and not down and down.reason else []) + [
+                        "the placement names no GPU for any class (CPU, or the manual backend): "
+                        "no series could be attributed"]
                 self.recorder.add_stage_series(st.trial, st.segment, st.stage, "prometheus", result.rows,
                                                result.notes)

@@ -17,6 +17,7 @@ from exporter_pages import C_GPU0, SERVED, page
 from harness import ROOT, run_locust
 from prometheus_testlib import PageServer, PrometheusProcess, ScrapeJob
 
+from bench_plugin.sharing.processes import free_port
 from bench_plugin.telemetry import fields as F
 
 pytestmark = pytest.mark.slow
@@ -40,3 +41,20 @@ def test_dcgm_scrape_and_prometheus_queries_in_a_campaign(
     notes = list(db.execute("SELECT stage, source, note FROM stage_series_notes"))
     assert [(stage, source) for stage, source, _ in notes] == [(0, "prometheus")]
     assert "names no GPU" in notes[0][2]
+
+
+def test_a_prometheus_url_at_a_dead_port_is_said_to_be_unreachable(tmp_path: Path) -> None:
+    """Nothing is queried when no GPU can be attributed; the stage's note must still say that the server at
+    --prometheus-url does not answer, not only that the placement names no GPU (before, that hid it)."""
+    dead = f"http://127.0.0.1:{free_port()}"
+    results = tmp_path / "results"
+    done = run_locust(["-f", "locustfiles/mixed.py", "--scenario", str(ROOT / "scenarios" / "calibration.yaml"),
+                       "--results-dir", str(results), "--stage-duration", "2", "--prometheus-url", dead,
+                       "--prometheus-lag", "0"], timeout=180)
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert f"bench_plugin: warning: no Prometheus query API at {dead}" in done.stdout, done.stdout[-3000:]
+    db = sqlite3.connect(results / "results.sqlite")
+    notes = [note for (note,) in db.execute("SELECT note FROM stage_series_notes ORDER BY rowid")]
+    assert len(notes) == 2, notes
+    assert notes[0].startswith(f"no Prometheus query API at {dead}: "), notes
+    assert "names no GPU" in notes[1], notes
