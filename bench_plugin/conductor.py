@@ -35,10 +35,20 @@ from bench_plugin.campaign import Done, Trial
 from bench_plugin.events import BenchEvents
 from bench_plugin.hostload import HostLoad, HostMonitor, with_extra_own
 from bench_plugin.inputs import RequestSet
+from bench_plugin.liveness import (
+    SERVER_GONE,
+    ServerGone,
+    exited,
+    not_answering,
+    unanswered,
+    warmup_failed,
+    warmup_failure,
+)
 from bench_plugin.loadgen.fleet import LOCAL, Fleet, NoLoadGenerators, on_this_host
 from bench_plugin.loadgen.ledger import StageKey, StageLedger
-from bench_plugin.readiness import NotReady, Prober, wait_until_ready
+from bench_plugin.readiness import NotReady, Prober, probe_item, wait_until_ready
 from bench_plugin.results.recorder import Recorder
+from bench_plugin.results.store import StoreWriteError
 from bench_plugin.results.summary import StageSummary
 from bench_plugin.rollback import RollbackGuard, StageTally
 from bench_plugin.samples import Sample
@@ -115,6 +125,10 @@ class Conductor:
         """Trials and segments a resumed campaign already ran to their end: skipped."""
         self.judged: tuple[tuple[int, int, int], list[Sample]] | None = None
         """The stage an adaptive search is about to judge, and its samples (stragglers included)."""
+        self.stop_cause = "Ctrl-C or a stop signal"
+        """What stopped the run, if it is stopped (the plugin names the signal where it knows it)."""
+        self._urls: dict[str, str] = {}
+        """Class -> the current segment's endpoint."""
         self.status = "running"
         self.reason: str | None = None
         self.finished = False
@@ -140,14 +154,23 @@ class Conductor:
             self.status, self.reason = "failed", f"releasing what the arm started failed: {exc}"
         except StageInvalid as exc:
             self.status, self.reason = "failed", f"{exc}; the campaign stopped there (what was measured is kept)"
+        except StoreWriteError as exc:  # the disk is full, say: stop, keeping what was committed
+            self.status, self.reason = "failed", f"{exc}; the campaign stopped there (what was committed is kept)"
         except gevent.GreenletExit:
-            self.status, self.reason = "interrupted", "the run was stopped (Ctrl-C or a stop signal)"
+            self.status, self.reason = "interrupted", f"the run was stopped ({self.stop_cause})"
             raise
         finally:
-            self.backend.restore()
-            self.recorder.commit()
-            self.recorder.set_meta("status", {"status": self.status, "reason": self.reason, "ended_s": time.time()})
-            self.finished = True
+            try:
+                self.backend.restore()
+            finally:  # whatever fails here, the campaign has ended: the shape must see it (or it waits for ever)
+                try:
+                    self.recorder.commit()
+                    self.recorder.set_meta("status", {"status": self.status, "reason": self.reason,
+                                                      "ended_s": time.time()})
+                except StoreWriteError as exc:
+                    logger.error("the campaign's end could not be recorded: %s", exc)
+                finally:
+                    self.finished = True
 
     def _trial(self, trial: Trial) -> None:
         self.recorder.trial_started(trial.id)
@@ -159,7 +182,7 @@ class Conductor:
             for segment, classes in enumerate(self.backend.segments(trial.arm, self.class_names)):
                 if (trial.id, segment) not in self.done.segments:
                     self._segment(trial, segment, classes)
-        except (ApplyError, NotReady, ProtocolFailure) as exc:
+        except (ApplyError, NotReady, ProtocolFailure, ServerGone) as exc:
             status, reason = "failed", str(exc)
             raise CampaignFailed(f"trial {trial.id} (arm {trial.arm.name}, repeat {trial.repeat}): {exc}") from None
         except StageInvalid as exc:
@@ -206,7 +229,7 @@ class Conductor:
             if name in found.notes:
                 logger.warning("trial %d segment %d: %s: %s", trial.id, segment, name, found.notes[name])
         self.events.arm_applied.fire(trial=trial, segment=segment, placement=placement.to_dict(), ready=ready)
-        urls = {name: placement.classes[name].url for name in classes}
+        urls = self._urls = {name: placement.classes[name].url for name in classes}
         self._warm_up(trial, segment, classes, urls)
         if self.scenario.search is not None:
             self._search(trial, segment, classes, urls, self.scenario.search)
@@ -230,6 +253,14 @@ class Conductor:
         self.recorder.segment_warmed(trial.id, segment, done)
         self.recorder.event("warmup_end", trial.id, segment=segment,
                             classes={name: result.to_dict() for name, result in done.items()})
+        gone = exited(classes, self.backend.exited)
+        for name in warmup_failed(done):
+            if gone is None:
+                probe = self._probe(name)
+                gone = None if probe.ok else warmup_failure(name, done[name], probe)
+        if gone is not None:
+            self.recorder.event("server_gone", trial.id, segment=segment, reason=gone)
+            raise ServerGone(f"warm-up: {gone}")
 
     def _sweep(self, trial: Trial, segment: int, classes: list[str], urls: dict[str, str]) -> None:
         """The scenario's fixed stages in order; after a rollback the higher ones are skipped."""
@@ -313,7 +344,7 @@ class Conductor:
             seed=self.scenario.seed,
             classes={name: self._class_load(name, urls[name], offered[name]) for name in classes},
         )
-        self.tally = StageTally(assignment.key)
+        self.tally = tally = StageTally(assignment.key)
         arrivals = _arrivals(assignment)
         self.recorder.stage_started(trial.id, segment, index, stage.name, offered, arrival, start,
                                     planned_s=assignment.duration_s, arrivals=arrivals)
@@ -334,6 +365,10 @@ class Conductor:
             status, reason = "interrupted", "the run was stopped during this stage"
             self.fleet.stop_stage(assignment.key)
             raise
+        except StoreWriteError:
+            status, reason = "interrupted", "writing the results failed during this stage"
+            self.fleet.stop_stage(assignment.key)
+            raise
         finally:
             ended = min(time.time(), assignment.end_s)
             self.host_loads[assignment.key] = self.host.stop(window)
@@ -344,19 +379,59 @@ class Conductor:
             self.tally = None
             if disruption is not None:
                 disruption.end(stopped=status == "interrupted")
-        self.unverified.append((assignment.key, status == "aborted"))
+        gone = reason is not None and reason.startswith(SERVER_GONE)
+        self.unverified.append((assignment.key, status == "aborted" or gone))  # arrivals stopped early
+        if gone and reason is not None:
+            self._drain(trial, segment)  # keep what was measured up to the server's exit, then stop
+            raise ServerGone(f"stage {index}: {reason.removeprefix(SERVER_GONE)}")
         if reason is not None and reason.startswith(PROTOCOL_FAILURE):
             self._drain(trial, segment)  # keep what was measured, then stop: every stage would measure the same
             raise ProtocolFailure(reason.removeprefix(PROTOCOL_FAILURE))
         if status == "invalid":
             self._drain(trial, segment)  # keep what the remaining workers measured, then stop
             raise StageInvalid(f"trial {trial.id} stage {index} is invalid: {reason}")
+        self._answered(trial, segment, index, tally)
         return status
+
+    def _answered(self, trial: Trial, segment: int, index: int, tally: StageTally) -> None:
+        """Raise ServerGone (the stage marked invalid) when a class of the stage got no successful reply and,
+        the stage drained, a probe gets none either (liveness.py); a server that answers the probe was at
+        its capacity, and the stage stands."""
+        key = (trial.id, segment, index)
+        sent = {name: len(values) for name, values in tally.latencies.items()}
+        for name, _ in self.fleet.in_flight_of(key):
+            sent[name] = sent.get(name, 0) + 1
+        succeeded = {name: len(values) - tally.errors.get(name, 0) for name, values in tally.latencies.items()}
+        silent = unanswered(succeeded, sent)
+        if not silent:
+            return
+        self._drain(trial, segment)
+        for name in silent:
+            gone = exited([name], self.backend.exited)
+            if gone is None:
+                probe = self._probe(name)
+                if probe.ok:
+                    continue
+                gone = not_answering(name, sent[name], probe)
+            if gone is not None:
+                self.recorder.stage_invalid(*key, SERVER_GONE + gone)
+                self.recorder.event("server_gone", trial.id, segment=segment, stage=index, reason=gone)
+                raise ServerGone(f"stage {index}: {gone}")
+
+    def _probe(self, name: str) -> Sample:
+        """Send class ``name`` its readiness request now, at the current segment's endpoint; its sample."""
+        load = self._class_load(name, self._urls[name], 0.0)
+        return self.probers[name](load, probe_item(name, self.request_sets[name]))
 
     def _watch(self, assignment: StageAssignment, ledger: StageLedger) -> tuple[str, str | None]:
         """Sleep through the stage, checking the rollback conditions and the load generators twice a second."""
         while (remaining := assignment.end_s - time.time()) > 0:
             gevent.sleep(min(0.5, remaining))
+            if self.recorder.failure is not None:  # a write made outside this greenlet failed (a worker's event)
+                raise StoreWriteError(self.recorder.failure)
+            gone = exited(list(assignment.classes), self.backend.exited)
+            if gone is not None:
+                return "invalid", SERVER_GONE + gone + " mid-stage"
             lost = self.fleet.lost(ledger)
             if lost:
                 return "invalid", "; ".join(f"worker {w} was lost mid-stage ({why})" for w, why in sorted(lost.items()))
@@ -376,7 +451,15 @@ class Conductor:
         may still arrive). A stage whose accounting fails is marked invalid and stops the campaign.
         """
         keys, self.unverified = self.unverified, []
-        self.fleet.settle([key for key, _ in keys], time.time() + self.scenario.drain_timeout_s)
+        try:
+            self.fleet.settle([key for key, _ in keys], time.time() + self.scenario.drain_timeout_s)
+        except gevent.GreenletExit:  # stopped while draining: a stage still waiting for answers loses them
+            for key, _ in keys:
+                left = len(self.fleet.in_flight_of(key))
+                if left:
+                    self.recorder.stage_cut(*key, f"the run was stopped while {left} of its requests were still "
+                                                  f"in flight ({self.stop_cause})")
+            raise
         left = self.fleet.in_flight()
         if left:
             self.recorder.event("drain_timeout", trial.id, segment=segment, in_flight=left)

@@ -104,6 +104,13 @@ def results_dir(environment: Environment, scenario: Scenario) -> Path:
     path = Path(given) if given else Path("results") / f"{scenario.name}-{stamp}"
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         fail(f"--results-dir {path}: exists and is not an empty directory; results of another campaign would mix in")
+    try:  # a read-only or impossible place fails here, in one line, before anything starts
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".writable"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        fail(f"--results-dir {path}: cannot write there ({exc.strerror or exc})")
     return path
 
 

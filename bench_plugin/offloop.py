@@ -30,6 +30,14 @@ def _patched() -> bool:
     return monkey is not None and bool(monkey.is_module_patched("threading"))
 
 
+def _outcome(call: Callable[..., Any], args: tuple[Any, ...]) -> tuple[bool, Any]:
+    """(True, what ``call(*args)`` returns) or (False, the exception it raised)."""
+    try:
+        return True, call(*args)
+    except Exception as exc:
+        return False, exc
+
+
 class OffLoop:
     """Runs one owner's blocking calls one at a time, off the event loop where there is one (see the module)."""
 
@@ -45,7 +53,10 @@ class OffLoop:
             from gevent.threadpool import ThreadPool
 
             self._pool = ThreadPool(1)
-        result: T = self._pool.apply(call, args)
+        ok, value = self._pool.apply(_outcome, (call, args))
+        if not ok:
+            raise value  # here, not in the pool, which would print it as an unhandled error first
+        result: T = value
         return result
 
     def close(self) -> None:

@@ -21,8 +21,10 @@ it is the same experiment come before anything is changed; the conductor is then
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
 import signal
 import sys
 import time
@@ -50,7 +52,7 @@ from bench_plugin.loadgen.worker import WorkerLink
 from bench_plugin.progress import report_progress
 from bench_plugin.readiness import Prober
 from bench_plugin.results.recorder import Recorder
-from bench_plugin.results.store import StoreError
+from bench_plugin.results.store import StoreError, StoreWriteError
 from bench_plugin.samples import Sample
 from bench_plugin.scenario import Scenario, ScenarioError, scenario_sha256
 from bench_plugin.sharing.base import ApplyError, SharingBackend
@@ -101,7 +103,7 @@ class BenchPlugin:
         store_request_sets(self.request_sets, results_dir / "inputs")
         self.backend = backend
         self.fleet = Fleet(environment, request_sets=request_sets, scenario_sha256=scenario_sha256(scenario),
-                           take=self._take, note=self.recorder.event)
+                           take=self._take, note=self._note)
         self.progress: gevent.Greenlet | None = None
         """The progress lines of a headless run (bench_plugin.progress), once started."""
         self.state: LoadState | None = None
@@ -138,6 +140,11 @@ class BenchPlugin:
         """Whether the conductor has run to its end (the shape then ends the test)."""
         return self.conductor.finished
 
+    def _note(self, kind: str, trial: int | None = None, **detail: Any) -> None:
+        """A load generator's event on the timeline; a failed write is the conductor's to act on (it stops)."""
+        with contextlib.suppress(StoreWriteError):  # kept as the recorder's failure, which the conductor checks
+            self.recorder.event(kind, trial, **detail)
+
     def _take(self, sample: Sample) -> None:
         if not self.finalized:
             self.conductor.on_sample(sample)
@@ -164,6 +171,9 @@ class BenchPlugin:
         if self.progress is not None:
             self.progress.kill(block=False)
         if self.greenlet is not None and not self.greenlet.dead:
+            signum = stopped_by(self.environment)
+            if signum is not None:
+                self.conductor.stop_cause = stop_cause(signum)
             self.greenlet.kill(block=True, timeout=120)
             self._last_reports()
         if self.state is not None:
@@ -188,15 +198,20 @@ class BenchPlugin:
         if self.finalized:
             return
         self.finalized = True
+        signum = stopped_by(self.environment)
         if not self.conductor.finished:  # test stopped before the conductor ever ran
             self.backend.restore()
             self.conductor.status = "interrupted"
-            self.recorder.set_meta("status", {"status": "interrupted", "reason": "stopped before the first trial",
-                                              "ended_s": time.time()})
+            self.conductor.reason = "stopped before the first trial"
+        elif self.conductor.status == "interrupted" and signum is not None:  # Locust's SIGTERM handler ran first
+            self.conductor.reason = f"the run was stopped ({stop_cause(signum)})"
         from bench_plugin.outputs import write_outputs
 
         leftovers = self.backend.leftovers()
         try:
+            if self.conductor.status == "interrupted":
+                self.recorder.set_meta("status", {"status": "interrupted", "reason": self.conductor.reason,
+                                                  "ended_s": time.time()})
             self.recorder.set_meta("restore", {"backend": self.backend.name, "leftovers": leftovers})
             self.recorder.set_meta("load_generators", self.fleet.describe())
             self.recorder.close()
@@ -207,6 +222,8 @@ class BenchPlugin:
             self.environment.process_exit_code = 2
             return
         self.environment.process_exit_code = EXIT_CODES.get(self.conductor.status, 2)
+        if self.conductor.status == "interrupted" and signum is not None:
+            self.environment.process_exit_code = 128 + signum  # as a shell reports a process the signal ended
         for line in leftovers:  # the cluster (or host) was not left as found: say what is left, fail the run
             sys.stderr.write(f"bench_plugin: error: {self.backend.name} backend could not restore: {line}\n")
             self.environment.process_exit_code = 2
@@ -292,7 +309,8 @@ def _register_worker(environment: Environment) -> None:
 
 
 def _route_ctrl_c_to_main_greenlet(environment: Environment) -> None:
-    """Deliver Ctrl-C to the main greenlet, where Locust stops the test (or quits the worker) cleanly.
+    """Deliver Ctrl-C, SIGTERM and SIGHUP to the main greenlet, where Locust stops the test (or quits the
+    worker) cleanly; which signal it was is kept for the exit status (stopped_by).
 
     Python raises KeyboardInterrupt in whatever code runs when SIGINT arrives. Under load that is often
     a request greenlet (seen on the H200: in the middle of a JSON decode; on a worker, in a request's
@@ -300,30 +318,62 @@ def _route_ctrl_c_to_main_greenlet(environment: Environment) -> None:
     as the master: Ctrl-C in a terminal reaches every process of its group. Called from the ``init``
     listener, which runs in the main greenlet.
 
+    SIGTERM (what Kubernetes, systemd and ``docker stop`` send) and SIGHUP (a closed terminal or ssh
+    session) stop the run as Ctrl-C does: the stage in flight is kept as interrupted, the summary written,
+    and the process exits 128 + the signal's number (143, 129). Left alone, both killed a headless run at
+    once, without a summary: Locust installs its own SIGTERM handler only after a headless shape run, and
+    none for SIGHUP. Where Locust's SIGTERM handler is already in place (the web UI, a worker), it quits
+    the process itself (a first Ctrl-C there only stops the test), so SIGTERM is only noted here, and
+    SIGHUP becomes a SIGTERM.
+
     Locust catches the KeyboardInterrupt only while the main greenlet waits for the test (a worker:
-    for its runner). A first Ctrl-C that comes when the process is already on its way out (the
+    for its runner). A first signal that comes when the process is already on its way out (the
     headless test of a master or local runner stopping, e.g. because its last worker quit; Locust
     quitting) is left to that stop: thrown into the main greenlet then, it would cut the shutdown
-    short with a traceback. A second Ctrl-C is always thrown. The check and the throw are one hub
+    short with a traceback. A second one is always thrown. The check and the throw are one hub
     callback, so the state checked is the state the main greenlet is in when it is thrown.
     """
     main = gevent.getcurrent()
     hub = gevent.get_hub()
-    presses: list[bool] = []
+    presses: list[int] = []
     quitting: list[bool] = []
     environment.events.quitting.add_listener(lambda **_: quitting.append(True))
 
-    def deliver() -> None:
-        presses.append(True)
+    def deliver(signum: int) -> None:
+        presses.append(signum)
+        if stopped_by(environment) is None:
+            setattr(environment, STOP_SIGNAL_ATTRIBUTE, signum)
         runner = environment.runner
-        headless = bool(getattr(environment.parsed_options, "headless", False))
-        stopping = headless and not isinstance(runner, WorkerRunner) and getattr(runner, "state", None) in _STOPPING
+        headless = bool(getattr(environment.parsed_options, "headless", False)) and not isinstance(runner, WorkerRunner)
+        if not headless and signum != signal.SIGINT:  # the web UI, a worker: Locust's SIGTERM handler quits
+            if signum != signal.SIGTERM:
+                os.kill(os.getpid(), signal.SIGTERM)  # SIGHUP: the terminal is gone, so quit (not only stop)
+            return
+        stopping = headless and getattr(runner, "state", None) in _STOPPING
         if len(presses) == 1 and (quitting or stopping):
-            logger.info("Ctrl-C: the run is already stopping (Ctrl-C again to force it)")
+            logger.info("%s: the run is already stopping (Ctrl-C again to force it)", signal.Signals(signum).name)
             return
         main.throw(KeyboardInterrupt)
 
-    gevent.signal_handler(signal.SIGINT, hub.loop.run_callback, deliver)
+    for signum in STOP_SIGNALS:
+        gevent.signal_handler(signum, hub.loop.run_callback, deliver, signum)
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""The signals that stop a run as Ctrl-C does."""
+STOP_SIGNAL_ATTRIBUTE = "bench_plugin_stop_signal"
+"""Name of the Environment attribute that holds the first stop signal received (stopped_by reads it)."""
+
+
+def stop_cause(signum: int) -> str:
+    """How a campaign's reason names a stop signal."""
+    return "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+
+
+def stopped_by(environment: Environment) -> int | None:
+    """The first stop signal (STOP_SIGNALS) this process received, or None."""
+    signum = getattr(environment, STOP_SIGNAL_ATTRIBUTE, None)
+    return signum if isinstance(signum, int) else None
 
 
 _STOPPING = (STATE_CLEANUP, STATE_STOPPING, STATE_STOPPED)

@@ -2,7 +2,8 @@
 
     python tests/quirky_server.py --port PORT [--reject ignore_eos,min_tokens] [--no-done] [--no-usage]
         [--tokens-per-chunk K] [--stop-at N] [--truncate] [--models-500] [--junk] [--fail-after N]
-        [--embedding-drop FIELD] [--cut-every N]
+        [--embedding-drop FIELD] [--cut-every N] [--endless slow|fast]
+        [--endless-after N] [--endless-count N] [--die-after N]
 
 What each flag copies (docs/servers.md has the servers):
 - ``--reject F,G``: a 422 naming the fields when a body holds any of them, as ``transformers serve``
@@ -17,7 +18,13 @@ What each flag copies (docs/servers.md has the servers):
 - ``--fail-after N``: after N chat requests, every one gets a 400 (a server that changes under the run);
 - ``--embedding-drop FIELD``: embedding items lack FIELD (``index`` or ``embedding``);
 - ``--cut-every N``: every Nth embedding reply is cut off mid-body: its headers announce the whole
-  body, half of it is sent, and the connection closes (a server that crashes or is killed mid-reply).
+  body, half of it is sent, and the connection closes (a server that crashes or is killed mid-reply);
+- ``--endless slow``: chat streams never end, one token every ``--itl-ms`` (a server stuck generating);
+  ``--endless fast``: chat streams of 1 MB events, sent without a pause, that never end (a runaway server);
+  ``--endless-after N``: the first N chat requests are answered as usual (readiness passes), then endless;
+  ``--endless-count N``: only N requests are endless, those after them are answered as usual again;
+- ``--die-after N``: the first N chat requests are answered, then the process exits (code 3) on the next
+  one without answering it (a server that crashes after it became ready).
 Tokens are ``t0 t1 ...``: the first after ``--ttft-ms``, then one chunk every ``--itl-ms``.
 """
 
@@ -26,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import time
 from typing import Any
 
@@ -64,6 +72,9 @@ class Quirky:
     async def chat(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.chats += 1
+        if self.args.die_after is not None and self.chats > self.args.die_after:
+            print(f"quirky: dying on chat request {self.chats}", flush=True)
+            os._exit(3)
         unexpected = sorted(self.rejected & set(body))
         if unexpected:
             return web.json_response({"detail": f"Unexpected fields in the request: {set(unexpected)}"}, status=422)
@@ -81,6 +92,9 @@ class Quirky:
         await response.prepare(request)
         await response.write(_chunk(model, None, role=True))
         await asyncio.sleep(self.args.ttft_ms / 1000)
+        endless_until = self.args.endless_after + (self.args.endless_count or self.chats)
+        if self.args.endless and self.args.endless_after < self.chats <= endless_until:
+            await self._endless(response, model)
         k = self.args.tokens_per_chunk
         sent = 0
         while sent < n:
@@ -98,6 +112,18 @@ class Quirky:
         if not self.args.no_done:
             await response.write(b"data: [DONE]\n\n")
         return response
+
+    async def _endless(self, response: web.StreamResponse, model: str) -> None:
+        """Stream tokens for ever: until the client goes (the write fails)."""
+        big = _chunk(model, "x" * (1 << 20)) if self.args.endless == "fast" else b""
+        i = 0
+        while True:
+            if big:
+                await response.write(big)
+            else:
+                await response.write(_chunk(model, f"t{i} "))
+                await asyncio.sleep(self.args.itl_ms / 1000)
+            i += 1
 
     async def embeddings(self, request: web.Request) -> web.Response:
         body = await request.json()
@@ -154,6 +180,10 @@ def main() -> None:
     parser.add_argument("--fail-after", type=int)
     parser.add_argument("--embedding-drop")
     parser.add_argument("--cut-every", type=int)
+    parser.add_argument("--endless", choices=["slow", "fast"])
+    parser.add_argument("--endless-after", type=int, default=0)
+    parser.add_argument("--endless-count", type=int)
+    parser.add_argument("--die-after", type=int)
     quirky = Quirky(parser.parse_args())
     app = web.Application()
     app.add_routes([web.get("/health", quirky.health), web.get("/v1/models", quirky.models),

@@ -1,8 +1,9 @@
-"""Ctrl-C during a campaign: what was measured stays, and every server the plugin started is gone."""
+"""Ctrl-C, SIGTERM or SIGHUP during a campaign: what was measured stays, and every server the plugin started is gone."""
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sqlite3
 import subprocess
@@ -10,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from harness import ROOT, pid_alive, scenario_variant, start_locust, start_worker, stop_process
+from harness import LOCUST, ROOT, pid_alive, scenario_variant, start_locust, start_worker, stop_process
 
 from bench_plugin.sharing.processes import free_port
 
@@ -60,18 +61,52 @@ def assert_kept(results: Path) -> None:
     assert summary["trials"][0]["stages"][0]["classes"]["llm"]["requests"] > 0
 
 
-def test_sigint_keeps_completed_stages_and_stops_servers(tmp_path: Path, no_leftover_servers: None) -> None:
+STOPPED_BY = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP"}
+"""How the campaign's reason names each stop signal."""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
+def test_a_stop_signal_keeps_completed_stages_and_stops_servers(tmp_path: Path, no_leftover_servers: None,
+                                                                signum: signal.Signals) -> None:
+    """SIGTERM is what Kubernetes, systemd and ``docker stop`` send, SIGHUP what a closed ssh session does: each
+    stops a headless campaign as Ctrl-C does (before, both killed it at once, with no summary), and the exit
+    status is 128 + the signal's number, as a shell reports a process the signal ended."""
     scenario = scenario_variant(tmp_path, "short", repeats=1)
     results, log = tmp_path / "results", tmp_path / "locust.log"
     proc = start_locust(["-f", "locustfiles/mixed.py", "--scenario", str(scenario), "--results-dir", str(results),
                          "--arm", "shared", "--stage-duration", "4"], log)
     wait_inside_second_stage(proc, results, log)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     code = proc.wait(timeout=60)
     output = log.read_text()
-    assert code == 130, output
+    assert code == 128 + signum, output
     assert_clean_stop(output)
-    assert "campaign interrupted" in output
+    assert f"campaign interrupted (the run was stopped ({STOPPED_BY[signum]}))" in output, output
+    assert_kept(results)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
+def test_a_stop_signal_to_a_web_ui_run(tmp_path: Path, no_leftover_servers: None, signum: signal.Signals) -> None:
+    """With the web UI (here started at once by --autostart), Locust's own SIGTERM handler stops the run; SIGHUP,
+    which Locust leaves to kill the process, stops it as Ctrl-C does. Either way the summary is written."""
+    scenario = scenario_variant(tmp_path, "short", repeats=1)
+    results, log = tmp_path / "results", tmp_path / "locust.log"
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen([LOCUST, "-f", "locustfiles/mixed.py", "--scenario", str(scenario), "--results-dir",
+                                 str(results), "--arm", "shared", "--stage-duration", "4", "--autostart",
+                                 "--web-host", "127.0.0.1", "--web-port", str(free_port()), "--no-report"],
+                                cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        wait_inside_second_stage(proc, results, log)
+        proc.send_signal(signum)
+        code = proc.wait(timeout=60)
+    finally:
+        stop_process(proc)
+    output = log.read_text()
+    assert code == 128 + signum, output
+    assert_clean_stop(output)
+    assert f"campaign interrupted (the run was stopped ({STOPPED_BY[signum]}))" in output, output
     assert_kept(results)
 
 

@@ -17,6 +17,12 @@ checkpoint), so the file alone holds every segment that ended: what a resumed ca
 (resume.py), should only results.sqlite be carried to another machine. One process
 writes a campaign at a time: the recorder holds an exclusive lock on the file while it is open.
 A resumed campaign moves the rows of a segment's unfinished attempt aside (``supersede_segment``).
+
+A full disk (ENOSPC) or a file-size limit (EFBIG) must not cost what was committed. The recorder keeps a
+reserve beside the store (``results.sqlite.reserve``, RESERVE_BYTES, allocated when it opens: a disk
+without that much room refuses the campaign before it starts). The first write that fails frees it and
+raises StoreWriteError, naming the file and the error; the conductor stops the campaign there, and the
+room freed is what folding the log into results.sqlite and writing the summaries then take.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from __future__ import annotations
 import fcntl
 import json
 import logging
+import os
 import sqlite3
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -31,13 +38,24 @@ from pathlib import Path
 from typing import Any
 
 from bench_plugin.offloop import OffLoop
-from bench_plugin.results.store import SCHEMA, STORE_VERSION, SUPERSEDABLE, ClassWarmup, StoreError, store_version
+from bench_plugin.results.store import (
+    SCHEMA,
+    STORE_VERSION,
+    SUPERSEDABLE,
+    ClassWarmup,
+    StoreError,
+    StoreWriteError,
+    store_version,
+)
 from bench_plugin.samples import SAMPLE_FIELDS, Sample
 from bench_plugin.sharing.kubernetes.podevents import PodEvent
 from bench_plugin.telemetry.rows import TelemetryRow
 
 logger = logging.getLogger(__name__)
 
+RESERVE_BYTES = 16 << 20
+"""Room kept beside the store for ending a campaign cleanly on a full disk (a store of a few thousand samples
+per stage grows by well under 1 MiB a stage; the summaries and the report of a large campaign, a few MiB)."""
 
 
 class Recorder:
@@ -45,47 +63,91 @@ class Recorder:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        existed = path.is_file() and path.stat().st_size > 0
-        self._lock = _StoreLock(path)
-        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-        if existed and store_version(self._db, str(path)) != STORE_VERSION:
-            self._db.close()
+        self.failure: str | None = None
+        """The first write that failed, in one line (StoreWriteError's message); None while every write succeeds."""
+        self._reserve: Path | None = None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            existed = path.is_file() and path.stat().st_size > 0
+            self._lock = _StoreLock(path)
+        except OSError as exc:
+            raise StoreError(f"{path}: cannot write the results store ({exc.strerror or exc})") from None
+        try:
+            self._reserve = path.with_name(path.name + ".reserve")  # taken only once the store is this process's
+            _reserve(self._reserve, RESERVE_BYTES)
+            self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+            if existed and store_version(self._db, str(path)) != STORE_VERSION:
+                self._db.close()
+                raise StoreError(f"{path}: a store of an older version: write new results into a new directory")
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.executescript(SCHEMA)
+            self._db.execute("INSERT OR IGNORE INTO meta VALUES ('store_version', ?)", (json.dumps(STORE_VERSION),))
+        except (sqlite3.Error, OSError, StoreError) as exc:
             self._lock.close()
-            raise StoreError(f"{path}: a store of an older version: write new results into a new directory")
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.executescript(SCHEMA)
-        self._db.execute("INSERT OR IGNORE INTO meta VALUES ('store_version', ?)", (json.dumps(STORE_VERSION),))
+            self._free_reserve()
+            if isinstance(exc, StoreError):
+                raise
+            raise StoreError(f"{path}: cannot write the results store ({exc})") from None
         self._pending: list[Sample] = []
         self._writer = OffLoop()
         """Where every write runs (bench_plugin/offloop.py): off the event loop under gevent."""
 
     def _execute(self, sql: str, params: Sequence[Any] = ()) -> None:
         """Run one statement (autocommit) in the store's writer (``_writer``)."""
-        self._writer.run(self._db.execute, sql, params)
+        self._write(self._db.execute, sql, params)
 
     def _transaction(self, *statements: tuple[str, Sequence[Sequence[Any]]]) -> list[int]:
         """Run each (statement, rows of parameters) in one transaction in the store's writer; rows changed by each."""
-        return self._writer.run(self._in_transaction, statements)
+        result: list[int] = self._write(self._in_transaction, statements)
+        return result
+
+    def _write(self, call: Any, *args: Any) -> Any:
+        """``call(*args)`` in the writer; a failure of the disk or the database is StoreWriteError (and the first
+        one frees the reserve: see the module docstring)."""
+        try:
+            return self._writer.run(call, *args)
+        except (sqlite3.Error, OSError) as exc:
+            message = f"writing {self.path} failed: {exc}"
+            if self.failure is None:
+                self.failure = message
+                self._free_reserve()
+                logger.error("%s; the campaign stops here (what was committed is kept)", message)
+            raise StoreWriteError(message) from None
+
+    def _free_reserve(self) -> None:
+        if self._reserve is not None:
+            self._reserve.unlink(missing_ok=True)
+            self._reserve = None
 
     def _fetch_one(self, sql: str, params: Sequence[Any]) -> Any:
         return self._db.execute(sql, params).fetchone()
 
     def _in_transaction(self, statements: tuple[tuple[str, Sequence[Sequence[Any]]], ...]) -> list[int]:
-        with self._db:
-            self._db.execute("BEGIN")
-            return [self._db.executemany(sql, rows).rowcount for sql, rows in statements]
+        try:
+            with self._db:
+                self._db.execute("BEGIN")
+                return [self._db.executemany(sql, rows).rowcount for sql, rows in statements]
+        except BaseException:
+            if self._db.in_transaction:  # its COMMIT failed (a full disk): ``with`` leaves it open
+                self._db.rollback()
+            raise
 
     def close(self) -> None:
         """Commit what is buffered and close the file, leaving one self-contained results.sqlite."""
-        self.commit()
         try:
-            self._execute("PRAGMA journal_mode=DELETE")  # folds the write-ahead log back into the file
-        except sqlite3.OperationalError as exc:  # another process has the file open: results.sqlite-wal stays
-            logger.warning("results.sqlite kept its write-ahead log (%s): keep results.sqlite-wal beside it", exc)
-        self._writer.close()
-        self._db.close()
-        self._lock.close()
+            self.commit()
+            try:  # folds the write-ahead log back into the file
+                # first a checkpoint that empties the log: it holds even where the mode cannot change (a full disk
+                # once left the file locked for that), so the file alone has everything committed
+                self._writer.run(self._fetch_one, "PRAGMA wal_checkpoint(TRUNCATE)", ())
+                self._writer.run(self._db.execute, "PRAGMA journal_mode=DELETE", ())
+            except (sqlite3.Error, OSError) as exc:  # another process has the file open (or no room): -wal stays
+                logger.warning("results.sqlite kept its write-ahead log (%s): keep results.sqlite-wal beside it", exc)
+        finally:
+            self._writer.close()
+            self._db.close()
+            self._lock.close()
+            self._free_reserve()
 
     def checkpoint(self) -> None:
         """Fold the write-ahead log into results.sqlite, so the file alone holds everything committed.
@@ -93,7 +155,7 @@ class Recorder:
         PASSIVE: it never waits (a wait would stall every greenlet of the process, the workers' heartbeats
         too); frames a reader still needs (the web UI's report, say) are left for the next checkpoint.
         """
-        _, log, done = self._writer.run(self._fetch_one, "PRAGMA wal_checkpoint(PASSIVE)", ())
+        _, log, done = self._write(self._fetch_one, "PRAGMA wal_checkpoint(PASSIVE)", ())
         if done < log:
             logger.info("results.sqlite: %d of %d log frames folded in; a reader holds the rest", done, log)
 
@@ -207,13 +269,30 @@ class Recorder:
     def stage_ended(
         self, trial: int, segment: int, stage: int, ended_s: float, status: str, reason: str | None = None
     ) -> None:
-        """Close a stage and commit every sample buffered so far."""
-        self.commit()
+        """Close a stage and commit every sample buffered so far (a stage whose samples could not be written
+        is closed as ``interrupted``, saying why)."""
+        try:
+            self.commit()
+        except StoreWriteError as exc:
+            status, reason = "interrupted", f"its samples could not be written: {exc}"
+            raise
+        finally:
+            self._close_stage(trial, segment, stage, ended_s, status, reason)
+
+    def _close_stage(self, trial: int, segment: int, stage: int, ended_s: float, status: str,
+                     reason: str | None) -> None:
         self._execute(
             "UPDATE stages SET ended_s=?, duration_s=? - started_s, status=?, reason=? "
             "WHERE trial=? AND segment=? AND stage=?",
             (ended_s, ended_s, status, reason, trial, segment, stage),
         )
+
+    def stage_cut(self, trial: int, segment: int, stage: int, reason: str) -> None:
+        """Mark a stage that ended (completed or rolled back) as ``interrupted``: the run was stopped while some
+        of its requests were still in flight, so its slowest answers are missing (each is a ``cancelled``
+        sample) and its figures would judge the load by the rest."""
+        self._execute("UPDATE stages SET status='interrupted', reason=? WHERE trial=? AND segment=? AND stage=? "
+                      "AND status IN ('completed', 'aborted')", (reason, trial, segment, stage))
 
     def stage_invalid(self, trial: int, segment: int, stage: int, reason: str) -> None:
         """Mark a stage whose load was not the stated one (its accounting failed; loadgen/ledger.py)."""
@@ -284,6 +363,21 @@ class Recorder:
         except BaseException:
             self._pending[:0] = batch
             raise
+
+
+def _reserve(path: Path, size: int) -> None:
+    """Allocate ``size`` bytes at ``path`` (blocks of the disk, not a sparse file); StoreError when the disk has
+    no room for them."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            os.posix_fallocate(fd, 0, size)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        path.unlink(missing_ok=True)
+        raise StoreError(f"{path.parent}: cannot keep {size >> 20} MiB free for the results ({exc.strerror}): "
+                         f"free some space, or write them elsewhere (--results-dir)") from None
 
 
 class _StoreLock:

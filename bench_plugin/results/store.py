@@ -118,6 +118,10 @@ class StoreError(Exception):
     """A results.sqlite this code cannot read (unknown version, not a results store); the message is one line."""
 
 
+class StoreWriteError(StoreError):
+    """A write to results.sqlite failed (a full disk, a file-size limit, an I/O error); the message is one line."""
+
+
 def store_version(db: sqlite3.Connection, where: str = "results.sqlite") -> int:
     """The store's version (1 for stores that predate it); StoreError when it is not one this code reads."""
     if not has_table(db, "meta"):
