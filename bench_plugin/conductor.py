@@ -253,7 +253,7 @@ class Conductor:
         self.recorder.segment_warmed(trial.id, segment, done)
         self.recorder.event("warmup_end", trial.id, segment=segment,
                             classes={name: result.to_dict() for name, result in done.items()})
-        gone = exited(classes, self.backend.exited)
+        gone = self._exited(classes)
         for name in warmup_failed(done):
             if gone is None:
                 probe = self._probe(name)
@@ -407,7 +407,7 @@ class Conductor:
             return
         self._drain(trial, segment)
         for name in silent:
-            gone = exited([name], self.backend.exited)
+            gone = self._exited([name])
             if gone is None:
                 probe = self._probe(name)
                 if probe.ok:
@@ -417,6 +417,11 @@ class Conductor:
                 self.recorder.stage_invalid(*key, SERVER_GONE + gone)
                 self.recorder.event("server_gone", trial.id, segment=segment, stage=index, reason=gone)
                 raise ServerGone(f"stage {index}: {gone}")
+
+    def _exited(self, classes: list[str]) -> str | None:
+        """The first of ``classes`` whose server has exited, with why (liveness.exited); None while they run, and
+        always None where the platform replaces a server that went (its pods: what a disruption measures)."""
+        return None if self.backend.replaces_servers else exited(classes, self.backend.exited)
 
     def _probe(self, name: str) -> Sample:
         """Send class ``name`` its readiness request now, at the current segment's endpoint; its sample."""
@@ -429,7 +434,7 @@ class Conductor:
             gevent.sleep(min(0.5, remaining))
             if self.recorder.failure is not None:  # a write made outside this greenlet failed (a worker's event)
                 raise StoreWriteError(self.recorder.failure)
-            gone = exited(list(assignment.classes), self.backend.exited)
+            gone = self._exited(list(assignment.classes))
             if gone is not None:
                 return "invalid", SERVER_GONE + gone + " mid-stage"
             lost = self.fleet.lost(ledger)

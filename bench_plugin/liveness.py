@@ -5,7 +5,9 @@ failures would be read as the arm's boundary ("below the lowest stage"), exit 0.
 server from one at its capacity:
 
 - a server the campaign started has exited (the local backend knows each one's process): checked twice a
-  second while a stage runs, and before any warm-up or stage is judged;
+  second while a stage runs, and before any warm-up or stage is judged. Not where the platform replaces a
+  server that went (the kubernetes backend's Deployments): there a pod gone mid-stage is what a
+  disruption or a preemption measures, and the probes below decide;
 - every warm-up request of a class failed, though readiness had just been answered, and one probe (the
   readiness request again) sent after them gets no successful reply either;
 - a stage in which a class got not one successful reply, after which such a probe (sent once the stage

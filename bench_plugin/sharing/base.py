@@ -75,6 +75,9 @@ class SharingBackend(ABC):
     """Applies arms; one instance serves a whole campaign."""
 
     name: str = ""
+    replaces_servers: bool = False
+    """Whether the platform puts a new server in the place of one that went (a Deployment's pods): then a server
+    gone mid-trial is part of what is measured (a disruption, a preemption), not the end of the campaign."""
 
     def __init__(self, scenario: Scenario) -> None:
         self.scenario = scenario

@@ -65,6 +65,7 @@ class KubernetesBackend(SharingBackend):
     """Applies arms as device-plugin configurations, node labels, Deployments and Services."""
 
     name = "kubernetes"
+    replaces_servers = True
 
     def __init__(self, scenario: Scenario, options: ClusterOptions) -> None:
         super().__init__(scenario)
