@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import tempfile
 import time
 from argparse import Namespace
 from pathlib import Path
@@ -104,14 +105,26 @@ def results_dir(environment: Environment, scenario: Scenario) -> Path:
     path = Path(given) if given else Path("results") / f"{scenario.name}-{stamp}"
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         fail(f"--results-dir {path}: exists and is not an empty directory; results of another campaign would mix in")
-    try:  # a read-only or impossible place fails here, in one line, before anything starts
-        path.mkdir(parents=True, exist_ok=True)
-        probe = path / ".writable"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as exc:
-        fail(f"--results-dir {path}: cannot write there ({exc.strerror or exc})")
+    problem = unwritable(path)
+    if problem is not None:
+        fail(f"--results-dir {path}: cannot write there ({problem})")
     return path
+
+
+def unwritable(path: Path) -> str | None:
+    """Why a directory cannot be made and written at ``path`` (a read-only file system, a file in the way), or
+    None; it creates nothing (a probe file in the nearest existing directory is removed at once)."""
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is not a directory"
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
 
 
 def backend(environment: Environment, scenario: Scenario, class_names: list[str], results_dir: Path) -> SharingBackend:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bench_plugin.results.recorder import Recorder
-from bench_plugin.results.store import read_samples
+from bench_plugin.results.store import StoreWriteError, read_samples
 from bench_plugin.samples import Sample
 from bench_plugin.telemetry.rows import TelemetryRow
 
@@ -70,7 +70,7 @@ def test_samples_whose_write_failed_stay_buffered_for_the_next_commit(tmp_path: 
         other = sqlite3.connect(path, isolation_level=None)
         other.execute("CREATE TRIGGER refuse BEFORE INSERT ON samples BEGIN SELECT RAISE(ABORT, 'no room'); END")
         rec.add_samples([sample(i) for i in range(3)])
-        with pytest.raises(sqlite3.DatabaseError, match="no room"):
+        with pytest.raises(StoreWriteError, match=f"writing {path} failed: no room"):
             rec.commit()
         assert on_disk(path) == 0
         rec.add_samples([sample(i) for i in range(3, 5)])
