@@ -44,6 +44,12 @@ def _store_errors(directory: Path, action: Callable[[], T]) -> T:
         raise CliError(f"{directory / 'results.sqlite'}: unreadable results store: {exc}") from None
     except (StoreError, SummaryError) as exc:
         raise CliError(str(exc)) from None
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError, OverflowError) as exc:
+        # A value of the wrong type or form in the store (a damaged file, a hand edit): what reading it raised,
+        # in one line. JSON and UTF-8 errors, and a Summary that does not validate, are ValueErrors.
+        problem = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+        raise CliError(f"{directory / 'results.sqlite'}: holds a value this version cannot read ({problem}); "
+                       "if the file is intact, this is a bug: please report this line") from None
 
 
 def regenerate(directory: Path, summary: Summary | None = None) -> None:

@@ -119,7 +119,7 @@ def _read_mapping(path: Path) -> dict[str, Any]:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ScenarioError(f"{path}: not valid YAML{where}: {problem}") from None
+        raise ScenarioError(f"{path}: not valid YAML{where}: {shown(problem)}") from None
     if not isinstance(data, dict):
         raise ScenarioError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
     return data
@@ -131,21 +131,28 @@ def _unwrap_configmap(path: Path, data: dict[str, Any]) -> dict[str, Any]:
     cm = data.get("data")
     if not isinstance(cm, dict):
         raise ScenarioError(f"{path}: ConfigMap has no 'data' mapping")
-    name = (data.get("metadata") or {}).get("name")
+    metadata = data.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise ScenarioError(f"{path}: ConfigMap metadata must be a mapping, got {type(metadata).__name__}")
+    name = metadata.get("name")
     inner: dict[str, Any] = {}
     if "scenario" in cm:
+        if not isinstance(cm["scenario"], str):
+            raise ScenarioError(f"{path}: data.scenario must be a string holding the scenario's YAML, got "
+                                f"{type(cm['scenario']).__name__}")
         try:
             inner = _yaml(cm["scenario"]) or {}
         except RecursionError:
             raise ScenarioError(f"{path}: data.scenario is nested too deeply to be a scenario") from None
         except yaml.YAMLError as exc:
-            raise ScenarioError(f"{path}: data.scenario is not valid YAML: {' '.join(str(exc).split())}") from None
+            problem = shown(" ".join(str(exc).split()))
+            raise ScenarioError(f"{path}: data.scenario is not valid YAML: {problem}") from None
         if not isinstance(inner, dict):
             raise ScenarioError(f"{path}: data.scenario must hold a mapping")
     unknown = sorted(set(cm) - {"scenario", "change", "fixed", "metrics", "repeats"})
     if unknown:
-        raise ScenarioError(f"{path}: data.{unknown[0]}: unknown ConfigMap key (known: change, fixed, metrics, "
-                            "repeats, scenario)")
+        raise ScenarioError(f"{path}: data.{shown(str(unknown[0]))}: unknown ConfigMap key (known: change, fixed, "
+                            "metrics, repeats, scenario)")
     for key in ("change", "fixed", "metrics", "repeats"):
         if key not in cm:
             continue
@@ -160,7 +167,7 @@ def _unwrap_configmap(path: Path, data: dict[str, Any]) -> dict[str, Any]:
                 f"{path}: data.{key} is {value!r} but data.scenario.{key} is {inner[key]!r}; keep one"
             )
         inner[key] = value
-    if "name" not in inner and name:
+    if "name" not in inner and isinstance(name, str) and name:
         inner["name"] = name
     return inner
 
@@ -171,11 +178,18 @@ def _format_validation_error(path: Path, exc: ValidationError) -> str:
         loc = ".".join(str(p) for p in err["loc"] if not str(p).startswith("function-after"))
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
-            lines.append(f"{path}: {loc}: unknown key")
+            problem = f"{loc}: unknown key"
         elif err["type"] == "missing":
-            lines.append(f"{path}: {loc}: required key is missing")
+            problem = f"{loc}: required key is missing"
         elif "input" in err and not isinstance(err["input"], dict | list):
-            lines.append(f"{path}: {loc or '(top level)'}: {msg} (got {err['input']!r})")
+            problem = f"{loc or '(top level)'}: {msg} (got {err['input']!r})"
         else:
-            lines.append(f"{path}: {loc or '(top level)'}: {msg}")
+            problem = f"{loc or '(top level)'}: {msg}"
+        lines.append(f"{path}: {shown(problem)}")
     return "\n".join(lines)
+
+
+def shown(text: str) -> str:
+    """``text`` with every character that is not printable (a line break, a control character) escaped, so that
+    one problem stays one line whatever keys and values the file holds."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
