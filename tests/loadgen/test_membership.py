@@ -132,7 +132,7 @@ def test_workers_of_a_killed_master_stop_sending_and_say_why(tmp_path: Path) -> 
     output = (tmp_path / "worker.log").read_text()
     assert code == 2, output[-3000:]
     assert "Traceback" not in output, output[-3000:]
-    assert MASTER_LOST_S - 2 < took < MASTER_LOST_S + 20, took  # its last answer came up to a second before
+    assert took < MASTER_LOST_S + 20, took  # well before the stage's end (its own time from the master's last answer)
     lines = [line for line in output.splitlines() if "bench_plugin: error" in line]
     assert len(lines) == 1 and "the master has not answered for" in lines[0] and "(lost): stopped sending" in \
         lines[0], lines

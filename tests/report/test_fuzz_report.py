@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from bench_plugin.cli import main
 
-FUZZ = settings(max_examples=20, deadline=None, derandomize=True,
+FUZZ = settings(max_examples=20, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 TABLES = ("meta", "trials", "segments", "stages", "samples", "events", "telemetry")
 

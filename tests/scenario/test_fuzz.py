@@ -29,7 +29,7 @@ KEYS = sorted({"name", "classes", "arms", "stages", "search", "llm", "embedding"
                "error_budget", "request_timeout_s", "memory_fraction", "mps", "mig", "backend", "kubernetes",
                "disruption", "data", "scenario", "metadata", "baseline", "affinity", "priority"})
 
-FUZZ = settings(max_examples=500, deadline=None, derandomize=True,
+FUZZ = settings(max_examples=500, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                        HealthCheck.function_scoped_fixture])
 

@@ -62,6 +62,7 @@ def test_a_body_or_a_line_past_its_limit_is_refused() -> None:
         list(lines(reply(b"data: " + b"x" * (2 << 20)), limit=1 << 20))
 
 
+@pytest.mark.serial  # it times the event loop: run alone, after the lanes (tools/run_tests.py)
 def test_a_request_timeout_ends_an_endless_stream_sent_without_pause() -> None:
     # a real process writing 4 MB events as fast as it can, for ever: the reader's gevent.Timeout must fire
     import socket
