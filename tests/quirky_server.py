@@ -3,7 +3,7 @@
     python tests/quirky_server.py --port PORT [--reject ignore_eos,min_tokens] [--no-done] [--no-usage]
         [--tokens-per-chunk K] [--stop-at N] [--truncate] [--models-500] [--junk] [--fail-after N]
         [--embedding-drop FIELD] [--cut-every N] [--endless slow|fast]
-        [--endless-after N] [--endless-count N] [--die-after N]
+        [--endless-after N] [--endless-count N] [--die-after N] [--busy-for S] [--shed-above N]
 
 What each flag copies (docs/servers.md has the servers):
 - ``--reject F,G``: a 422 naming the fields when a body holds any of them, as ``transformers serve``
@@ -24,7 +24,11 @@ What each flag copies (docs/servers.md has the servers):
   ``--endless-after N``: the first N chat requests are answered as usual (readiness passes), then endless;
   ``--endless-count N``: only N requests are endless, those after them are answered as usual again;
 - ``--die-after N``: the first N chat requests are answered, then the process exits (code 3) on the next
-  one without answering it (a server that crashes after it became ready).
+  one without answering it (a server that crashes after it became ready);
+- ``--busy-for S``: for S seconds after it starts, every chat and embedding request gets 503 with
+  ``Retry-After: 1`` (a server still loading its model, as vLLM's and TGI's front ends answer);
+- ``--shed-above N``: a chat request that would make more than N in flight gets 429 with ``Retry-After: 1``
+  (a server or gateway that sheds load rather than queueing it).
 Tokens are ``t0 t1 ...``: the first after ``--ttft-ms``, then one chunk every ``--itl-ms``.
 """
 
@@ -57,6 +61,8 @@ class Quirky:
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
+        self.started = time.monotonic()
+        self.in_flight = 0
         self.rejected = {f for f in (args.reject or "").split(",") if f}
         self.embedding_replies = 0
         self.chats = 0
@@ -69,7 +75,27 @@ class Quirky:
     async def health(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
 
+    def _refusal(self) -> web.Response | None:
+        """503 while busy (--busy-for), else None."""
+        if self.args.busy_for and time.monotonic() - self.started < self.args.busy_for:
+            return web.json_response({"error": {"message": "model is loading", "type": "ServiceUnavailable"}},
+                                     status=503, headers={"Retry-After": "1"})
+        return None
+
     async def chat(self, request: web.Request) -> web.StreamResponse:
+        refused = self._refusal()
+        if refused is not None:
+            return refused
+        if self.args.shed_above is not None and self.in_flight >= self.args.shed_above:
+            return web.json_response({"error": {"message": "too many requests", "type": "RateLimitError"}},
+                                     status=429, headers={"Retry-After": "1"})
+        self.in_flight += 1
+        try:
+            return await self._chat(request)
+        finally:
+            self.in_flight -= 1
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.chats += 1
         if self.args.die_after is not None and self.chats > self.args.die_after:
@@ -126,6 +152,9 @@ class Quirky:
             i += 1
 
     async def embeddings(self, request: web.Request) -> web.Response:
+        refused = self._refusal()
+        if refused is not None:
+            return refused
         body = await request.json()
         inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
         await asyncio.sleep(self.args.latency_ms / 1000)
@@ -184,6 +213,8 @@ def main() -> None:
     parser.add_argument("--endless-after", type=int, default=0)
     parser.add_argument("--endless-count", type=int)
     parser.add_argument("--die-after", type=int)
+    parser.add_argument("--busy-for", type=float)
+    parser.add_argument("--shed-above", type=int)
     quirky = Quirky(parser.parse_args())
     app = web.Application()
     app.add_routes([web.get("/health", quirky.health), web.get("/v1/models", quirky.models),
