@@ -107,24 +107,23 @@ def test_a_disk_that_fills_mid_campaign_stops_it_keeping_what_was_committed(tmp_
 def test_a_disk_without_room_refuses_the_campaign_in_one_line(tmp_path: Path, small_disk: Path) -> None:
     filler = fill(small_disk)
     os.truncate(filler, filler.stat().st_size - (4 << 20))  # 4 MiB left: less than the store's reserve
-    scenario = scenario_variant(tmp_path, "calibration", classes={"embedding": EMBEDDING},
-                                stages=[{"duration_s": 1, "load": {"embedding": 2}}])
-    done = run_locust(["-f", "locustfiles/mixed.py", "--scenario", str(scenario), "--results-dir",
-                       str(small_disk / "results"), "--host", "http://127.0.0.1:9", "--arm", "synthetic"], timeout=60)
-    assert done.returncode == 2, done.stdout
-    assert "Traceback" not in done.stdout, done.stdout
-    assert (f"bench_plugin: error: {small_disk / 'results'}: cannot keep 16 MiB free for the results (No space left "
-            "on device): free some space, or write them elsewhere (--results-dir)") in done.stdout, done.stdout
+    refused(tmp_path, small_disk / "results", f"bench_plugin: error: {small_disk / 'results'}: cannot keep 16 MiB "
+            "free for the results (No space left on device): free some space, or write them elsewhere (--results-dir)")
 
 
 def test_a_results_dir_that_cannot_be_written_is_refused_in_one_line(tmp_path: Path) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
+    refused(tmp_path, blocker / "results", f"bench_plugin: error: --results-dir {blocker / 'results'}: cannot write "
+            f"there ({blocker} is not a directory)")
+
+
+def refused(tmp_path: Path, results: Path, line: str) -> None:
+    """A campaign with its results at ``results`` is refused before it starts: exit 2 and ``line``, no traceback."""
     scenario = scenario_variant(tmp_path, "calibration", classes={"embedding": EMBEDDING},
                                 stages=[{"duration_s": 1, "load": {"embedding": 2}}])
-    done = run_locust(["-f", "locustfiles/mixed.py", "--scenario", str(scenario), "--results-dir",
-                       str(blocker / "results"), "--host", "http://127.0.0.1:9", "--arm", "synthetic"], timeout=60)
+    done = run_locust(["-f", "locustfiles/mixed.py", "--scenario", str(scenario), "--results-dir", str(results),
+                       "--host", "http://127.0.0.1:9", "--arm", "synthetic"], timeout=60)
     assert done.returncode == 2, done.stdout
     assert "Traceback" not in done.stdout, done.stdout
-    expected = f"bench_plugin: error: --results-dir {blocker / 'results'}: cannot write there ({blocker} is not a "
-    assert expected + "directory)" in done.stdout, done.stdout
+    assert line in done.stdout, done.stdout
