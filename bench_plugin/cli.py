@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from bench_plugin.comparability import Campaign, differences
+from bench_plugin.analysis.comparability import Campaign, differences
 from bench_plugin.results.store import StoreError
 from bench_plugin.results.summary import Summary, SummaryError
 from bench_plugin.scenario import Scenario, ScenarioError, load_scenario
@@ -117,7 +117,7 @@ def outline(scenario: Scenario) -> str:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from bench_plugin.scenario.checks import sample_warnings
+    from bench_plugin.analysis.planning import sample_warnings
 
     failed = 0
     for name in args.files:

@@ -10,41 +10,11 @@ from __future__ import annotations
 
 import platform
 import socket
-import subprocess
 import sys
-from importlib import metadata
-from pathlib import Path
 from typing import Any
 
-from bench_plugin.loadgen.protocol import source_digest
+from bench_plugin.results.provenance import package_versions, source_digest, source_revision
 from bench_plugin.sharing.base import SharingBackend
-
-PACKAGES = ("bench-plugin", "locust", "gevent", "geventhttpclient", "pydantic", "numpy", "torch", "aiohttp",
-            "nvidia-ml-py")
-
-
-def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]:
-    """Installed versions of the packages that shape a measurement (None: not installed)."""
-    out: dict[str, str | None] = {}
-    for name in names:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = None
-    return out
-
-
-def source_revision() -> str | None:
-    """The git commit of the bench_plugin source, when it runs from a checkout."""
-    root = Path(__file__).resolve().parent.parent
-    if not (root / ".git").exists():
-        return None
-    try:
-        done = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                              timeout=5, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return done.stdout.strip() or None
 
 
 def collect_conditions(backend: SharingBackend) -> dict[str, Any]:

@@ -34,7 +34,6 @@ from bench_plugin.analysis.summary import PROTOCOL_FAILURE, class_stats
 from bench_plugin.campaign import Done, Trial
 from bench_plugin.events import BenchEvents
 from bench_plugin.hostload import HostLoad, HostMonitor, with_extra_own
-from bench_plugin.inputs import RequestSet
 from bench_plugin.liveness import (
     SERVER_GONE,
     ServerGone,
@@ -44,20 +43,21 @@ from bench_plugin.liveness import (
     warmup_failed,
     warmup_failure,
 )
+from bench_plugin.loadgen.arrivals import OPEN_LOOP, arrival_offsets
 from bench_plugin.loadgen.fleet import LOCAL, Fleet, NoLoadGenerators, on_this_host
 from bench_plugin.loadgen.ledger import StageKey, StageLedger
+from bench_plugin.loadgen.state import ClassLoad, StageAssignment
 from bench_plugin.readiness import NotReady, Prober, probe_item, wait_until_ready
 from bench_plugin.results.recorder import Recorder
+from bench_plugin.results.samples import Sample
 from bench_plugin.results.store import StoreWriteError
 from bench_plugin.results.summary import StageSummary
 from bench_plugin.rollback import RollbackGuard, StageTally
-from bench_plugin.samples import Sample
 from bench_plugin.scenario import ASRClass, LLMClass, Scenario, Search, Stage
+from bench_plugin.scenario.request_sets import RequestSet
 from bench_plugin.sharing.base import ApplyError, Placement, SharingBackend
 from bench_plugin.stage_disruption import StageDisruption
 from bench_plugin.telemetry.campaign import CampaignTelemetry
-from bench_plugin.users.arrivals import OPEN_LOOP, arrival_offsets
-from bench_plugin.users.state import ClassLoad, StageAssignment
 from bench_plugin.warmup import Builder, warm_up
 
 logger = logging.getLogger(__name__)

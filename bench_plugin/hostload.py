@@ -31,7 +31,7 @@ from typing import Protocol
 
 import psutil
 
-from bench_plugin.offloop import OffLoop
+from bench_plugin.results.offloop import OffLoop
 from bench_plugin.results.summary import HostLoad
 
 BUSY_OTHERS_MIN_CORES = 0.5
@@ -334,7 +334,7 @@ class HostMonitor:
         self._own = own if own is not None else ProcessTreeCpu()
         self._clock = clock
         self._reader = OffLoop()
-        """Where the counters are read (bench_plugin/offloop.py): off the event loop under gevent, since
+        """Where the counters are read (bench_plugin/results/offloop.py): off the event loop under gevent, since
         reading /proc for a tree of model servers with hundreds of threads can take longer than 5 ms."""
 
     def start(self) -> HostWindow:

@@ -26,7 +26,7 @@ from typing import Any
 
 from bench_plugin.analysis.statistics import percentile
 from bench_plugin.events import BenchEvents
-from bench_plugin.samples import Sample
+from bench_plugin.results.samples import Sample
 from bench_plugin.scenario import Scenario
 
 logger = logging.getLogger(__name__)

@@ -27,8 +27,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from bench_plugin.readiness import describe
+from bench_plugin.results.samples import Sample
 from bench_plugin.results.store import ClassWarmup
-from bench_plugin.samples import Sample
 
 SERVER_GONE = "server_gone: "
 """How the reason of a stage stopped for a server that exited or stopped answering starts."""

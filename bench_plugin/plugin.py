@@ -43,22 +43,22 @@ from bench_plugin.campaign import plan_trials
 from bench_plugin.conditions import collect_conditions
 from bench_plugin.conductor import Conductor
 from bench_plugin.events import BenchEvents
-from bench_plugin.inputs import RequestSet, build_request_sets, store_request_sets
 from bench_plugin.live import LiveSnapshot, LiveView
 from bench_plugin.loadgen import collector
 from bench_plugin.loadgen.fleet import Fleet, Inbox
 from bench_plugin.loadgen.protocol import Hello, Identity
+from bench_plugin.loadgen.state import LoadState
 from bench_plugin.loadgen.worker import WorkerLink
 from bench_plugin.progress import report_progress
 from bench_plugin.readiness import Prober
 from bench_plugin.results.recorder import Recorder
+from bench_plugin.results.samples import Sample
 from bench_plugin.results.store import StoreError, StoreWriteError
-from bench_plugin.samples import Sample
 from bench_plugin.scenario import Scenario, ScenarioError, scenario_sha256
+from bench_plugin.scenario.request_sets import RequestSet, build_request_sets, store_request_sets
 from bench_plugin.sharing.base import ApplyError, SharingBackend
 from bench_plugin.telemetry.campaign import CampaignTelemetry
 from bench_plugin.users import WorkloadUser
-from bench_plugin.users.state import LoadState
 from bench_plugin.warmup import Builder
 
 logger = logging.getLogger(__name__)

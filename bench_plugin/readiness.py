@@ -30,11 +30,11 @@ from typing import Any
 
 import requests
 
-from bench_plugin.inputs import RequestSet
-from bench_plugin.samples import RETRYABLE_STATUSES, Sample
+from bench_plugin.loadgen.state import ClassLoad
+from bench_plugin.results.samples import RETRYABLE_STATUSES, Sample
+from bench_plugin.scenario.request_sets import RequestSet
 from bench_plugin.sharing.base import Placement
 from bench_plugin.users.llm import fixed_output_fields
-from bench_plugin.users.state import ClassLoad
 
 Prober = Callable[[ClassLoad, dict[str, Any]], Sample]
 """Sends one request of a class for a request-set item, now, the way its user sends a stage's (not reported

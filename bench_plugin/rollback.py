@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from bench_plugin.analysis.statistics import percentile
-from bench_plugin.samples import Sample, protocol_signature
+from bench_plugin.results.samples import Sample, protocol_signature
 from bench_plugin.scenario import Scenario
 
 PROTOCOL_MIN_REQUESTS = 5

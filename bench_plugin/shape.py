@@ -1,7 +1,7 @@
 """CampaignShape: runs the Locust test for as long as the campaign runs, then ends it.
 
 Load levels are not user counts: each stage's rates go to the load generators in a message
-(loadgen/fleet.py), and each process sends its shares through senders of its own (users/state.py).
+(loadgen/fleet.py), and each process sends its shares through senders of its own (loadgen/state.py).
 So the shape asks Locust for no users at all; its one job is to end the Locust test once the
 conductor has finished, which in --headless mode also ends the process (and the workers).
 """

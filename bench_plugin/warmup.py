@@ -20,10 +20,10 @@ import gevent
 import requests
 from gevent.pool import Pool
 
+from bench_plugin.loadgen.state import ClassLoad
 from bench_plugin.results.store import ClassWarmup
 from bench_plugin.users.base import Prepared
 from bench_plugin.users.body import PAUSE_BYTES
-from bench_plugin.users.state import ClassLoad
 
 logger = logging.getLogger(__name__)
 

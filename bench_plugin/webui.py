@@ -26,15 +26,38 @@ import html
 import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from flask import Response, jsonify, request, send_file
+from locust.env import Environment
 
 from bench_plugin.live import WINDOW_S, ClassLive, Figures, LiveSnapshot
+from bench_plugin.scenario import Scenario
 from bench_plugin.users.base import WorkloadUser
 
-if TYPE_CHECKING:
-    from bench_plugin.plugin import BenchPlugin
+
+class Fleet(Protocol):
+    """What the tabs show of the load generators."""
+
+    def summary_line(self) -> str:
+        """The load generators in one line."""
+
+
+class Shown(Protocol):
+    """What the web UI reads of the running campaign (plugin.BenchPlugin is one): it never imports the plugin."""
+
+    environment: Environment
+    scenario: Scenario
+    results_dir: Path
+    no_report: bool
+    finalized: bool
+
+    @property
+    def fleet(self) -> Fleet:
+        """The campaign's load generators."""
+
+    def live_snapshot(self) -> LiveSnapshot:
+        """The live view now."""
 
 LIVE_TAB = "bench-live"
 CAMPAIGN_TAB = "bench-campaign"
@@ -97,7 +120,7 @@ def campaign_rows(snapshot: LiveSnapshot, load_generators: str) -> list[dict[str
     return [{"item": item, "value": value} for item, value in rows]
 
 
-def _banner(plugin: BenchPlugin) -> str:
+def _banner(plugin: Shown) -> str:
     scenario = plugin.scenario
     arms = ", ".join(arm.name for arm in scenario.arms)
     text = (f"bench_plugin campaign <b>{html.escape(scenario.name)}</b> ({html.escape(arms)}; "
@@ -108,7 +131,7 @@ def _banner(plugin: BenchPlugin) -> str:
             f'border-bottom:1px solid #e0c97f">{text}</div>')
 
 
-def attach(plugin: BenchPlugin) -> None:
+def attach(plugin: Shown) -> None:
     """Add the tabs, the routes and the Start guard to the environment's web UI (none in --headless)."""
     web_ui = plugin.environment.web_ui
     if web_ui is None:

@@ -24,7 +24,7 @@ import numpy as np
 from bench_plugin.outputs import write_summaries
 from bench_plugin.report.html import write_report
 from bench_plugin.results.recorder import Recorder
-from bench_plugin.samples import Sample
+from bench_plugin.results.samples import Sample
 from bench_plugin.sharing.devices import cpu_model
 
 CLASSES = ("llm", "embedding", "asr")

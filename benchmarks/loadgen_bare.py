@@ -19,10 +19,10 @@ from pathlib import Path
 from locust import constant, task
 from locust.contrib.fasthttp import FastHttpUser
 
-from bench_plugin.inputs import build_request_sets
+from bench_plugin.loadgen.state import ClassLoad
 from bench_plugin.scenario import load_scenario
+from bench_plugin.scenario.request_sets import build_request_sets
 from bench_plugin.users.llm import request_body
-from bench_plugin.users.state import ClassLoad
 
 HEADERS = {"Content-Type": "application/json"}
 

@@ -159,7 +159,7 @@ def bucket(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
-# Words drawn from a fixed vocabulary, as the load generator's are (bench_plugin.inputs): the
+# Words drawn from a fixed vocabulary, as the load generator's are (bench_plugin.scenario.request_sets): the
 # servers' tokenizer caches word ids, so a million distinct words would measure hashing instead.
 VOCABULARY = [f"w{i}" for i in range(4096)]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from harness import Campaign, pid_alive
 
-from bench_plugin.users.arrivals import arrival_count
+from bench_plugin.loadgen.arrivals import arrival_count
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from bench_plugin.live import SETTLE_S, WINDOW_S, LiveView, figures
-from bench_plugin.samples import Sample
+from bench_plugin.results.samples import Sample
 from bench_plugin.scenario import load_scenario
 from bench_plugin.webui import campaign_rows, live_rows
 

@@ -15,8 +15,7 @@ from typing import Any
 import pytest
 
 from bench_plugin.campaign import Done, plan_trials
-from bench_plugin.conditions import package_versions
-from bench_plugin.loadgen.protocol import source_digest
+from bench_plugin.results.provenance import package_versions, source_digest
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.resume import (
     Recorded,

@@ -25,7 +25,7 @@ import pytest
 from harness import ROOT, run_locust, scenario_variant, start_locust, stop_process
 
 from bench_plugin.analysis.selfcheck import CPU_ADVICE, advice
-from bench_plugin.users.arrivals import arrival_count
+from bench_plugin.loadgen.arrivals import arrival_count
 
 pytestmark = pytest.mark.slow
 

@@ -4,7 +4,7 @@
 
 RESULTS is a results directory or a results.tar.gz holding one (as benchmarks/device_day19.sh packs
 it). A resume (``--resume``) refuses any other bench_plugin source than the one the campaign started
-with, by its digest (bench_plugin.loadgen.protocol.source_digest), so a campaign that spans device
+with, by its digest (bench_plugin.results.provenance.source_digest), so a campaign that spans device
 calls must run every slice from that source, whatever the checkout has become since. This prints the
 commit whose ``bench_plugin/`` has the recorded digest (the recorded revision is tried first, then
 every commit, newest first) and, with ``--export``, writes that commit's tree into DIR (``git
@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench_plugin.loadgen.protocol import digest_sources  # noqa: E402 (the checkout's own package)
+from bench_plugin.results.provenance import digest_sources  # noqa: E402 (the checkout's own package)
 from bench_plugin.results.store import StoreError, open_store, read_meta  # noqa: E402
 
 STORE = "results.sqlite"

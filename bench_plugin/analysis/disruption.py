@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from bench_plugin.results.samples import Sample
 from bench_plugin.results.summary import ClassInterruption, StageDisruption
-from bench_plugin.samples import Sample
 
 WINDOW_S = 1.0
 STEP_S = 0.5

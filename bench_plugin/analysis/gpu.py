@@ -14,9 +14,9 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
 from bench_plugin.results.summary import MeanPeak, StageGpu
+from bench_plugin.results.telemetry_rows import TelemetryRow
 from bench_plugin.telemetry import fields as F
 from bench_plugin.telemetry.attribution import class_series
-from bench_plugin.telemetry.rows import TelemetryRow
 
 DEVICE_FIGURES: dict[str, str] = {"util_pct": F.GPU_UTIL, "vram_used_mib": F.FB_USED}
 CLASS_FIGURES: dict[str, str] = {"vram_mib": F.PROCESS_MEMORY, "sm_util_pct": F.PROCESS_SM_UTIL}

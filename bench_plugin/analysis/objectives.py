@@ -21,8 +21,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from bench_plugin.results.samples import Sample
 from bench_plugin.results.summary import ClassStats
-from bench_plugin.samples import Sample
 from bench_plugin.scenario import Slo
 
 

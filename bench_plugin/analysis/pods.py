@@ -24,14 +24,10 @@ from collections import Counter
 from collections.abc import Sequence
 
 from bench_plugin.analysis.statistics import spread
+from bench_plugin.results.pod_events import PodEvent, in_order
 from bench_plugin.results.summary import ArmPods, PendingTime, PodSummary, TrialSummary
 from bench_plugin.scenario import class_rank
-from bench_plugin.sharing.kubernetes.podevents import (
-    PodEvent,
-    in_order,
-    preemptor_uid,
-    scheduling_reasons,
-)
+from bench_plugin.sharing.kubernetes.podevents import preemptor_uid, scheduling_reasons
 
 __all__ = ["arm_pods", "pod_summaries"]
 

@@ -50,8 +50,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench_plugin.analysis.objectives import ClassObjectives, class_criteria
+from bench_plugin.results.samples import Sample
 from bench_plugin.results.summary import ClassStats, GeneratorCheck, GeneratorUse
-from bench_plugin.samples import Sample
 
 LAG_P99_LIMIT_MS = 10.0
 """Send lag P99 above this (ms) marks a stage generator-limited (unless the stalls rule judges it)."""

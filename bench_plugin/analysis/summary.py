@@ -28,6 +28,7 @@ from bench_plugin.analysis.objectives import ClassObjectives, objectives_from_sc
 from bench_plugin.analysis.pods import arm_pods, pod_summaries
 from bench_plugin.analysis.selfcheck import check_stage
 from bench_plugin.analysis.statistics import percentiles, spread
+from bench_plugin.results.samples import Sample, protocol_signature
 from bench_plugin.results.store import CampaignReader, StageRecord, TrialRecord
 from bench_plugin.results.summary import (
     JUDGED_STATUSES,
@@ -45,7 +46,6 @@ from bench_plugin.results.summary import (
     Summary,
     TrialSummary,
 )
-from bench_plugin.samples import Sample, protocol_signature
 from bench_plugin.scenario import WORKLOAD_CLASSES
 
 __all__ = ["arm_stage_runs", "build_summary", "class_stats", "devices_charged", "is_searched", "load_key", "measured",

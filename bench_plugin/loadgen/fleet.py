@@ -26,13 +26,13 @@ from locust.env import Environment
 from locust.rpc.protocol import Message
 from locust.runners import STATE_MISSING, MasterRunner
 
-from bench_plugin.inputs import RequestSet
 from bench_plugin.loadgen import protocol
 from bench_plugin.loadgen.ledger import StageKey, StageLedger
 from bench_plugin.loadgen.protocol import Hello, Identity, hello_differences
 from bench_plugin.loadgen.shares import plan_shares, unsent
-from bench_plugin.samples import Sample
-from bench_plugin.users.state import LoadState, StageAssignment
+from bench_plugin.loadgen.state import LoadState, StageAssignment
+from bench_plugin.results.samples import Sample
+from bench_plugin.scenario.request_sets import RequestSet
 
 logger = logging.getLogger(__name__)
 

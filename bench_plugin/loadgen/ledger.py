@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench_plugin.loadgen.shares import Share
-from bench_plugin.samples import Sample
+from bench_plugin.results.samples import Sample
 
 StageKey = tuple[int, int, int]
 """(trial, segment, stage)."""

@@ -18,12 +18,10 @@ request sets when it says hello, and refuses it with one line when its software 
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from functools import cache
-from pathlib import Path, PurePosixPath
 from typing import Any
+
+from bench_plugin.results.provenance import package_versions, source_digest
 
 HELLO = "bench_plugin_hello"
 SETUP = "bench_plugin_setup"
@@ -40,23 +38,6 @@ COMPARED_PACKAGES = ("bench-plugin", "locust", "gevent", "geventhttpclient")
 """Packages whose versions must match between master and workers: they shape how requests are sent."""
 
 
-@cache
-def source_digest() -> str:
-    """sha256 (first 12 hex digits) of the bench_plugin sources: two installs of one version can differ."""
-    root = Path(__file__).resolve().parent.parent
-    return digest_sources((path.relative_to(root).as_posix(), path.read_bytes()) for path in root.rglob("*.py"))
-
-
-def digest_sources(files: Iterable[tuple[str, bytes]]) -> str:
-    """:func:`source_digest` of ``(path below bench_plugin/, content)`` pairs of its ``.py`` files, from
-    anywhere (a checkout, a commit of its history)."""
-    digest = hashlib.sha256()
-    for name, content in sorted(files, key=lambda pair: PurePosixPath(pair[0])):
-        digest.update(name.encode())
-        digest.update(content)
-    return digest.hexdigest()[:12]
-
-
 @dataclass(frozen=True)
 class Identity:
     """What a process runs: the compared package versions and the plugin's source digest."""
@@ -67,8 +48,6 @@ class Identity:
     @classmethod
     def here(cls) -> Identity:
         """This process's identity."""
-        from bench_plugin.conditions import package_versions
-
         return cls(package_versions(COMPARED_PACKAGES), source_digest())
 
     def differences(self, other: Identity) -> list[str]:

@@ -1,6 +1,6 @@
 """Shares: which load-generating process sends which arrivals of a class in a stage.
 
-A stage's arrivals of a class are one seeded sequence (users/arrivals.py), numbered 0..n-1. The
+A stage's arrivals of a class are one seeded sequence (loadgen/arrivals.py), numbered 0..n-1. The
 master splits each class over the processes that can send it (every accepted worker whose
 locustfile has that class's user class), in a fixed order: the process at position ``index`` of
 ``count`` sends arrivals ``index, index + count, ...``. Together the shares are the whole sequence,

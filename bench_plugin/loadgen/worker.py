@@ -22,12 +22,12 @@ from locust.env import Environment
 from locust.rpc.protocol import Message
 from locust.runners import WorkerRunner
 
-from bench_plugin.inputs import RequestSet, RequestSetError
 from bench_plugin.loadgen import collector, protocol
 from bench_plugin.loadgen.ledger import StageKey
 from bench_plugin.loadgen.protocol import Hello, Identity
-from bench_plugin.samples import Sample
-from bench_plugin.users.state import LoadState, StageAssignment
+from bench_plugin.loadgen.state import LoadState, StageAssignment
+from bench_plugin.results.samples import Sample
+from bench_plugin.scenario.request_sets import RequestSet, RequestSetError
 
 logger = logging.getLogger(__name__)
 

@@ -18,8 +18,9 @@ from matplotlib.axes import Axes
 from matplotlib.patches import Patch
 
 from bench_plugin.report.figures import DataMarks, class_colour
+from bench_plugin.results.pod_events import PodEvent, in_order
 from bench_plugin.scenario import class_rank
-from bench_plugin.sharing.kubernetes.podevents import PodEvent, in_order, scheduling_reasons
+from bench_plugin.sharing.kubernetes.podevents import scheduling_reasons
 
 MAX_ROWS = 30
 """Pods drawn per trial; the others are counted in the caption (summary.json lists every one)."""

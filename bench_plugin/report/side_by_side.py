@@ -1,12 +1,12 @@
 """Two campaigns side by side: per arm, stage and class, throughput and P95 in A and in B.
 
-Only called once bench_plugin.comparability found no fixed-condition difference; the context
+Only called once bench_plugin.analysis.comparability found no fixed-condition difference; the context
 differences (host, devices, driver, arms) head the page, since they are what is being compared.
 """
 
 from __future__ import annotations
 
-from bench_plugin.comparability import Campaign, Difference
+from bench_plugin.analysis.comparability import Campaign, Difference
 from bench_plugin.results.summary import Spread
 
 

@@ -45,8 +45,8 @@ from bench_plugin.report.figures import (
 )
 from bench_plugin.report.placement import where_label
 from bench_plugin.report.telemetry import draw_panel, panels_with_data, process_names
+from bench_plugin.results.pod_events import PodEvent
 from bench_plugin.results.store import ClassRequests, TelemetrySeries, TrialRecord
-from bench_plugin.sharing.kubernetes.podevents import PodEvent
 
 TICK_RESOLUTION = 5000
 """Failed-request ticks closer than 1/TICK_RESOLUTION of the trial are drawn once: below a pixel apart

@@ -11,7 +11,7 @@ stage in flight; that stage is then marked ``interrupted``.
 
 Every other write commits at once (autocommit) into the write-ahead log, which survives a killed
 process (SIGKILL) and is read back by the next connection. Each write runs in the store's writer
-(bench_plugin/offloop.py: one OS thread under gevent, so the sending loop turns while the disk works)
+(bench_plugin/results/offloop.py: one OS thread under gevent, so the sending loop turns while the disk works)
 and returns once it is done. At each segment's end the log is folded into results.sqlite (a
 checkpoint), so the file alone holds every segment that ended: what a resumed campaign keeps
 (resume.py), should only results.sqlite be carried to another machine. One process
@@ -37,7 +37,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench_plugin.offloop import OffLoop
+from bench_plugin.results.offloop import OffLoop
+from bench_plugin.results.pod_events import PodEvent
+from bench_plugin.results.samples import SAMPLE_FIELDS, Sample
 from bench_plugin.results.store import (
     SCHEMA,
     STORE_VERSION,
@@ -47,9 +49,7 @@ from bench_plugin.results.store import (
     StoreWriteError,
     store_version,
 )
-from bench_plugin.samples import SAMPLE_FIELDS, Sample
-from bench_plugin.sharing.kubernetes.podevents import PodEvent
-from bench_plugin.telemetry.rows import TelemetryRow
+from bench_plugin.results.telemetry_rows import TelemetryRow
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ class Recorder:
             raise StoreError(f"{path}: cannot write the results store ({exc})") from None
         self._pending: list[Sample] = []
         self._writer = OffLoop()
-        """Where every write runs (bench_plugin/offloop.py): off the event loop under gevent."""
+        """Where every write runs (bench_plugin/results/offloop.py): off the event loop under gevent."""
 
     def _execute(self, sql: str, params: Sequence[Any] = ()) -> None:
         """Run one statement (autocommit) in the store's writer (``_writer``)."""

@@ -30,10 +30,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from bench_plugin.samples import SAMPLE_FIELDS, Sample
+from bench_plugin.results.pod_events import PodEvent, in_order
+from bench_plugin.results.samples import SAMPLE_FIELDS, Sample
+from bench_plugin.results.telemetry_rows import TelemetryRow
 from bench_plugin.scenario import class_rank
-from bench_plugin.sharing.kubernetes.podevents import PodEvent, in_order
-from bench_plugin.telemetry.rows import TelemetryRow
 
 FloatArray = npt.NDArray[np.float64]
 

@@ -114,7 +114,7 @@ class ClassSpec(StrictModel):
     kubernetes: ClassKubernetes = Field(default_factory=ClassKubernetes)
     """How the kubernetes backend runs this class's server in a pod (default: its reference server)."""
     arrival: Literal["poisson", "plain-poisson", "closed"] = "poisson"
-    """``poisson``: exactly round(rate * duration) arrivals per stage at Poisson times (users/arrivals.py);
+    """``poisson``: exactly round(rate * duration) arrivals per stage at Poisson times (loadgen/arrivals.py);
     ``plain-poisson``: a plain Poisson process, its count random; ``closed``: request loops."""
     slo: Slo
     error_budget: float = Field(default=0.01, ge=0, le=1)

@@ -12,13 +12,13 @@ Metric names are DCGM field names (fields.py); the exporter serves them in dcgm-
 Importing this package loads neither pynvml, prometheus-api-client nor a GPU library.
 """
 
+from bench_plugin.results.telemetry_rows import TELEMETRY_FIELDS, Availability, DeviceInfo, TelemetryRow
 from bench_plugin.telemetry.attribution import UNATTRIBUTED, ClassValue, class_series, peak_by_class, resolve_class
 from bench_plugin.telemetry.dcgm import DcgmScraper, parse_metrics
 from bench_plugin.telemetry.exposition import render
 from bench_plugin.telemetry.nvml import NvmlSampler
 from bench_plugin.telemetry.prometheus import PrometheusSeries
 from bench_plugin.telemetry.readings import DeviceReading, reading_rows
-from bench_plugin.telemetry.rows import TELEMETRY_FIELDS, Availability, DeviceInfo, TelemetryRow
 from bench_plugin.telemetry.stage_series import ClassTarget, SeriesSummary, StageSeries, summarise
 
 __all__ = [

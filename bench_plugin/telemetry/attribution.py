@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench_plugin.results.telemetry_rows import TelemetryRow
 from bench_plugin.telemetry.fields import PROCESS_MEMORY
-from bench_plugin.telemetry.rows import TelemetryRow
 
 UNATTRIBUTED = "unattributed"
 """The class of a GPU process that is no known server and descends from none."""

@@ -19,11 +19,11 @@ import time
 from dataclasses import dataclass, field
 
 from bench_plugin.results.recorder import Recorder
+from bench_plugin.results.telemetry_rows import DeviceInfo
 from bench_plugin.sharing.base import Placement
 from bench_plugin.telemetry import fields as F
 from bench_plugin.telemetry.dcgm import DcgmScraper
 from bench_plugin.telemetry.nvml import NvmlSampler
-from bench_plugin.telemetry.rows import DeviceInfo
 from bench_plugin.telemetry.source import PollingSource
 from bench_plugin.telemetry.stage_series import ClassTarget
 

@@ -27,8 +27,8 @@ from collections.abc import Collection, Mapping
 
 import requests
 
+from bench_plugin.results.telemetry_rows import Availability, TelemetryRow
 from bench_plugin.telemetry.exposition import LABEL_GPU, LABEL_MIG_ID, LABEL_PID, LABEL_UUID, LABEL_UUID_OLD
-from bench_plugin.telemetry.rows import Availability, TelemetryRow
 from bench_plugin.telemetry.source import DEFAULT_MAX_BUFFERED, PollingSource
 
 _NOT_GPU_LABELS = ("nvlink", "nvswitch", "cpu", "cpucore")

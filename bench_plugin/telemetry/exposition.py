@@ -26,8 +26,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
+from bench_plugin.results.telemetry_rows import DeviceInfo, TelemetryRow
 from bench_plugin.telemetry.fields import DRIVER_VERSION, FIELDS, Field
-from bench_plugin.telemetry.rows import DeviceInfo, TelemetryRow
 
 LABEL_GPU = "gpu"
 LABEL_UUID = "UUID"

@@ -28,9 +28,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from bench_plugin.results.telemetry_rows import Availability, DeviceInfo, TelemetryRow
 from bench_plugin.telemetry.attribution import UNATTRIBUTED, proc_parent, resolve_class
 from bench_plugin.telemetry.readings import DeviceReading, ProcessMemory, ProcessUtilization, readings_rows
-from bench_plugin.telemetry.rows import Availability, DeviceInfo, TelemetryRow
 from bench_plugin.telemetry.source import DEFAULT_MAX_BUFFERED, PollingSource
 
 log = logging.getLogger(__name__)

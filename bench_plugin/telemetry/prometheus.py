@@ -38,9 +38,9 @@ from typing import Any
 
 import requests
 
+from bench_plugin.results.telemetry_rows import Availability, TelemetryRow
 from bench_plugin.telemetry.exposition import LABEL_GPU, LABEL_MIG_ID, LABEL_UUID, LABEL_UUID_OLD
 from bench_plugin.telemetry.promql import CHECK_QUERY, POD_PRECEDENCE, STAGE_METRICS, range_query, target_selects
-from bench_plugin.telemetry.rows import Availability, TelemetryRow
 from bench_plugin.telemetry.stage_series import ClassTarget, StageSeries
 
 EXTRA_MISSING = "prometheus-api-client is not installed: pip install 'bench-plugin[prometheus]'"

@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from bench_plugin.results.telemetry_rows import TelemetryRow
 from bench_plugin.telemetry import fields as F
-from bench_plugin.telemetry.rows import TelemetryRow
 
 MIB = 1024 * 1024
 

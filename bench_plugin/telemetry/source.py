@@ -28,7 +28,7 @@ from collections import deque
 from collections.abc import Callable
 from types import TracebackType
 
-from bench_plugin.telemetry.rows import Availability, TelemetryRow
+from bench_plugin.results.telemetry_rows import Availability, TelemetryRow
 
 log = logging.getLogger(__name__)
 

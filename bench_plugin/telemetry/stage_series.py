@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from bench_plugin.telemetry.rows import DeviceInfo, TelemetryRow
+from bench_plugin.results.telemetry_rows import DeviceInfo, TelemetryRow
 
 _CUDA_DEVICE = re.compile(r"cuda:(\d+)")
 

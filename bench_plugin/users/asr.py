@@ -12,9 +12,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from bench_plugin.samples import Sample
+from bench_plugin.loadgen.state import ClassLoad
+from bench_plugin.results.samples import Sample
 from bench_plugin.users.base import Prepared, RequestFailed, WorkloadUser, read_body, read_json
-from bench_plugin.users.state import ClassLoad
 
 PATH = "/v1/audio/transcriptions"
 

@@ -3,7 +3,7 @@
 A Locust user normally models one closed-loop client. Open-loop load needs requests to leave at
 their intended times whether or not earlier ones have returned, so the plugin makes one instance of
 each class's user class per load-generating process (``sender``) and its LoadState runs that
-instance's share of every stage (users/state.py): a greenlet per arrival, on the instance's
+instance's share of every stage (loadgen/state.py): a greenlet per arrival, on the instance's
 FastHttpUser connection pool. Locust never spawns these users (the campaign's shape asks for none),
 so how Locust spreads users over workers cannot change who sends what. Latency is measured from the
 intended send time; the gap to the actual send is the client's queueing. Closed loop
@@ -29,12 +29,12 @@ from locust import constant, task
 from locust.contrib.fasthttp import FastHttpUser, ResponseContextManager
 from locust.env import Environment
 
+from bench_plugin.loadgen.arrivals import OPEN_LOOP, arrival_offsets, item_order
 from bench_plugin.loadgen.shares import Share
-from bench_plugin.samples import Sample
+from bench_plugin.loadgen.state import ClassLoad, LoadState, StageAssignment
+from bench_plugin.results.samples import Sample
 from bench_plugin.users import jsonreply
-from bench_plugin.users.arrivals import OPEN_LOOP, arrival_offsets, item_order
 from bench_plugin.users.body import TooLarge, read_all
-from bench_plugin.users.state import ClassLoad, LoadState, StageAssignment
 
 PREPARE_AHEAD_S = 0.005
 """Each request is taken (built the first time its item is drawn in a stage) this long before its

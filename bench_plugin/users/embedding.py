@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench_plugin.samples import Sample
+from bench_plugin.loadgen.state import ClassLoad
+from bench_plugin.results.samples import Sample
 from bench_plugin.users.base import Prepared, RequestFailed, WorkloadUser, json_request, read_json
-from bench_plugin.users.state import ClassLoad
 
 PATH = "/v1/embeddings"
 

@@ -19,10 +19,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from bench_plugin.samples import Sample, pack_gaps
+from bench_plugin.loadgen.state import ClassLoad
+from bench_plugin.results.samples import Sample, pack_gaps
 from bench_plugin.users.base import Prepared, RequestFailed, WorkloadUser, json_request
 from bench_plugin.users.sse import DONE, StreamError, iter_events
-from bench_plugin.users.state import ClassLoad
 
 PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 

@@ -11,7 +11,7 @@ from bench_plugin.analysis.disruption import RECOVERY_RULE, class_interruption
 from bench_plugin.outputs import summarise
 from bench_plugin.report.markdown import render_report
 from bench_plugin.results.recorder import Recorder
-from bench_plugin.samples import Sample
+from bench_plugin.results.samples import Sample
 
 START = 100.0
 STAGE_S = 20.0

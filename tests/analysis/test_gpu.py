@@ -10,8 +10,8 @@ import pytest
 from bench_plugin.analysis.gpu import stage_gpu
 from bench_plugin.outputs import summarise
 from bench_plugin.results.recorder import Recorder
+from bench_plugin.results.telemetry_rows import TelemetryRow
 from bench_plugin.telemetry import fields as F
-from bench_plugin.telemetry.rows import TelemetryRow
 
 
 def polls(t0: float, n: int) -> list[TelemetryRow]:

@@ -14,7 +14,7 @@ from bench_plugin.analysis.objectives import (
     sample_meets_slo,
 )
 from bench_plugin.analysis.summary import class_stats
-from bench_plugin.samples import Sample
+from bench_plugin.results.samples import Sample
 from bench_plugin.scenario import Slo
 
 LLM = ClassObjectives(Slo(p95_ms=1000, ttft_p95_ms=200, tpot_p95_ms=50), 0.1)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from bench_plugin.analysis.pods import arm_pods, pod_summaries
+from bench_plugin.results.pod_events import PodEvent
 from bench_plugin.results.summary import TrialSummary
-from bench_plugin.sharing.kubernetes.podevents import PodEvent
 
 T = 1000.0
 FULL = "0/2 nodes are available: 1 Insufficient nvidia.com/gpu, 1 node(s) were unschedulable. preemption: ..."

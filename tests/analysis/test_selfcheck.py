@@ -15,7 +15,7 @@ from bench_plugin.analysis.contention import stage_contention
 from bench_plugin.analysis.selfcheck import AFFECTED_LIMIT, CPU_ADVICE, advice, check_stage
 from bench_plugin.analysis.summary import class_stats
 from bench_plugin.analysis.verdict import GENERATOR_LIMITED, stage_verdict
-from bench_plugin.samples import Sample
+from bench_plugin.results.samples import Sample
 
 T0 = 1_000.0
 CAUSE = "blocker.poll (blocker.py:7) via bench_plugin.telemetry.source.PollingSource.poll_once (source.py:160)"

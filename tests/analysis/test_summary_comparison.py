@@ -16,8 +16,8 @@ import pytest
 from bench_plugin.analysis.summary import devices_charged
 from bench_plugin.outputs import summarise
 from bench_plugin.results.recorder import Recorder
+from bench_plugin.results.samples import Sample
 from bench_plugin.results.store import open_store, read_trials
-from bench_plugin.samples import Sample
 
 SCENARIO = {
     "name": "hand", "sha256": "0" * 64, "path": "hand.yaml",

@@ -25,8 +25,8 @@ import yaml
 from k8s_cluster import Cluster, bin_dir, wait_for
 from kubernetes.client.rest import ApiException
 
+from bench_plugin.analysis.planning import sample_warnings
 from bench_plugin.scenario import load_scenario
-from bench_plugin.scenario.checks import sample_warnings
 from bench_plugin.scenario.loader import scenario_sha256
 
 ROOT = Path(__file__).resolve().parents[2]

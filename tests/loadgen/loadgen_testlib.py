@@ -18,8 +18,8 @@ import numpy as np
 import yaml
 from harness import ROOT, run_locust, start_locust, start_worker, stop_process
 
+from bench_plugin.loadgen.arrivals import arrival_count
 from bench_plugin.sharing.processes import free_port
-from bench_plugin.users.arrivals import arrival_count
 
 SCENARIO = ROOT / "scenarios" / "distributed.yaml"
 SEED = 3

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bench_plugin.loadgen.ledger import StageLedger
 from bench_plugin.loadgen.shares import Share
-from bench_plugin.samples import Sample
+from bench_plugin.results.samples import Sample
 
 KEY = (1, 0, 0)
 

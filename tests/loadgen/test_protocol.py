@@ -8,11 +8,11 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from bench_plugin.inputs import RequestSet, RequestSetError, build_request_sets
 from bench_plugin.loadgen.protocol import Hello, Identity, hello_differences
 from bench_plugin.loadgen.shares import Share
+from bench_plugin.loadgen.state import ClassLoad, StageAssignment
 from bench_plugin.scenario import load_scenario
-from bench_plugin.users.state import ClassLoad, StageAssignment
+from bench_plugin.scenario.request_sets import RequestSet, RequestSetError, build_request_sets
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -24,7 +24,9 @@ import pytest
 
 from bench_plugin.outputs import write_summaries
 from bench_plugin.report.html import write_report
+from bench_plugin.results.pod_events import PodEvent
 from bench_plugin.results.recorder import Recorder
+from bench_plugin.results.samples import Sample
 from bench_plugin.results.store import ClassWarmup
 from bench_plugin.results.summary import (
     ArmComparison,
@@ -38,9 +40,7 @@ from bench_plugin.results.summary import (
     Verdict,
     save_summary,
 )
-from bench_plugin.samples import Sample
 from bench_plugin.scenario.models import Slo
-from bench_plugin.sharing.kubernetes.podevents import PodEvent
 
 T0 = 1_800_000_000.0
 STAGES = [("low", {"llm": 2.0, "embedding": 4.0, "asr": 1.0}), ("high", {"llm": 4.0, "embedding": 8.0, "asr": 2.0}),

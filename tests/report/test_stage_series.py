@@ -11,8 +11,8 @@ import pytest
 
 from bench_plugin.report.html import write_report
 from bench_plugin.results.recorder import Recorder
+from bench_plugin.results.telemetry_rows import TelemetryRow
 from bench_plugin.telemetry import fields as F
-from bench_plugin.telemetry.rows import TelemetryRow
 
 MakeCampaign = Callable[..., Path]
 NOTE = "DCGM_FI_PROF_SM_ACTIVE: no series for llm (pod bench/llm-0, UUID GPU-1234)"

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench_plugin.outputs import summarise, write_outputs
+from bench_plugin.results.pod_events import PodEvent
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.store import (
     STORE_VERSION,
@@ -20,7 +21,6 @@ from bench_plugin.results.store import (
     store_version,
 )
 from bench_plugin.results.summary import load_summary, parse_summary
-from bench_plugin.sharing.kubernetes.podevents import PodEvent
 
 T = 1_800_000_000.0
 MESSAGE = "0/1 nodes are available: 1 Insufficient nvidia.com/gpu. preemption: 0/1 nodes are available: 1 " \

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from bench_plugin.results.recorder import Recorder
+from bench_plugin.results.samples import Sample
 from bench_plugin.results.store import StoreWriteError, read_samples
-from bench_plugin.samples import Sample
-from bench_plugin.telemetry.rows import TelemetryRow
+from bench_plugin.results.telemetry_rows import TelemetryRow
 
 
 def sample(seq: int) -> Sample:

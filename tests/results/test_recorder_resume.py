@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from bench_plugin.outputs import summarise
+from bench_plugin.results.pod_events import PodEvent
 from bench_plugin.results.recorder import Recorder
+from bench_plugin.results.samples import Sample
 from bench_plugin.results.store import SUPERSEDABLE, StoreError, open_store, read_trials, store_version
-from bench_plugin.samples import Sample
-from bench_plugin.sharing.kubernetes.podevents import PodEvent
-from bench_plugin.telemetry.rows import TelemetryRow
+from bench_plugin.results.telemetry_rows import TelemetryRow
 
 T = 1_800_000_000.0
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.store import SUPERSEDABLE, StageSeriesRecord, read_stage_series
+from bench_plugin.results.telemetry_rows import TelemetryRow
 from bench_plugin.telemetry import fields as F
-from bench_plugin.telemetry.rows import TelemetryRow
 
 ROWS = {
     "llm": [TelemetryRow(10.0, "cuda:0", F.GPU_UTIL, 61.0, "pod:bench/llm-0"),

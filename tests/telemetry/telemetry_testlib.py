@@ -12,8 +12,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench_plugin.results.telemetry_rows import DeviceInfo
 from bench_plugin.telemetry.readings import DeviceReading, ProcessMemory
-from bench_plugin.telemetry.rows import DeviceInfo
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from bench_plugin.results.telemetry_rows import TelemetryRow
 from bench_plugin.telemetry import fields as F
 from bench_plugin.telemetry.attribution import (
     UNATTRIBUTED,
@@ -14,7 +15,6 @@ from bench_plugin.telemetry.attribution import (
     proc_parent,
     resolve_class,
 )
-from bench_plugin.telemetry.rows import TelemetryRow
 
 SERVERS = {100: "llm", 200: "embedding", 300: "asr"}
 PARENTS = {101: 100, 102: 101, 201: 200, 900: 1, 50: 51, 51: 50}  # 102 is a grandchild; 50 <-> 51 a loop

@@ -13,9 +13,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from bench_plugin.results.telemetry_rows import TelemetryRow
 from bench_plugin.telemetry import fields as F
 from bench_plugin.telemetry.dcgm import DcgmScraper, parse_metrics
-from bench_plugin.telemetry.rows import TelemetryRow
 
 G0 = "GPU-c7f5d2c5-3e7c-2881-b1b9-66fc489b02e7"
 G1 = "GPU-0a1b2c3d-4e5f-6789-abcd-ef0123456789"

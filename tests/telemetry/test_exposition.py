@@ -14,10 +14,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from telemetry_testlib import MIG_UUID, Recorded, mig_device, mig_reading
 
+from bench_plugin.results.telemetry_rows import DeviceInfo, TelemetryRow
 from bench_plugin.telemetry import fields as F
 from bench_plugin.telemetry.exposition import render
 from bench_plugin.telemetry.readings import MIB, DeviceReading, reading_rows
-from bench_plugin.telemetry.rows import DeviceInfo, TelemetryRow
 
 # etc/default-counters.csv, the lines of the fields our exporter writes (verbatim, spacing included)
 DEFAULT_COUNTERS_CSV = """\

@@ -36,10 +36,10 @@ from exporter_pages import (
 )
 from prometheus_testlib import PageServer, PrometheusProcess, ScrapeJob, free_port
 
+from bench_plugin.results.telemetry_rows import TelemetryRow
 from bench_plugin.telemetry import fields as F
 from bench_plugin.telemetry.prometheus import PrometheusSeries
 from bench_plugin.telemetry.promql import STAGE_METRICS, selector
-from bench_plugin.telemetry.rows import TelemetryRow
 from bench_plugin.telemetry.stage_series import ClassTarget, SeriesSummary
 
 JOBS = [

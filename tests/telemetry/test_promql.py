@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from bench_plugin.results.telemetry_rows import DeviceInfo
 from bench_plugin.telemetry import fields as F
 from bench_plugin.telemetry.promql import (
     CHECK_QUERY,
@@ -26,7 +27,6 @@ from bench_plugin.telemetry.promql import (
     target_label_sets,
     target_selects,
 )
-from bench_plugin.telemetry.rows import DeviceInfo
 from bench_plugin.telemetry.stage_series import ClassTarget
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -14,11 +14,11 @@ from dataclasses import replace
 import pytest
 from telemetry_testlib import MIG_UUID, Recorded, mig_device, mig_reading
 
+from bench_plugin.results.telemetry_rows import DeviceInfo, TelemetryRow
 from bench_plugin.telemetry.dcgm import DcgmScraper
 from bench_plugin.telemetry.exporter import make_server
 from bench_plugin.telemetry.exposition import render
 from bench_plugin.telemetry.readings import reading_rows
-from bench_plugin.telemetry.rows import DeviceInfo, TelemetryRow
 
 
 def _input(recorded: Recorded) -> tuple[list[TelemetryRow], list[DeviceInfo]]:

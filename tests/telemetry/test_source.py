@@ -12,8 +12,8 @@ import time
 
 import gevent
 
+from bench_plugin.results.telemetry_rows import Availability, TelemetryRow
 from bench_plugin.telemetry.nvml import NvmlSampler
-from bench_plugin.telemetry.rows import Availability, TelemetryRow
 from bench_plugin.telemetry.source import PollingSource
 
 

@@ -14,7 +14,7 @@ import pytest
 import requests
 from thirdparty_testlib import Server
 
-from bench_plugin.inputs import PACKAGED_CLIPS
+from bench_plugin.scenario.request_sets import PACKAGED_CLIPS
 
 pytestmark = pytest.mark.slow
 

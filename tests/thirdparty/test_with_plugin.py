@@ -27,7 +27,7 @@ import pytest
 from harness import ROOT, run_locust
 from thirdparty_testlib import Server, write_scenario
 
-from bench_plugin.users.arrivals import arrival_count
+from bench_plugin.loadgen.arrivals import arrival_count
 
 pytestmark = pytest.mark.slow
 

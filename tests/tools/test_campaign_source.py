@@ -11,7 +11,7 @@ from types import ModuleType
 import pytest
 from tools_testlib import load_tool
 
-from bench_plugin.loadgen.protocol import digest_sources, source_digest
+from bench_plugin.results.provenance import digest_sources, source_digest
 from bench_plugin.results.recorder import Recorder
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -18,7 +18,7 @@ from typing import Any
 import gevent
 import pytest
 
-from bench_plugin.samples import Sample
+from bench_plugin.results.samples import Sample
 from bench_plugin.users import jsonreply
 from bench_plugin.users.base import read_json, wait_until
 

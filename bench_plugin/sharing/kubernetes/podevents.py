@@ -54,14 +54,12 @@ import re
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from bench_plugin.results.pod_events import PodEvent
 from bench_plugin.sharing.kubernetes.semantics import Json, format_amount, pod_requests
 
-POD_EVENT_KINDS: tuple[str, ...] = ("created", "failed_scheduling", "preempting", "scheduled", "started", "ready",
-                                    "not_ready", "preempted", "evicted", "killing", "deleted")
-"""Every kind, in a pod's lifecycle order (the tie-break between transitions at the same time)."""
 CLASS_LABEL = "bench-plugin/class"
 """The label that names a pod's workload class (llm, embedding, asr)."""
 EVENT_KINDS: Mapping[str, str] = {"FailedScheduling": "failed_scheduling", "Preempted": "preempted",
@@ -72,41 +70,6 @@ ONCE: frozenset[str] = frozenset({"created", "scheduled", "started", "preempted"
 """Kinds a pod goes through at most once."""
 HELD_EVENTS = 2000
 """Events held for pods not seen yet; past this the oldest are dropped (a namespace busy with other pods)."""
-
-
-@dataclass(frozen=True)
-class PodEvent:
-    """One thing the cluster did to one pod, at the cluster's time of it."""
-
-    t: float
-    """Epoch seconds."""
-    kind: str
-    """One of POD_EVENT_KINDS."""
-    pod: str
-    """The pod's name."""
-    uid: str
-    workload: str | None = None
-    """The pod's workload class (its bench-plugin/class label)."""
-    node: str | None = None
-    """The node the pod was bound to (or is preempted on), when it has one."""
-    reason: str | None = None
-    """Kubernetes' own reason: FailedScheduling, Preempted, EvictionByEvictionAPI, Killing, a Ready reason."""
-    message: str | None = None
-    """The cluster's message (the scheduler's, the eviction's), one line."""
-    requests: Mapping[str, str] = field(default_factory=dict)
-    """``scheduled`` only: extended resource -> what the pod asks of it (``{"nvidia.com/gpu": "1"}``)."""
-    count: int = 1
-    """How many occurrences this record stands for (an Event series reported several at once)."""
-
-    @property
-    def rank(self) -> int:
-        """Position of ``kind`` in a pod's lifecycle (POD_EVENT_KINDS), for ordering equal times."""
-        return POD_EVENT_KINDS.index(self.kind) if self.kind in POD_EVENT_KINDS else len(POD_EVENT_KINDS)
-
-
-def in_order(events: list[PodEvent]) -> list[PodEvent]:
-    """``events`` by time, lifecycle order at equal times, then pod name."""
-    return sorted(events, key=lambda e: (e.t, e.rank, e.pod, e.uid))
 
 
 def parse_time(value: str | None) -> float | None:

@@ -32,9 +32,10 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from bench_plugin.results.pod_events import PodEvent
 from bench_plugin.sharing.base import ApplyError
 from bench_plugin.sharing.kubernetes.clusterview import api_reason
-from bench_plugin.sharing.kubernetes.podevents import PodEvent, PodTimeline
+from bench_plugin.sharing.kubernetes.podevents import PodTimeline
 from bench_plugin.sharing.kubernetes.semantics import Json
 
 logger = logging.getLogger(__name__)

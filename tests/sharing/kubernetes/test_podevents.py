@@ -10,14 +10,8 @@ from typing import Any
 
 import pytest
 
-from bench_plugin.sharing.kubernetes.podevents import (
-    PodEvent,
-    PodTimeline,
-    in_order,
-    parse_time,
-    preemptor_uid,
-    scheduling_reasons,
-)
+from bench_plugin.results.pod_events import PodEvent, in_order
+from bench_plugin.sharing.kubernetes.podevents import PodTimeline, parse_time, preemptor_uid, scheduling_reasons
 
 TOO_BIG = ("0/1 nodes are available: 1 Insufficient nvidia.com/gpu. no new claims to deallocate, preemption: 0/1 "
            "nodes are available: 1 Preemption is not helpful for scheduling.")

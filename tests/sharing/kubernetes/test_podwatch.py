@@ -28,7 +28,8 @@ from k8s_cluster import Cluster, wait_for
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from bench_plugin.sharing.kubernetes.podevents import ONCE, POD_EVENT_KINDS, PodEvent
+from bench_plugin.results.pod_events import POD_EVENT_KINDS, PodEvent
+from bench_plugin.sharing.kubernetes.podevents import ONCE
 from bench_plugin.sharing.kubernetes.podwatch import PodWatch, PodWatchError
 
 GPU = "nvidia.com/gpu"

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from bench_plugin.users.arrivals import (
+from bench_plugin.loadgen.arrivals import (
     arrival_count,
     arrival_offsets,
     conditioned_poisson_offsets,

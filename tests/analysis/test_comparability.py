@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from harness import Campaign as Run
 
-from bench_plugin.comparability import Campaign, Difference, context_conditions, differences
+from bench_plugin.analysis.comparability import Campaign, Difference, context_conditions, differences
 from bench_plugin.results.summary import Summary, load_summary
 
 

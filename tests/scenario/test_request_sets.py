@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bench_plugin.inputs import PACKAGED_CLIPS, RequestSetError, build_request_sets, store_request_sets
 from bench_plugin.scenario import load_scenario
+from bench_plugin.scenario.request_sets import PACKAGED_CLIPS, RequestSetError, build_request_sets, store_request_sets
 
 ROOT = Path(__file__).resolve().parent.parent
 

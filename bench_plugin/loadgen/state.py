@@ -23,11 +23,11 @@ import gevent
 from gevent.event import Event
 from gevent.pool import Group
 
-from bench_plugin.inputs import RequestSet
 from bench_plugin.loadgen.ledger import StageKey
 from bench_plugin.loadgen.shares import Share
 from bench_plugin.loadgen.stalls import StallMonitor, thread_busy_s
-from bench_plugin.samples import Sample
+from bench_plugin.results.samples import Sample
+from bench_plugin.scenario.request_sets import RequestSet
 
 
 @dataclass(frozen=True)

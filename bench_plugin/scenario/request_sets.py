@@ -24,7 +24,7 @@ from bench_plugin.scenario import (
     ScenarioError,
 )
 
-PACKAGED_CLIPS = Path(__file__).parent / "data" / "asr"
+PACKAGED_CLIPS = Path(__file__).parent.parent / "data" / "asr"
 """Speech clips shipped with the package (see make_clips.sh there)."""
 
 _SYLLABLES = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]

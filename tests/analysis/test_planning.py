@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench_plugin.analysis.planning import sample_warnings
 from bench_plugin.scenario import Scenario
-from bench_plugin.scenario.checks import sample_warnings
 
 CLASSES = {"llm": {"model": "m", "slo": {"p95_ms": 100}}, "asr": {"model": "w", "slo": {"p95_ms": 100}}}
 ARMS = [{"name": "a", "control": True}]

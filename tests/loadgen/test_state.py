@@ -6,8 +6,8 @@ import gevent
 
 from bench_plugin.loadgen.ledger import StageKey
 from bench_plugin.loadgen.shares import Share
-from bench_plugin.samples import Sample
-from bench_plugin.users.state import ClassLoad, LoadState, StageAssignment
+from bench_plugin.loadgen.state import ClassLoad, LoadState, StageAssignment
+from bench_plugin.results.samples import Sample
 
 
 class Seen:

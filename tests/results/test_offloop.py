@@ -17,7 +17,7 @@ import gevent
 import pytest
 from gevent import monkey
 
-from bench_plugin.offloop import OffLoop
+from bench_plugin.results.offloop import OffLoop
 
 os_sleep = monkey.get_original("time", "sleep")
 
@@ -79,7 +79,7 @@ def test_calls_keep_the_order_they_were_asked_in_and_raise_in_their_caller() -> 
 
 def test_without_gevents_patching_a_call_runs_in_its_caller() -> None:
     code = ("import threading\n"
-            "from bench_plugin.offloop import OffLoop\n"
+            "from bench_plugin.results.offloop import OffLoop\n"
             "w = OffLoop()\n"
             "assert w.run(threading.get_ident) == threading.get_ident()\n"
             "w.close()\n"

@@ -1,0 +1,61 @@
+"""Provenance: what software produced a run (package versions, the plugin's source revision and digest).
+
+Recorded with every campaign (conditions.py) and compared where two processes or two runs must be the same
+software: a worker and its master (loadgen/protocol.py), a resumed campaign and its first run (resume.py).
+Two installs of one version can differ, so the source itself is digested too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from collections.abc import Iterable
+from functools import cache
+from importlib import metadata
+from pathlib import Path, PurePosixPath
+
+ROOT = Path(__file__).resolve().parent.parent
+"""The bench_plugin package directory, whose ``.py`` files :func:`source_digest` digests."""
+
+PACKAGES = ("bench-plugin", "locust", "gevent", "geventhttpclient", "pydantic", "numpy", "torch", "aiohttp",
+            "nvidia-ml-py")
+
+
+def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]:
+    """Installed versions of the packages that shape a measurement (None: not installed)."""
+    out: dict[str, str | None] = {}
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def source_revision() -> str | None:
+    """The git commit of the bench_plugin source, when it runs from a checkout."""
+    root = ROOT.parent
+    if not (root / ".git").exists():
+        return None
+    try:
+        done = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=5, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() or None
+
+
+@cache
+def source_digest() -> str:
+    """sha256 (first 12 hex digits) of the bench_plugin sources: two installs of one version can differ."""
+    return digest_sources((path.relative_to(ROOT).as_posix(), path.read_bytes()) for path in ROOT.rglob("*.py"))
+
+
+def digest_sources(files: Iterable[tuple[str, bytes]]) -> str:
+    """:func:`source_digest` of ``(path below bench_plugin/, content)`` pairs of its ``.py`` files, from
+    anywhere (a checkout, a commit of its history)."""
+    digest = hashlib.sha256()
+    for name, content in sorted(files, key=lambda pair: PurePosixPath(pair[0])):
+        digest.update(name.encode())
+        digest.update(content)
+    return digest.hexdigest()[:12]
