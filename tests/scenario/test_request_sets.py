@@ -12,7 +12,7 @@ import yaml
 from bench_plugin.scenario import load_scenario
 from bench_plugin.scenario.request_sets import PACKAGED_CLIPS, RequestSetError, build_request_sets, store_request_sets
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def scenario_with(tmp_path: Path, classes: dict[str, object]) -> Path:
