@@ -18,7 +18,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from bench_plugin.options import add_arguments
+    from bench_plugin.launch.options import add_arguments
     from bench_plugin.plugin import BenchPlugin, register
     from bench_plugin.scenario import Scenario, ScenarioError, load_scenario
     from bench_plugin.shape import CampaignShape
@@ -33,7 +33,7 @@ _EXPORTS: dict[str, str] = {
     "Scenario": "bench_plugin.scenario",
     "ScenarioError": "bench_plugin.scenario",
     "WorkloadUser": "bench_plugin.users",
-    "add_arguments": "bench_plugin.options",
+    "add_arguments": "bench_plugin.launch.options",
     "load_scenario": "bench_plugin.scenario",
     "register": "bench_plugin.plugin",
 }

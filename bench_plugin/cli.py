@@ -54,14 +54,14 @@ def _store_errors(directory: Path, action: Callable[[], T]) -> T:
 
 def regenerate(directory: Path, summary: Summary | None = None) -> None:
     """Rewrite every derived file of one campaign from its results.sqlite (``summary``: already computed)."""
-    from bench_plugin.outputs import write_outputs
+    from bench_plugin.report.outputs import write_outputs
 
     _store_errors(directory, lambda: write_outputs(directory, summary))
 
 
 def load_campaign(directory: Path) -> Campaign:
     """A campaign's summary (computed afresh from its store, nothing written) and resolved scenario."""
-    from bench_plugin.outputs import summarise
+    from bench_plugin.report.outputs import summarise
 
     try:
         scenario = json.loads((directory / "scenario.resolved.json").read_text(encoding="utf-8"))

@@ -13,9 +13,9 @@ the workers, split exactly between them (loadgen/). A worker needs only the locu
 request sets from the master (loadgen/worker.py).
 
 What the command line asks for (scenario, results directory, backend, hosts, telemetry) is read and
-checked in launch.py, which refuses a bad value in one line before anything starts.
+checked in launch/resolve.py, which refuses a bad value in one line before anything starts.
 
-``--resume DIR`` continues an interrupted campaign in its own directory (resume.py): the checks that
+``--resume DIR`` continues an interrupted campaign in its own directory (launch/resume.py): the checks that
 it is the same experiment come before anything is changed; the conductor is then told what is done.
 """
 
@@ -38,28 +38,29 @@ from locust.env import Environment
 from locust.event import EventHook
 from locust.runners import STATE_CLEANUP, STATE_STOPPED, STATE_STOPPING, MasterRunner, WorkerRunner
 
-from bench_plugin import launch, resume, webui
-from bench_plugin.campaign import plan_trials
-from bench_plugin.conditions import collect_conditions
-from bench_plugin.conductor import Conductor
-from bench_plugin.events import BenchEvents
-from bench_plugin.live import LiveSnapshot, LiveView
+from bench_plugin.launch import resolve, resume
+from bench_plugin.launch.conditions import collect_conditions
+from bench_plugin.live import webui
+from bench_plugin.live.progress import report_progress
+from bench_plugin.live.view import LiveSnapshot, LiveView
 from bench_plugin.loadgen import collector
 from bench_plugin.loadgen.fleet import Fleet, Inbox
 from bench_plugin.loadgen.protocol import Hello, Identity
 from bench_plugin.loadgen.state import LoadState
 from bench_plugin.loadgen.worker import WorkerLink
-from bench_plugin.progress import report_progress
-from bench_plugin.readiness import Prober
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.samples import Sample
 from bench_plugin.results.store import StoreError, StoreWriteError
+from bench_plugin.run.conductor import Conductor
+from bench_plugin.run.events import BenchEvents
+from bench_plugin.run.readiness import Prober
+from bench_plugin.run.schedule import plan_trials
+from bench_plugin.run.warmup import Builder
 from bench_plugin.scenario import Scenario, ScenarioError, scenario_sha256
 from bench_plugin.scenario.request_sets import RequestSet, build_request_sets, store_request_sets
 from bench_plugin.sharing.base import ApplyError, SharingBackend
 from bench_plugin.telemetry.campaign import CampaignTelemetry
 from bench_plugin.users import WorkloadUser
-from bench_plugin.warmup import Builder
 
 logger = logging.getLogger(__name__)
 
@@ -93,19 +94,19 @@ class BenchPlugin:
         try:
             self.recorder = Recorder(results_dir / "results.sqlite")
         except StoreError as exc:
-            launch.fail(f"--resume {resuming.recorded.given}: {exc}" if resuming else str(exc))
+            resolve.fail(f"--resume {resuming.recorded.given}: {exc}" if resuming else str(exc))
         if resuming is not None:
             try:
                 resume.confirm(resuming)
             except resume.ResumeRefused as exc:
                 self.recorder.close()
-                launch.fail(str(exc))
+                resolve.fail(str(exc))
         store_request_sets(self.request_sets, results_dir / "inputs")
         self.backend = backend
         self.fleet = Fleet(environment, request_sets=request_sets, scenario_sha256=scenario_sha256(scenario),
                            take=self._take, note=self._note)
         self.progress: gevent.Greenlet | None = None
-        """The progress lines of a headless run (bench_plugin.progress), once started."""
+        """The progress lines of a headless run (bench_plugin.live.progress), once started."""
         self.state: LoadState | None = None
         if inbox is not None:
             self.fleet.listen(inbox)
@@ -117,7 +118,7 @@ class BenchPlugin:
         self.conductor = Conductor(
             scenario=scenario, class_names=class_names, trials=trials, backend=backend, recorder=self.recorder,
             request_sets=self.request_sets, events=self.events, fleet=self.fleet,
-            telemetry=CampaignTelemetry(launch.telemetry_options(environment), self.recorder),
+            telemetry=CampaignTelemetry(resolve.telemetry_options(environment), self.recorder),
             builders=users.builders(), probers=users.probers(),
             done=resuming.plan.done if resuming else None,
         )
@@ -205,7 +206,7 @@ class BenchPlugin:
             self.conductor.reason = "stopped before the first trial"
         elif self.conductor.status == "interrupted" and signum is not None:  # Locust's SIGTERM handler ran first
             self.conductor.reason = f"the run was stopped ({stop_cause(signum)})"
-        from bench_plugin.outputs import write_outputs
+        from bench_plugin.report.outputs import write_outputs
 
         leftovers = self.backend.leftovers()
         try:
@@ -251,7 +252,7 @@ class BenchPlugin:
 def load_state(environment: Environment, request_sets: dict[str, RequestSet]) -> LoadState:
     """This process's LoadState, able to send every class its locustfile has a user class of."""
     state = LoadState(request_sets, {})
-    for name, cls in launch.user_classes(environment).items():
+    for name, cls in resolve.user_classes(environment).items():
         state.makers[name] = partial(cls.sender, environment, state)
     return state
 
@@ -263,7 +264,7 @@ class CampaignUsers:
     def __init__(self, environment: Environment, request_sets: dict[str, RequestSet]) -> None:
         self.environment = environment
         self.state = LoadState(request_sets, {})
-        self.classes = launch.user_classes(environment)
+        self.classes = resolve.user_classes(environment)
         self.made: dict[str, WorkloadUser] = {}
 
     def user(self, name: str) -> WorkloadUser:
@@ -297,11 +298,11 @@ def _register_worker(environment: Environment) -> None:
     hello = Hello(Identity.here(), state.classes)
     own = get_parser().parse_args()
     if getattr(own, "scenario", None):
-        scenario, path = launch.load_from(own)
+        scenario, path = resolve.load_from(own)
         try:
             own = build_request_sets(scenario, path.parent)
         except ScenarioError as exc:
-            launch.fail(str(exc))
+            resolve.fail(str(exc))
         hello = Hello(hello.identity, hello.classes, scenario_sha256(scenario),
                       {name: rs.sha256 for name, rs in own.items()})
     _route_ctrl_c_to_main_greenlet(environment)
@@ -396,24 +397,24 @@ def register(environment: Environment) -> BenchPlugin | None:
         return None
     # before anything that lets a worker's hello in: the master's handlers must already be there
     inbox = Inbox(environment.runner) if isinstance(environment.runner, MasterRunner) else None
-    recorded = launch.recorded_campaign(environment)
-    scenario, path = launch.load(environment, recorded)
-    launch.warn_short_stages(scenario, path)
-    class_names = launch.class_names(environment, scenario, path)
+    recorded = resolve.recorded_campaign(environment)
+    scenario, path = resolve.load(environment, recorded)
+    resolve.warn_short_stages(scenario, path)
+    class_names = resolve.class_names(environment, scenario, path)
     try:
         request_sets = build_request_sets(scenario, path.parent)
     except ScenarioError as exc:
-        launch.fail(str(exc))
-    results_dir = recorded.directory if recorded else launch.results_dir(environment, scenario)
-    backend = launch.backend(environment, scenario, class_names, results_dir)
+        resolve.fail(str(exc))
+    results_dir = recorded.directory if recorded else resolve.results_dir(environment, scenario)
+    backend = resolve.backend(environment, scenario, class_names, results_dir)
     try:
         for arm in scenario.arms:
             backend.check(arm)
     except ApplyError as exc:
-        launch.fail(f"{path}: {exc}")
-    launch.check_prometheus(launch.telemetry_options(environment))
+        resolve.fail(f"{path}: {exc}")
+    resolve.check_prometheus(resolve.telemetry_options(environment))
     conditions = collect_conditions(backend)
-    resuming = launch.resuming(recorded, scenario, class_names, request_sets, conditions) if recorded else None
+    resuming = resolve.resuming(recorded, scenario, class_names, request_sets, conditions) if recorded else None
     plugin = BenchPlugin(environment, scenario, request_sets, results_dir, backend, class_names, resuming, inbox)
     _route_ctrl_c_to_main_greenlet(environment)
     if resuming is None:

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bench_plugin.outputs import write_summaries
 from bench_plugin.report.html import write_report
+from bench_plugin.report.outputs import write_summaries
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.samples import Sample
 from bench_plugin.sharing.devices import cpu_model

@@ -3,8 +3,10 @@
 Each ``.py`` file under bench_plugin/ is parsed (nothing is imported) and every ``import`` and ``from ... import``
 of the package is an edge, those under ``if TYPE_CHECKING:`` too (a circle through type hints is still a
 circle to a reader). The folders' floors are DESIGN.md's, bottom up: scenario, results, then sharing,
-telemetry and loadgen, then users and analysis, then report; a folder may import its own floor's folders
-(without a circle) and those below, never one above. servers/ stands apart: it imports nothing of the rest.
+telemetry and loadgen, then users and analysis, then run and report, then launch and live; a folder may
+import its own floor's folders (without a circle) and those below, never one above. The entry points on top
+(plugin, shape, cli) may import anything; nothing else lies on top. servers/ stands apart: it imports
+nothing of the rest.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "bench_plugin"
 
 FLOORS = {"scenario": 0, "results": 1, "sharing": 2, "telemetry": 2, "loadgen": 2, "users": 3, "analysis": 3,
-          "report": 4}
+          "run": 4, "report": 4, "launch": 5, "live": 5}
 """Folder -> its floor (DESIGN.md, "Target layout")."""
 
 
@@ -118,6 +120,13 @@ def test_folders_import_their_own_floor_or_below() -> None:
                     if folder(name) in FLOORS and folder(target) != folder(name)
                     and FLOORS.get(folder(target), 99) > FLOORS[folder(name)])
     assert upward == []
+
+
+def test_only_the_entry_points_lie_on_top() -> None:
+    on_top = sorted(path.stem for path in PACKAGE.glob("*.py"))
+    assert on_top == ["__init__", "cli", "plugin", "shape"]
+    assert set(FLOORS) | {"servers", "data"} == {path.name for path in PACKAGE.iterdir()
+                                                 if path.is_dir() and path.name != "__pycache__"}
 
 
 def test_the_reference_servers_stand_apart() -> None:

@@ -12,6 +12,6 @@
 The report reads only the typed summary (bench_plugin.results.summary: ``Summary``, loaded with
 ``load_summary``) and the typed store readers (bench_plugin.results.store); it parses no JSON itself.
 
-Nothing is imported here: bench_plugin.outputs imports the markdown module on every run, and must
+Nothing is imported here: bench_plugin.report.outputs imports the markdown module on every run, and must
 not pay for matplotlib.
 """

@@ -1,7 +1,7 @@
 """What each arm's servers made of the LLM requests, for the reports' conditions: one line per arm.
 
 Whether the output lengths were the request set's (the server honoured ignore_eos/min_tokens: every
-arm generated the same tokens) or set by the model (bench_plugin.readiness: the server rejects or
+arm generated the same tokens) or set by the model (bench_plugin.run.readiness: the server rejects or
 ignores them, or the scenario asks for none), and where the token counts came from (the server's
 ``usage``, or one token per chunk). Lengths set by the model can differ between arms: their TPOT and
 throughput then compare unequal work.

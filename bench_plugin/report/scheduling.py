@@ -2,7 +2,7 @@
 
 Read from the typed summary only (TrialSummary.pods, ArmFigures.pods; analysis/pods.py computes them);
 a campaign without pod events (the local and manual backends) has no section. No matplotlib here:
-bench_plugin.outputs writes summary.md on every run.
+bench_plugin.report.outputs writes summary.md on every run.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Provenance: what software produced a run (package versions, the plugin's source revision and digest).
 
-Recorded with every campaign (conditions.py) and compared where two processes or two runs must be the same
-software: a worker and its master (loadgen/protocol.py), a resumed campaign and its first run (resume.py).
+Recorded with every campaign (launch/conditions.py) and compared where two processes or two runs must be the same
+software: a worker and its master (loadgen/protocol.py), a resumed campaign and its first run (launch/resume.py).
 Two installs of one version can differ, so the source itself is digested too.
 """
 

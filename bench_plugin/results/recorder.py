@@ -14,7 +14,7 @@ process (SIGKILL) and is read back by the next connection. Each write runs in th
 (bench_plugin/results/offloop.py: one OS thread under gevent, so the sending loop turns while the disk works)
 and returns once it is done. At each segment's end the log is folded into results.sqlite (a
 checkpoint), so the file alone holds every segment that ended: what a resumed campaign keeps
-(resume.py), should only results.sqlite be carried to another machine. One process
+(launch/resume.py), should only results.sqlite be carried to another machine. One process
 writes a campaign at a time: the recorder holds an exclusive lock on the file while it is open.
 A resumed campaign moves the rows of a segment's unfinished attempt aside (``supersede_segment``).
 

@@ -88,7 +88,7 @@ CREATE INDEX IF NOT EXISTS pod_events_by_trial ON pod_events (trial, t);
 SUPERSEDABLE: tuple[str, ...] = ("samples", "stages", "segments", "events", "telemetry", "stage_series",
                                  "stage_series_notes", "pod_events")
 """Tables with rows of one segment's attempt. A resumed campaign re-runs a segment that did not end
-(resume.py) and moves the rows of its earlier attempt to ``superseded_<table>`` (the same columns and a
+(launch/resume.py) and moves the rows of its earlier attempt to ``superseded_<table>`` (the same columns and a
 leading ``resume``, the number of the resume that superseded them): kept, never read by the analysis."""
 
 SCHEMA = _TABLES + "".join(
@@ -147,7 +147,7 @@ MAX_TELEMETRY_POINTS = 2000
 
 @dataclass(frozen=True)
 class ClassWarmup:
-    """What one class's unmeasured warm-up sent (warmup.py), as the segment's row keeps it."""
+    """What one class's unmeasured warm-up sent (run/warmup.py), as the segment's row keeps it."""
 
     started_s: float
     ended_s: float

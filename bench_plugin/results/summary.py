@@ -241,7 +241,7 @@ class GeneratorCheck(Model):
 
 
 class HostLoad(Model):
-    """The host's own load over a stage, as bench_plugin.hostload measures it."""
+    """The host's own load over a stage, as bench_plugin.telemetry.hostload measures it."""
 
     duration_s: float
     cores: int | None
@@ -605,7 +605,7 @@ class ScenarioRef(Model):
 
 
 class Resume(Model):
-    """One time the campaign was resumed (``--resume``; bench_plugin/resume.py): when, from what, what it re-ran."""
+    """One time the campaign was resumed (``--resume``; launch/resume.py): when, from what, what it re-ran."""
 
     number: int
     """1 for the first resume."""

@@ -130,7 +130,7 @@ class LLMClass(ClassSpec):
     fixed_output: bool | Literal["auto"] = "auto"
     """true: send ignore_eos and min_tokens so every arm generates exactly output_tokens per request (a server
     that rejects or ignores them is refused at readiness); false: send neither, the model stops where it
-    does; auto: true where the server honours them, else false, said in the results (bench_plugin.readiness)."""
+    does; auto: true where the server honours them, else false, said in the results (bench_plugin.run.readiness)."""
 
 
 class EmbeddingClass(ClassSpec):

@@ -243,7 +243,7 @@ class WorkloadUser(FastHttpUser):
     def probe(self, load: ClassLoad, item: dict[str, Any]) -> Sample:
         """Send the request of ``item`` now, outside any stage, read and judged as a stage's would be; its sample.
 
-        What readiness sends (bench_plugin.readiness). It goes to Locust's statistics only if this user's
+        What readiness sends (bench_plugin.run.readiness). It goes to Locust's statistics only if this user's
         client reports there: the campaign's probing user has its own, silent, request event.
         """
         now = time.time()

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from bench_plugin.analysis.disruption import RECOVERY_RULE, class_interruption
-from bench_plugin.outputs import summarise
 from bench_plugin.report.markdown import render_report
+from bench_plugin.report.outputs import summarise
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.samples import Sample
 

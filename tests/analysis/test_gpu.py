@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bench_plugin.analysis.gpu import stage_gpu
-from bench_plugin.outputs import summarise
+from bench_plugin.report.outputs import summarise
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.telemetry_rows import TelemetryRow
 from bench_plugin.telemetry import fields as F

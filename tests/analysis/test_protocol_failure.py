@@ -11,7 +11,7 @@ from analysis_builders import objectives, stage, stats, trial
 from bench_plugin.analysis.boundary import BELOW, NOT_MEASURED, arm_boundary
 from bench_plugin.analysis.summary import class_stats, protocol_failure, sole_error
 from bench_plugin.results.samples import Sample, pack_gaps, protocol_signature
-from bench_plugin.rollback import PROTOCOL_MIN_REQUESTS, StageTally
+from bench_plugin.run.rollback import PROTOCOL_MIN_REQUESTS, StageTally
 
 
 def sample(ok: bool = True, error: str | None = None, status: int | None = None, detail: str | None = None,

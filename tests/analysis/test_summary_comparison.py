@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from bench_plugin.analysis.summary import devices_charged
-from bench_plugin.outputs import summarise
+from bench_plugin.report.outputs import summarise
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.samples import Sample
 from bench_plugin.results.store import open_store, read_trials

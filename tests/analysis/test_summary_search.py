@@ -6,7 +6,7 @@ import pytest
 from harness import search_campaign_store
 
 from bench_plugin.analysis.summary import measured
-from bench_plugin.outputs import summarise
+from bench_plugin.report.outputs import summarise
 from bench_plugin.results.summary import Summary
 
 

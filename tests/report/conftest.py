@@ -5,7 +5,7 @@ one class per segment, a shared arm with all classes in one segment, two repeats
 the awkward parts a real run can have but a short CPU campaign rarely shows: timeouts, a stage rolled
 back with the next one skipped, a stage interrupted, and GPU telemetry; and, in a variant, the pod
 events a Kubernetes backend records (a Pending pod, a preemption, a drain). The times are fixed so the
-pictures are the same at every run. summary.json comes from bench_plugin.outputs.write_summaries
+pictures are the same at every run. summary.json comes from bench_plugin.report.outputs.write_summaries
 (the analysis's typed Summary, saved); its "comparison" section is replaced by a hand-made one built
 from the results models (the report must not depend on the analysis's current numbers), kept as the
 analysis wrote it, or emptied (no control arm and no arm to compare: nothing to compare).
@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from bench_plugin.outputs import write_summaries
 from bench_plugin.report.html import write_report
+from bench_plugin.report.outputs import write_summaries
 from bench_plugin.results.pod_events import PodEvent
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.samples import Sample

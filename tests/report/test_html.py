@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench_plugin.outputs import write_summaries
 from bench_plugin.report.comparison import NO_COMPARISON
 from bench_plugin.report.html import write_report
 from bench_plugin.report.markdown import render_report
+from bench_plugin.report.outputs import write_summaries
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.store import count_requests, even_indices, open_store, read_requests
 from bench_plugin.results.summary import load_summary, save_summary

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from harness import ROOT, search_campaign_store
 
-from bench_plugin.outputs import summarise
 from bench_plugin.report.markdown import render_report, render_summary
+from bench_plugin.report.outputs import summarise
 from bench_plugin.report.stage_groups import stage_groups
 from bench_plugin.results.summary import Summary, load_summary
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench_plugin.outputs import summarise, write_outputs
+from bench_plugin.report.outputs import summarise, write_outputs
 from bench_plugin.results.pod_events import PodEvent
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.store import (

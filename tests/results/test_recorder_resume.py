@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bench_plugin.outputs import summarise
+from bench_plugin.report.outputs import summarise
 from bench_plugin.results.pod_events import PodEvent
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.samples import Sample

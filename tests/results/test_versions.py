@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from bench_plugin.outputs import summarise
+from bench_plugin.report.outputs import summarise
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.store import STORE_VERSION, StoreError, open_store, store_version
 from bench_plugin.results.summary import SCHEMA, SummaryError, load_summary, parse_summary

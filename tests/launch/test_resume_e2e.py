@@ -29,7 +29,7 @@ import pytest
 import yaml
 from harness import run_locust, scenario_variant, start_locust, stop_process
 
-from bench_plugin.outputs import summarise
+from bench_plugin.report.outputs import summarise
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.summary import Summary, load_summary
 

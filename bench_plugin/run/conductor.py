@@ -7,7 +7,7 @@ servers. Every step lands in the recorder as it happens, so a failure or Ctrl-C 
 leaves everything measured before it, plus the reason, in results.sqlite.
 
 A stage the scenario disrupts (a restart, a drain, a node failure) has it carried out beside its load
-(stage_disruption.py).
+(run/disruption.py).
 
 A resumed campaign hands over what it already ran (campaign.Done): those trials and segments are
 skipped, the rest runs as it would have.
@@ -31,10 +31,17 @@ from bench_plugin.analysis.boundary import stage_margin
 from bench_plugin.analysis.objectives import ClassObjectives
 from bench_plugin.analysis.search import BoundarySearch, fixed_sweep_runs
 from bench_plugin.analysis.summary import PROTOCOL_FAILURE, class_stats
-from bench_plugin.campaign import Done, Trial
-from bench_plugin.events import BenchEvents
-from bench_plugin.hostload import HostLoad, HostMonitor, with_extra_own
-from bench_plugin.liveness import (
+from bench_plugin.loadgen.arrivals import OPEN_LOOP, arrival_offsets
+from bench_plugin.loadgen.fleet import LOCAL, Fleet, NoLoadGenerators, on_this_host
+from bench_plugin.loadgen.ledger import StageKey, StageLedger
+from bench_plugin.loadgen.state import ClassLoad, StageAssignment
+from bench_plugin.results.recorder import Recorder
+from bench_plugin.results.samples import Sample
+from bench_plugin.results.store import StoreWriteError
+from bench_plugin.results.summary import StageSummary
+from bench_plugin.run.disruption import StageDisruption
+from bench_plugin.run.events import BenchEvents
+from bench_plugin.run.liveness import (
     SERVER_GONE,
     ServerGone,
     exited,
@@ -43,22 +50,15 @@ from bench_plugin.liveness import (
     warmup_failed,
     warmup_failure,
 )
-from bench_plugin.loadgen.arrivals import OPEN_LOOP, arrival_offsets
-from bench_plugin.loadgen.fleet import LOCAL, Fleet, NoLoadGenerators, on_this_host
-from bench_plugin.loadgen.ledger import StageKey, StageLedger
-from bench_plugin.loadgen.state import ClassLoad, StageAssignment
-from bench_plugin.readiness import NotReady, Prober, probe_item, wait_until_ready
-from bench_plugin.results.recorder import Recorder
-from bench_plugin.results.samples import Sample
-from bench_plugin.results.store import StoreWriteError
-from bench_plugin.results.summary import StageSummary
-from bench_plugin.rollback import RollbackGuard, StageTally
+from bench_plugin.run.readiness import NotReady, Prober, probe_item, wait_until_ready
+from bench_plugin.run.rollback import RollbackGuard, StageTally
+from bench_plugin.run.schedule import Done, Trial
+from bench_plugin.run.warmup import Builder, warm_up
 from bench_plugin.scenario import ASRClass, LLMClass, Scenario, Search, Stage
 from bench_plugin.scenario.request_sets import RequestSet
 from bench_plugin.sharing.base import ApplyError, Placement, SharingBackend
-from bench_plugin.stage_disruption import StageDisruption
 from bench_plugin.telemetry.campaign import CampaignTelemetry
-from bench_plugin.warmup import Builder, warm_up
+from bench_plugin.telemetry.hostload import HostLoad, HostMonitor, with_extra_own
 
 logger = logging.getLogger(__name__)
 
@@ -114,7 +114,8 @@ class Conductor:
         self.tally: StageTally | None = None
         self.telemetry = telemetry
         self.host = HostMonitor()
-        """The host's own load per stage (hostload.py): this process and the servers it started are the run's."""
+        """The host's own load per stage (telemetry/hostload.py): this process and the servers it started are the
+        run's."""
         self.host_loads: dict[StageKey, HostLoad] = {}
         self.builders = dict(builders or {})
         self.probers = dict(probers or {})
@@ -241,7 +242,7 @@ class Conductor:
         self.recorder.event("released", trial.id, segment=segment)
 
     def _warm_up(self, trial: Trial, segment: int, classes: list[str], urls: dict[str, str]) -> None:
-        """The segment's unmeasured warm-up (warmup.py), on the timeline and in the segment's row."""
+        """The segment's unmeasured warm-up (run/warmup.py), on the timeline and in the segment's row."""
         spec = self.scenario.warmup
         if spec.requests == "none":
             return
@@ -395,7 +396,7 @@ class Conductor:
 
     def _answered(self, trial: Trial, segment: int, index: int, tally: StageTally) -> None:
         """Raise ServerGone (the stage marked invalid) when a class of the stage got no successful reply and,
-        the stage drained, a probe gets none either (liveness.py); a server that answers the probe was at
+        the stage drained, a probe gets none either (run/liveness.py); a server that answers the probe was at
         its capacity, and the stage stands."""
         key = (trial.id, segment, index)
         sent = {name: len(values) for name, values in tally.latencies.items()}

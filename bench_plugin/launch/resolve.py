@@ -18,10 +18,10 @@ from typing import Any, NoReturn
 
 from locust.env import Environment
 
-from bench_plugin import resume
 from bench_plugin.analysis.planning import sample_warnings
-from bench_plugin.campaign import plan_trials
-from bench_plugin.options import BACKENDS, HOST_OPTIONS, check_base_url, parse_service_urls
+from bench_plugin.launch import resume
+from bench_plugin.launch.options import BACKENDS, HOST_OPTIONS, check_base_url, parse_service_urls
+from bench_plugin.run.schedule import plan_trials
 from bench_plugin.scenario import Scenario, ScenarioError, load_scenario, scenario_sha256
 from bench_plugin.scenario.kubernetes import dns_label_problem
 from bench_plugin.scenario.request_sets import RequestSet

@@ -2,7 +2,7 @@
 
 A long campaign (arms x repeats x stages, servers started per segment) otherwise prints nothing between
 its start and its end. Every PROGRESS_S seconds a headless master or local run writes one line to
-stderr from the live view (bench_plugin.live): the trial (arm, repeat), the stage and the seconds left
+stderr from the live view (bench_plugin.live.view): the trial (arm, repeat), the stage and the seconds left
 in it, and each class's P95 over the last WINDOW_S seconds (TTFT and TPOT P95 for the LLM) with its SLO
 state. ``--only-summary`` keeps it quiet, as it keeps Locust's own periodic table quiet.
 """
@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import gevent
 
-from bench_plugin.live import WINDOW_S, ClassLive, LiveSnapshot
+from bench_plugin.live.view import WINDOW_S, ClassLive, LiveSnapshot
 
 PROGRESS_S = 5.0
 """Seconds between two progress lines."""

@@ -1,4 +1,4 @@
-"""resume.py on stores written by the Recorder: what a directory must hold, what must match, what is kept.
+"""launch/resume.py on stores written by the Recorder: what a directory must hold, what must match, what is kept.
 
 The whole path through `locust --resume` (SIGINT, SIGKILL, an adaptive search, each refusal) is in
 test_resume_e2e.py; these are the checks and the plan on their own, each a few milliseconds.
@@ -14,10 +14,7 @@ from typing import Any
 
 import pytest
 
-from bench_plugin.campaign import Done, plan_trials
-from bench_plugin.results.provenance import package_versions, source_digest
-from bench_plugin.results.recorder import Recorder
-from bench_plugin.resume import (
+from bench_plugin.launch.resume import (
     Recorded,
     ResumeRefused,
     begin,
@@ -30,6 +27,9 @@ from bench_plugin.resume import (
     prepare,
     read_campaign,
 )
+from bench_plugin.results.provenance import package_versions, source_digest
+from bench_plugin.results.recorder import Recorder
+from bench_plugin.run.schedule import Done, plan_trials
 from bench_plugin.scenario import Scenario
 
 SHA = "5e" * 32

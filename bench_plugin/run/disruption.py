@@ -14,8 +14,8 @@ from typing import Any
 
 import gevent
 
-from bench_plugin.campaign import Trial
 from bench_plugin.results.recorder import Recorder
+from bench_plugin.run.schedule import Trial
 from bench_plugin.scenario import Scenario
 from bench_plugin.sharing.base import ApplyError, SharingBackend
 

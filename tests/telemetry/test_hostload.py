@@ -17,7 +17,7 @@ from contextlib import contextmanager, suppress
 import psutil
 import pytest
 
-from bench_plugin.hostload import (
+from bench_plugin.telemetry.hostload import (
     BUSY_STEAL_FRACTION,
     HostLoad,
     HostMonitor,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from bench_plugin.campaign import plan_trials
+from bench_plugin.run.schedule import plan_trials
 from bench_plugin.scenario import load_scenario
 
 BASE = {

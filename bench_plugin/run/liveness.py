@@ -26,9 +26,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from bench_plugin.readiness import describe
 from bench_plugin.results.samples import Sample
 from bench_plugin.results.store import ClassWarmup
+from bench_plugin.run.readiness import describe
 
 SERVER_GONE = "server_gone: "
 """How the reason of a stage stopped for a server that exited or stopped answering starts."""

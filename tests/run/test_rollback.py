@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 
 from bench_plugin.results.samples import Sample
-from bench_plugin.rollback import RollbackGuard, StageTally
+from bench_plugin.run.rollback import RollbackGuard, StageTally
 from bench_plugin.scenario import load_scenario
 
 

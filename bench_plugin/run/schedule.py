@@ -5,7 +5,7 @@ cache over the run then affects every arm alike, instead of biasing whichever ar
 (AAABBBCCC, the ``sequential`` order, kept for cases where switching arms is very expensive).
 
 A resumed campaign runs the same schedule, less what it already ran to its end (``Done``, worked out
-from the results directory by resume.py).
+from the results directory by launch/resume.py).
 """
 
 from __future__ import annotations

@@ -7,12 +7,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench_plugin.live import SETTLE_S, WINDOW_S, LiveView, figures
+from bench_plugin.live.view import SETTLE_S, WINDOW_S, LiveView, figures
+from bench_plugin.live.webui import campaign_rows, live_rows
 from bench_plugin.results.samples import Sample
 from bench_plugin.scenario import load_scenario
-from bench_plugin.webui import campaign_rows, live_rows
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SLO = {"p95_ms": 100.0, "ttft_p95_ms": None, "tpot_p95_ms": None}
 
 

@@ -5,7 +5,7 @@ Locust's modern UI takes extra tabs, each a table, through its documented extens
 ``/stats/requests`` (polled every 2 s) carries their rows under ``extended_stats``. Two tabs:
 
 - GPU sharing, live (``bench-live``): per class, over the last 10 s and over the current stage
-  (live.py): requests, throughput against the offered rate, errors, P50/P95 latency, TTFT/TPOT P95
+  (live/view.py): requests, throughput against the offered rate, errors, P50/P95 latency, TTFT/TPOT P95
   (llm), whether the SLOs and error budget hold, GPU utilisation and VRAM where telemetry runs.
 - GPU sharing, campaign (``bench-campaign``): status, arm, repeat, trial, stage and time left, the
   window the live figures cover, the load generators, the verdict per arm so far, the report.
@@ -31,7 +31,7 @@ from typing import Protocol
 from flask import Response, jsonify, request, send_file
 from locust.env import Environment
 
-from bench_plugin.live import WINDOW_S, ClassLive, Figures, LiveSnapshot
+from bench_plugin.live.view import WINDOW_S, ClassLive, Figures, LiveSnapshot
 from bench_plugin.scenario import Scenario
 from bench_plugin.users.base import WorkloadUser
 

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from bench_plugin.analysis.statistics import percentile
-from bench_plugin.events import BenchEvents
 from bench_plugin.results.samples import Sample
+from bench_plugin.run.events import BenchEvents
 from bench_plugin.scenario import Scenario
 
 logger = logging.getLogger(__name__)
@@ -153,7 +153,7 @@ class LiveView:
 
     def update_verdicts(self, store: Path) -> None:
         """The verdict per arm over the trials so far, from the summary of ``store``; a failure only logs."""
-        from bench_plugin.outputs import summarise
+        from bench_plugin.report.outputs import summarise
 
         try:
             arms = summarise(store.parent).comparison.arms

@@ -35,7 +35,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench_plugin.campaign import Done, Trial
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.store import (
     STORE_VERSION,
@@ -46,6 +45,7 @@ from bench_plugin.results.store import (
     read_trials,
     store_version,
 )
+from bench_plugin.run.schedule import Done, Trial
 
 STORE = "results.sqlite"
 

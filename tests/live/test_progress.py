@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from harness import LOCUST, ROOT, scenario_variant
 
-from bench_plugin.live import SETTLE_S, WINDOW_S, LiveView
-from bench_plugin.progress import progress_line
+from bench_plugin.live.progress import progress_line
+from bench_plugin.live.view import SETTLE_S, WINDOW_S, LiveView
 from bench_plugin.results.samples import Sample
 from bench_plugin.scenario import load_scenario
 

@@ -18,7 +18,7 @@ class BenchEvents:
     """
     Fired before a trial's arm is applied.
 
-    :param trial: the bench_plugin.campaign.Trial
+    :param trial: the bench_plugin.run.schedule.Trial
     """
 
     arm_applied: EventHook
