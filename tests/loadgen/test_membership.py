@@ -83,7 +83,7 @@ def modified_source(tmp_path: Path) -> Path:
     """A copy of the bench_plugin sources with one comment added: same version, other code."""
     copy = tmp_path / "other-source"
     shutil.copytree(ROOT / "bench_plugin", copy / "bench_plugin", ignore=shutil.ignore_patterns("__pycache__"))
-    target = copy / "bench_plugin" / "samples.py"
+    target = copy / "bench_plugin" / "results" / "samples.py"
     target.write_text(target.read_text() + "\n# a local change\n")
     return copy
 
