@@ -29,17 +29,16 @@ import signal
 import sys
 import time
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import gevent
-from locust.argument_parser import get_parser
 from locust.env import Environment
 from locust.event import EventHook
 from locust.runners import STATE_CLEANUP, STATE_STOPPED, STATE_STOPPING, MasterRunner, WorkerRunner
 
 from bench_plugin.launch import resolve, resume
-from bench_plugin.launch.conditions import collect_conditions
+from bench_plugin.launch.record import Launch, worker_scenario
+from bench_plugin.launch.record import build as build_launch
 from bench_plugin.live import webui
 from bench_plugin.live.progress import report_progress
 from bench_plugin.live.view import LiveSnapshot, LiveView
@@ -56,9 +55,7 @@ from bench_plugin.run.events import BenchEvents
 from bench_plugin.run.readiness import Prober
 from bench_plugin.run.schedule import plan_trials
 from bench_plugin.run.warmup import Builder
-from bench_plugin.scenario import Scenario, ScenarioError, scenario_sha256
-from bench_plugin.scenario.request_sets import RequestSet, build_request_sets, store_request_sets
-from bench_plugin.sharing.base import ApplyError, SharingBackend
+from bench_plugin.scenario.request_sets import RequestSet, store_request_sets
 from bench_plugin.telemetry.campaign import CampaignTelemetry
 from bench_plugin.users import WorkloadUser
 
@@ -77,14 +74,16 @@ FINAL_REPORTS_S = 5.0
 class BenchPlugin:
     """One campaign inside one Locust process (master or local)."""
 
-    def __init__(self, environment: Environment, scenario: Scenario, request_sets: dict[str, RequestSet],
-                 results_dir: Path, backend: SharingBackend, class_names: list[str],
-                 resuming: resume.Resuming | None = None, inbox: Inbox | None = None) -> None:
-        """``inbox``: on a master, where the workers' messages wait (registered first thing in :func:`register`)."""
+    def __init__(self, environment: Environment, launch: Launch, inbox: Inbox | None = None) -> None:
+        """``launch``: the campaign as its command line resolved it (launch/record.py); ``inbox``: on a master,
+        where the workers' messages wait (registered first thing in :func:`register`)."""
         self.environment = environment
+        self.launch = launch
+        scenario, request_sets, results_dir = launch.scenario, dict(launch.request_sets), launch.results_dir
+        backend, class_names, resuming = launch.backend, list(launch.class_names), launch.resuming
         self.scenario = scenario
         self.results_dir = results_dir
-        self.no_report = bool(getattr(environment.parsed_options, "no_report", False))
+        self.no_report = launch.no_report
         """``--no-report``: the campaign ends with the store and the summaries; report.html is rendered later."""
         self.events = BenchEvents()
         self.request_sets = request_sets
@@ -103,7 +102,7 @@ class BenchPlugin:
                 resolve.fail(str(exc))
         store_request_sets(self.request_sets, results_dir / "inputs")
         self.backend = backend
-        self.fleet = Fleet(environment, request_sets=request_sets, scenario_sha256=scenario_sha256(scenario),
+        self.fleet = Fleet(environment, request_sets=request_sets, scenario_sha256=launch.scenario_sha256,
                            take=self._take, note=self._note)
         self.progress: gevent.Greenlet | None = None
         """The progress lines of a headless run (bench_plugin.live.progress), once started."""
@@ -118,7 +117,7 @@ class BenchPlugin:
         self.conductor = Conductor(
             scenario=scenario, class_names=class_names, trials=trials, backend=backend, recorder=self.recorder,
             request_sets=self.request_sets, events=self.events, fleet=self.fleet,
-            telemetry=CampaignTelemetry(resolve.telemetry_options(environment), self.recorder),
+            telemetry=CampaignTelemetry(launch.telemetry, self.recorder),
             builders=users.builders(), probers=users.probers(),
             done=resuming.plan.done if resuming else None,
         )
@@ -163,8 +162,7 @@ class BenchPlugin:
                 self.recorder.set_meta("started_s", time.time())
             collector.settle()
             self.greenlet = gevent.spawn(self.conductor.run)
-            options = self.environment.parsed_options
-            if getattr(options, "headless", False) and not getattr(options, "only_summary", False):
+            if self.launch.progress:
                 self.progress = gevent.spawn(report_progress, self.live_snapshot)
 
     def on_test_stop(self, **_: Any) -> None:
@@ -288,28 +286,17 @@ class CampaignUsers:
 
 
 def _register_worker(environment: Environment) -> None:
-    """A worker takes its request sets from the master; with its own --scenario it says what that holds.
-
-    The worker's own options are read from its command line again: a master that starts users on a
-    worker joining mid-run sends its options along, and Locust copies them over the worker's own
-    (``--scenario`` included) before this ``init`` listener runs.
-    """
+    """A worker takes its request sets from the master; with its own --scenario it says what that holds."""
     state = load_state(environment, {})
     hello = Hello(Identity.here(), state.classes)
-    own = get_parser().parse_args()
-    if getattr(own, "scenario", None):
-        scenario, path = resolve.load_from(own)
-        try:
-            own = build_request_sets(scenario, path.parent)
-        except ScenarioError as exc:
-            resolve.fail(str(exc))
-        hello = Hello(hello.identity, hello.classes, scenario_sha256(scenario),
-                      {name: rs.sha256 for name, rs in own.items()})
-    _route_ctrl_c_to_main_greenlet(environment)
+    own = worker_scenario()
+    if own is not None:
+        hello = Hello(hello.identity, hello.classes, *own)
+    _route_ctrl_c_to_main_greenlet(environment, headless=False)
     WorkerLink(environment, state, hello).start()
 
 
-def _route_ctrl_c_to_main_greenlet(environment: Environment) -> None:
+def _route_ctrl_c_to_main_greenlet(environment: Environment, headless: bool) -> None:
     """Deliver Ctrl-C, SIGTERM and SIGHUP to the main greenlet, where Locust stops the test (or quits the
     worker) cleanly; which signal it was is kept for the exit status (stopped_by).
 
@@ -345,7 +332,6 @@ def _route_ctrl_c_to_main_greenlet(environment: Environment) -> None:
         if stopped_by(environment) is None:
             setattr(environment, STOP_SIGNAL_ATTRIBUTE, signum)
         runner = environment.runner
-        headless = bool(getattr(environment.parsed_options, "headless", False)) and not isinstance(runner, WorkerRunner)
         if not headless and signum != signal.SIGINT:  # the web UI, a worker: Locust's SIGTERM handler quits
             if signum != signal.SIGTERM:
                 os.kill(os.getpid(), signal.SIGTERM)  # SIGHUP: the terminal is gone, so quit (not only stop)
@@ -390,35 +376,19 @@ def plugin_of(environment: Environment | None) -> BenchPlugin | None:
 def register(environment: Environment) -> BenchPlugin | None:
     """Attach the plugin to a Locust Environment; returns the campaign (None on a worker).
 
-    Call it from the locustfile's ``init`` listener; importing bench_plugin does nothing by itself.
+    Call it from the locustfile's ``init`` listener; importing bench_plugin does nothing by itself. The
+    command line is read once, into the launch record (launch/record.py), every refusal before anything starts.
     """
     if isinstance(environment.runner, WorkerRunner):
         _register_worker(environment)
         return None
     # before anything that lets a worker's hello in: the master's handlers must already be there
     inbox = Inbox(environment.runner) if isinstance(environment.runner, MasterRunner) else None
-    recorded = resolve.recorded_campaign(environment)
-    scenario, path = resolve.load(environment, recorded)
-    resolve.warn_short_stages(scenario, path)
-    class_names = resolve.class_names(environment, scenario, path)
-    try:
-        request_sets = build_request_sets(scenario, path.parent)
-    except ScenarioError as exc:
-        resolve.fail(str(exc))
-    results_dir = recorded.directory if recorded else resolve.results_dir(environment, scenario)
-    backend = resolve.backend(environment, scenario, class_names, results_dir)
-    try:
-        for arm in scenario.arms:
-            backend.check(arm)
-    except ApplyError as exc:
-        resolve.fail(f"{path}: {exc}")
-    resolve.check_prometheus(resolve.telemetry_options(environment))
-    conditions = collect_conditions(backend)
-    resuming = resolve.resuming(recorded, scenario, class_names, request_sets, conditions) if recorded else None
-    plugin = BenchPlugin(environment, scenario, request_sets, results_dir, backend, class_names, resuming, inbox)
-    _route_ctrl_c_to_main_greenlet(environment)
-    if resuming is None:
-        _record_campaign(plugin, path, scenario, class_names, conditions)
+    launch = build_launch(environment)
+    plugin = BenchPlugin(environment, launch, inbox)
+    _route_ctrl_c_to_main_greenlet(environment, headless=launch.headless)
+    if launch.resuming is None:
+        _record_campaign(plugin, launch)
     setattr(environment, PLUGIN_ATTRIBUTE, plugin)
     environment.bench_plugin_events = plugin.events  # type: ignore[attr-defined]
     webui.attach(plugin)
@@ -428,20 +398,19 @@ def register(environment: Environment) -> BenchPlugin | None:
     return plugin
 
 
-def _record_campaign(plugin: BenchPlugin, path: Path, scenario: Scenario, class_names: list[str],
-                     conditions: dict[str, Any]) -> None:
-    options = plugin.environment.parsed_options
+def _record_campaign(plugin: BenchPlugin, launch: Launch) -> None:
     rec = plugin.recorder
-    rec.set_meta("schema", "bench_plugin.results/1")
+    scenario = launch.scenario
     rec.set_meta("scenario", {
-        "name": scenario.name, "path": str(path), "sha256": scenario_sha256(scenario),
+        "name": scenario.name, "path": str(launch.scenario_path), "sha256": launch.scenario_sha256,
         "resolved": scenario.model_dump(mode="json"),
     })
-    rec.set_meta("overrides", {name: getattr(options, name, None) for name in resume.OVERRIDES})
-    rec.set_meta("classes", class_names)
-    rec.set_meta("request_sets", {name: rs.describe() for name, rs in plugin.request_sets.items()})
-    rec.set_meta("conditions", conditions)
-    (plugin.results_dir / "scenario.yaml").write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
+    rec.set_meta("overrides", dict(launch.overrides))
+    rec.set_meta("classes", list(launch.class_names))
+    rec.set_meta("request_sets", {name: rs.describe() for name, rs in launch.request_sets.items()})
+    rec.set_meta("conditions", dict(launch.conditions))
+    (plugin.results_dir / "scenario.yaml").write_text(launch.scenario_path.read_text(encoding="utf-8"),
+                                                      encoding="utf-8")
     (plugin.results_dir / "scenario.resolved.json").write_text(
         json.dumps(scenario.model_dump(mode="json"), indent=2), encoding="utf-8"
     )

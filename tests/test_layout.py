@@ -129,6 +129,13 @@ def test_only_the_entry_points_lie_on_top() -> None:
                                                  if path.is_dir() and path.name != "__pycache__"}
 
 
+def test_the_command_line_is_read_only_at_launch() -> None:
+    """Locust's parsed options are read once, into the launch record (launch/record.py): nowhere else."""
+    readers = sorted(str(path.relative_to(PACKAGE)) for path in PACKAGE.rglob("*.py")
+                     if "parsed_options" in path.read_text(encoding="utf-8") and path.parent.name != "launch")
+    assert readers == []
+
+
 def test_the_reference_servers_stand_apart() -> None:
     inward = sorted(f"{name} -> {target}" for name, targets in graph().items() if folder(name) == "servers"
                     for target in targets if folder(target) != "servers")

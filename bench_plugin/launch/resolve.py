@@ -22,7 +22,7 @@ from bench_plugin.analysis.planning import sample_warnings
 from bench_plugin.launch import resume
 from bench_plugin.launch.options import BACKENDS, HOST_OPTIONS, check_base_url, parse_service_urls
 from bench_plugin.run.schedule import plan_trials
-from bench_plugin.scenario import Scenario, ScenarioError, load_scenario, scenario_sha256
+from bench_plugin.scenario import Scenario, ScenarioError, load_scenario
 from bench_plugin.scenario.kubernetes import dns_label_problem
 from bench_plugin.scenario.request_sets import RequestSet
 from bench_plugin.sharing.base import SharingBackend
@@ -192,11 +192,11 @@ def check_prometheus(options: TelemetryOptions) -> None:
         sys.stderr.write(f"bench_plugin: warning: {reachable.reason}; each stage will carry a note instead\n")
 
 
-def resuming(recorded: resume.Recorded, scenario: Scenario, class_names: list[str],
+def resuming(recorded: resume.Recorded, scenario: Scenario, sha256: str, class_names: list[str],
               request_sets: dict[str, RequestSet], conditions: dict[str, Any]) -> resume.Resuming:
     """The checked plan of a resume; a different experiment is refused in one line naming what differs."""
     try:
-        resuming = resume.prepare(recorded, trials=plan_trials(scenario), scenario_sha256=scenario_sha256(scenario),
+        resuming = resume.prepare(recorded, trials=plan_trials(scenario), scenario_sha256=sha256,
                                   classes=class_names, request_sets={n: rs.sha256 for n, rs in request_sets.items()},
                                   conditions=conditions)
     except resume.ResumeRefused as exc:
