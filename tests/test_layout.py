@@ -136,6 +136,14 @@ def test_the_command_line_is_read_only_at_launch() -> None:
     assert readers == []
 
 
+def test_the_campaigns_record_is_read_only_through_results() -> None:
+    """What a campaign records about itself is read as one typed record (results/record.py): the meta table's
+    keys are results/'s own business."""
+    readers = sorted(str(path.relative_to(PACKAGE)) for path in PACKAGE.rglob("*.py")
+                     if "read_meta(" in path.read_text(encoding="utf-8") and path.parent.name != "results")
+    assert readers == []
+
+
 def test_the_reference_servers_stand_apart() -> None:
     inward = sorted(f"{name} -> {target}" for name, targets in graph().items() if folder(name) == "servers"
                     for target in targets if folder(target) != "servers")

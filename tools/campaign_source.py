@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench_plugin.results.provenance import digest_sources  # noqa: E402 (the checkout's own package)
-from bench_plugin.results.store import StoreError, open_store, read_meta  # noqa: E402
+from bench_plugin.results.store import StoreError, open_store, read_record  # noqa: E402
 
 STORE = "results.sqlite"
 
@@ -44,7 +44,7 @@ def recorded(results: Path) -> tuple[str, str | None]:
         store = _store_of(results, Path(scratch))
         try:
             with open_store(store) as db:
-                conditions = read_meta(db).get("conditions") or {}
+                conditions = read_record(db).conditions or {}
         except (StoreError, sqlite3.DatabaseError) as exc:
             raise Refused(f"{results}: {exc}") from None
     digest = conditions.get("source_digest")

@@ -15,6 +15,7 @@ from bench_plugin.analysis.contention import ClassContention, StageContention, s
 from bench_plugin.analysis.objectives import ClassObjectives
 from bench_plugin.analysis.statistics import spread
 from bench_plugin.analysis.verdict import StageVerdict, overall_verdict, stage_verdict
+from bench_plugin.results.record import StoredScenario
 from bench_plugin.results.summary import (
     ArmComparison,
     Boundary,
@@ -92,14 +93,14 @@ def _conditions(arm: dict[str, Any], control: dict[str, Any] | None, trials: lis
     )
 
 
-def build_comparison(trials: list[TrialSummary], scenario_meta: dict[str, Any], conditions: dict[str, Any],
+def build_comparison(trials: list[TrialSummary], scenario: StoredScenario, conditions: dict[str, Any],
                      objectives: dict[str, ClassObjectives]) -> Comparison:
     """Compare every arm of the stored scenario with its control arm: the summary's ``comparison`` section."""
-    arms = (scenario_meta.get("resolved") or {}).get("arms") or []
-    control = next((a for a in arms if a.get("control")), None)
+    arms = scenario.arms
+    control = scenario.control
     control_trials = [t for t in trials if control and t.arm == control["name"]]
     out: dict[str, ArmComparison] = {}
-    adaptive = bool((scenario_meta.get("resolved") or {}).get("search"))
+    adaptive = scenario.searched
     for arm in arms:
         mine = [t for t in trials if t.arm == arm["name"]]
         is_control = control is not None and arm["name"] == control["name"]

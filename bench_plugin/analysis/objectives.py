@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
+from bench_plugin.results.record import StoredScenario
 from bench_plugin.results.samples import Sample
 from bench_plugin.results.summary import ClassStats
 from bench_plugin.scenario import Slo
@@ -35,11 +35,10 @@ class ClassObjectives:
     """Largest acceptable fraction of failed requests."""
 
 
-def objectives_from_scenario(scenario_meta: dict[str, Any]) -> dict[str, ClassObjectives]:
-    """Per class, the SLOs and error budget stored with the campaign (``meta["scenario"]``)."""
-    classes = (scenario_meta.get("resolved") or {}).get("classes") or {}
+def objectives_from_scenario(scenario: StoredScenario) -> dict[str, ClassObjectives]:
+    """Per class, the SLOs and error budget stored with the campaign."""
     out: dict[str, ClassObjectives] = {}
-    for name, spec in classes.items():
+    for name, spec in scenario.classes.items():
         if spec and spec.get("slo"):
             out[name] = ClassObjectives(Slo.model_validate(spec["slo"]), float(spec.get("error_budget", 0.01)))
     return out

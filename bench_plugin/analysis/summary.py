@@ -377,24 +377,24 @@ def _arm_figures(trials: list[TrialSummary], arm: str, control: str | None) -> A
 
 def build_summary(reader: CampaignReader) -> Summary:
     """The summary.json document of the campaign the reader reads."""
-    meta = reader.meta()
-    objectives = objectives_from_scenario(meta.get("scenario", {}))
+    record = reader.record()
+    scenario = record.scenario
+    objectives = objectives_from_scenario(scenario)
     trials = [trial_summary(reader, trial, objectives) for trial in reader.trials()]
-    scenario = meta.get("scenario", {})
-    resolved = scenario.get("resolved", {})
-    arm_names = [a["name"] for a in resolved.get("arms", [])]
-    control = next((a["name"] for a in resolved.get("arms", []) if a.get("control")), None)
-    status = meta.get("status", {"status": "interrupted", "reason": "the run ended without closing the store"})
+    arm_names = [a["name"] for a in scenario.arms]
+    control_arm = scenario.control
+    control = control_arm["name"] if control_arm is not None else None
+    status = record.status or {"status": "interrupted", "reason": "the run ended without closing the store"}
     return Summary(
-        scenario=ScenarioRef(name=scenario.get("name"), sha256=scenario.get("sha256"), path=scenario.get("path")),
-        status=CampaignStatus.model_validate({**status, "resumed": meta.get("resumes") or []}),
-        overrides=meta.get("overrides"),
-        classes=meta.get("classes"),
+        scenario=ScenarioRef(name=scenario.name, sha256=scenario.sha256, path=scenario.path),
+        status=CampaignStatus.model_validate({**status, "resumed": record.resumes}),
+        overrides=record.overrides,
+        classes=record.classes,
         control=control,
-        request_sets=meta.get("request_sets"),
-        conditions=meta.get("conditions"),
-        slo={name: spec.get("slo") for name, spec in (resolved.get("classes") or {}).items() if spec},
+        request_sets=record.request_sets,
+        conditions=record.conditions,
+        slo={name: spec.get("slo") for name, spec in scenario.classes.items() if spec},
         trials=trials,
         arms={arm: _arm_figures(trials, arm, control if arm != control else None) for arm in arm_names},
-        comparison=build_comparison(trials, scenario, meta.get("conditions") or {}, objectives),
+        comparison=build_comparison(trials, scenario, record.conditions or {}, objectives),
     )

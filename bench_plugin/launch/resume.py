@@ -35,13 +35,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench_plugin.results.record import CampaignRecord
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.store import (
     STORE_VERSION,
     StoreError,
     TrialRecord,
     open_store,
-    read_meta,
+    read_record,
     read_trials,
     store_version,
 )
@@ -67,7 +68,8 @@ class Recorded:
     directory: Path
     given: str
     """DIR as given on the command line (messages name it so)."""
-    meta: dict[str, Any]
+    record: CampaignRecord
+    """What the campaign recorded about itself (results/record.py)."""
     trials: list[TrialRecord]
 
     def refused(self, why: str) -> ResumeRefused:
@@ -77,13 +79,12 @@ class Recorded:
     @property
     def status(self) -> dict[str, Any] | None:
         """How the last process left the campaign (None: it was killed before it could say)."""
-        status = self.meta.get("status")
-        return status if isinstance(status, dict) else None
+        return self.record.status
 
     @property
     def resumes(self) -> list[dict[str, Any]]:
         """The resumes recorded so far, oldest first."""
-        return list(self.meta.get("resumes") or [])
+        return list(self.record.resumes)
 
 
 def read_campaign(given: str) -> Recorded:
@@ -100,7 +101,7 @@ def read_campaign(given: str) -> Recorded:
     try:
         with open_store(store) as db:
             version = store_version(db, str(store))
-            meta, trials = read_meta(db), read_trials(db)
+            record, trials = read_record(db, str(store)), read_trials(db)
     except StoreError as exc:
         raise ResumeRefused(f"{where}: {exc}") from None
     except sqlite3.DatabaseError as exc:
@@ -108,9 +109,9 @@ def read_campaign(given: str) -> Recorded:
     if version != STORE_VERSION:
         raise ResumeRefused(f"{where}: {STORE} is store version {version}, this bench-plugin writes "
                             f"{STORE_VERSION}: resume it with the bench-plugin that wrote it")
-    if not isinstance(meta.get("scenario"), dict) or not meta["scenario"].get("sha256"):
+    if not record.scenario.sha256:
         raise ResumeRefused(f"{where}: not a campaign's results directory ({STORE} records no scenario)")
-    recorded = Recorded(directory, given, meta, trials)
+    recorded = Recorded(directory, given, record, trials)
     status = recorded.status
     if status is not None and status.get("status") == "completed":
         ended = status.get("ended_s")
@@ -128,7 +129,7 @@ def options_for(recorded: Recorded, scenario: str | None, results_dir: str | Non
     if results_dir is not None and Path(results_dir).resolve() != recorded.directory.resolve():
         raise recorded.refused(f"--results-dir {results_dir} is another directory (a resumed campaign writes "
                                "into its own)")
-    kept = recorded.meta.get("overrides") or {}
+    kept = recorded.record.overrides or {}
     overrides: dict[str, Any] = {}
     for name in OVERRIDES:
         mine, theirs = given.get(name), kept.get(name)
@@ -138,7 +139,7 @@ def options_for(recorded: Recorded, scenario: str | None, results_dir: str | Non
         overrides[name] = theirs if mine is None else mine
     if scenario is not None:
         return Path(scenario), overrides
-    path = recorded.meta["scenario"].get("path")
+    path = recorded.record.scenario.path
     if not path or not Path(path).is_file():
         raise recorded.refused(f"the scenario it ran ({path}) is not there: name it with --scenario")
     return Path(path), overrides
@@ -147,18 +148,18 @@ def options_for(recorded: Recorded, scenario: str | None, results_dir: str | Non
 def differences(recorded: Recorded, *, scenario_sha256: str, classes: list[str], request_sets: dict[str, str],
                 conditions: dict[str, Any]) -> list[str]:
     """``what: recorded vs now`` for each fixed condition that differs (empty: the same experiment)."""
-    meta = recorded.meta
+    record = recorded.record
     out: list[str] = []
-    theirs = meta["scenario"]["sha256"]
+    theirs = record.scenario.sha256
     if theirs != scenario_sha256:
         out.append(f"scenario sha256 {_short(theirs)} vs {_short(scenario_sha256)}")
-    if (meta.get("classes") or []) != classes:
-        out.append(f"classes {', '.join(meta.get('classes') or []) or 'none'} vs {', '.join(classes) or 'none'}")
-    sets = {name: (rs or {}).get("sha256") for name, rs in (meta.get("request_sets") or {}).items()}
+    if (record.classes or []) != classes:
+        out.append(f"classes {', '.join(record.classes or []) or 'none'} vs {', '.join(classes) or 'none'}")
+    sets = record.request_set_sha256()
     for name in sorted(set(sets) | set(request_sets)):
         if sets.get(name) != request_sets.get(name):
             out.append(f"request set {name}: sha256 {_short(sets.get(name))} vs {_short(request_sets.get(name))}")
-    out += condition_differences(meta.get("conditions") or {}, conditions)
+    out += condition_differences(record.conditions or {}, conditions)
     return out
 
 

@@ -50,13 +50,14 @@ from bench_plugin.report.stage_series import html_section, read_trial_series
 from bench_plugin.report.tables import Raw, conditions_section, errors_table, esc, table, when
 from bench_plugin.report.telemetry import drawn_metrics
 from bench_plugin.report.timeline import timeline_plot
+from bench_plugin.results.record import CampaignRecord
 from bench_plugin.results.store import (
     MAX_POINTS,
     count_requests,
     open_store,
     read_failures,
-    read_meta,
     read_pod_events,
+    read_record,
     read_requests,
     read_telemetry,
     read_trials,
@@ -91,7 +92,7 @@ def write_report(results_dir: Path, summary: Summary | None = None, max_points: 
         summary = load_summary(summary_path)
     with open_store(results_dir / "results.sqlite") as db:
         page = render_html(summary, db, max_points)
-        meta = read_meta(db)
+        record = read_record(db)
         arm_settings: dict[str, dict[str, Any]] = {}
         trials = read_trials(db)
         for trial in trials:
@@ -100,14 +101,14 @@ def write_report(results_dir: Path, summary: Summary | None = None, max_points: 
     out = results_dir / "report.html"
     out.write_text(page, encoding="utf-8")
     (results_dir / "report.md").write_text(
-        render_report(summary, started_s=meta.get("started_s"), arm_settings=arm_settings,
+        render_report(summary, started_s=record.started_s, arm_settings=arm_settings,
                       stage_series=stage_series), encoding="utf-8")
     return out
 
 
 def render_html(summary: Summary, db: sqlite3.Connection, max_points: int = MAX_POINTS) -> str:
     """The report.html text for a summary and its open results store."""
-    meta = read_meta(db)
+    record = read_record(db)
     trials = read_trials(db)
     comparison = summary.comparison
     styles = arm_styles(summary.arms, summary.control)
@@ -136,9 +137,9 @@ def render_html(summary: Summary, db: sqlite3.Connection, max_points: int = MAX_
         *([("gpu-series", "GPU series per stage", html_section(stage_series))] if stage_series else []),
         ("checks", "Measurement checks", checks.html_section(summary)),
         ("errors", "Errors", errors_table(trials, read_failures(db))),
-        ("conditions", "Conditions (everything needed to run it again)", conditions_section(summary, meta, trials)),
+        ("conditions", "Conditions (everything needed to run it again)", conditions_section(summary, record, trials)),
     ]
-    return _page(summary, meta, sections, comparison)
+    return _page(summary, record, sections, comparison)
 
 
 def stage_names(summary: Summary) -> list[str]:
@@ -290,14 +291,14 @@ def _verdict_fact(summary: Summary, comparison: Comparison) -> str:
     return "; ".join(calls) or "no sharing arm"
 
 
-def _page(summary: Summary, meta: dict[str, Any], sections: list[tuple[str, str, str]],
+def _page(summary: Summary, record: CampaignRecord, sections: list[tuple[str, str, str]],
           comparison: Comparison) -> str:
     scenario = summary.scenario
     status = summary.status
     state = status.status
     facts = [("scenario", f"{scenario.name} ({scenario.path})"),
              ("status", status_text(status, ": {}")),
-             ("date", when(meta.get("started_s"))), ("control arm", summary.control or "none"),
+             ("date", when(record.started_s)), ("control arm", summary.control or "none"),
              ("arms", ", ".join(summary.arms)), ("repeats", _repeats(summary)),
              ("verdict", _verdict_fact(summary, comparison))]
     header = "".join(f"<div><dt>{esc(k)}</dt><dd>{esc(v)}</dd></div>" for k, v in facts)

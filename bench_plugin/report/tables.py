@@ -18,6 +18,7 @@ from typing import Any
 from bench_plugin.report.comparison import RESUME_COLUMNS, resume_rows, status_text
 from bench_plugin.report.placement import cpus_label
 from bench_plugin.report.protocol import output_length_lines
+from bench_plugin.results.record import CampaignRecord
 from bench_plugin.results.store import FailureGroup, StageRecord, TrialRecord
 from bench_plugin.results.summary import Summary
 
@@ -92,10 +93,10 @@ def _kv(pairs: Iterable[tuple[str, Any]]) -> str:
     return table(["", ""], [[Raw(f"<b>{esc(k)}</b>"), v] for k, v in pairs], "kv")
 
 
-def conditions_section(summary: Summary, meta: dict[str, Any], trials: Sequence[TrialRecord]) -> str:
+def conditions_section(summary: Summary, record: CampaignRecord, trials: Sequence[TrialRecord]) -> str:
     """Everything needed to rerun the campaign, as HTML."""
     scenario = summary.scenario
-    cond = summary.conditions or meta.get("conditions") or {}
+    cond = summary.conditions or record.conditions or {}
     status = summary.status
     command = cond.get("command")
     shown = {"backend", "command", "host", "platform", "python", "packages", "source_revision"}
@@ -105,7 +106,7 @@ def conditions_section(summary: Summary, meta: dict[str, Any], trials: Sequence[
             ("scenario", scenario.name), ("scenario file", code(scenario.path)),
             ("scenario sha256", code(scenario.sha256)),
             ("overrides", {k: v for k, v in (summary.overrides or {}).items() if v is not None} or "none"),
-            ("started", when(meta.get("started_s"))), ("ended", when(status.ended_s)),
+            ("started", when(record.started_s)), ("ended", when(status.ended_s)),
             ("status", status_text(status)),
             ("command line", code(shlex.join(command) if isinstance(command, list) else command)),
             ("source revision", code(cond.get("source_revision"))),

@@ -29,8 +29,10 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from pydantic import ValidationError
 
 from bench_plugin.results.pod_events import PodEvent, in_order
+from bench_plugin.results.record import CampaignRecord
 from bench_plugin.results.samples import SAMPLE_FIELDS, Sample
 from bench_plugin.results.telemetry_rows import TelemetryRow
 from bench_plugin.scenario import class_rank
@@ -272,6 +274,17 @@ def open_store(path: Path) -> Iterator[sqlite3.Connection]:
         yield db
     finally:
         db.close()
+
+
+def read_record(db: sqlite3.Connection, where: str = "results.sqlite") -> CampaignRecord:
+    """The campaign's record of itself (results/record.py) in the open store ``db``; StoreError naming ``where``
+    and the fact whose value has the wrong form. A fact stored as JSON null reads as absent."""
+    try:
+        return CampaignRecord.model_validate({k: v for k, v in read_meta(db).items() if v is not None})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        key = ".".join(str(part) for part in first["loc"])
+        raise StoreError(f"{where}: meta.{key}: {first['msg']}") from None
 
 
 def has_table(db: sqlite3.Connection, name: str) -> bool:
@@ -520,9 +533,9 @@ class CampaignReader:
     def __init__(self, db: sqlite3.Connection) -> None:
         self.db = db
 
-    def meta(self) -> dict[str, Any]:
-        """The campaign-wide facts (meta table)."""
-        return read_meta(self.db)
+    def record(self) -> CampaignRecord:
+        """The campaign's record of itself (results/record.py)."""
+        return read_record(self.db)
 
     def trials(self) -> list[TrialRecord]:
         """Every trial that started, in run order, with its segments and stages."""

@@ -14,6 +14,7 @@ from bench_plugin.analysis.objectives import (
     sample_meets_slo,
 )
 from bench_plugin.analysis.summary import class_stats
+from bench_plugin.results.record import StoredScenario
 from bench_plugin.results.samples import Sample
 from bench_plugin.scenario import Slo
 
@@ -73,6 +74,6 @@ def test_nothing_succeeding_fails_the_latency_slo_and_a_zero_budget_any_error() 
 def test_objectives_come_from_the_stored_scenario() -> None:
     meta = {"resolved": {"classes": {"llm": {"slo": {"p95_ms": 2000, "ttft_p95_ms": 1000, "tpot_p95_ms": None},
                                              "error_budget": 0.02}, "asr": None}}}
-    got = objectives_from_scenario(meta)
+    got = objectives_from_scenario(StoredScenario.model_validate(meta))
     assert list(got) == ["llm"]
     assert got["llm"].slo.ttft_p95_ms == 1000 and got["llm"].error_budget == 0.02

@@ -19,6 +19,7 @@ from bench_plugin.analysis.verdict import (
     is_inconclusive,
     stage_verdict,
 )
+from bench_plugin.results.record import StoredScenario
 from bench_plugin.results.summary import RepeatCapacity, TrialSummary
 
 OBJ = objectives(p95=1000.0, budget=0.05)
@@ -113,8 +114,8 @@ def test_not_compared_without_a_control_measurement() -> None:
     assert verdict_of(arm("shared", 9.0, 400.0, 1), control).call == NOT_COMPARED
 
 
-SCENARIO = {"resolved": {"arms": [{"name": "exclusive", "control": True, "sharing": "exclusive"},
-                                  {"name": "shared", "control": False, "sharing": "time-slicing"}]}}
+SCENARIO = StoredScenario(resolved={"arms": [{"name": "exclusive", "control": True, "sharing": "exclusive"},
+                                             {"name": "shared", "control": False, "sharing": "time-slicing"}]})
 CONDITIONS = {"backend": {"backend": "local", "driver": "550.54.15",
                           "devices": [{"name": "cuda:0", "model": "NVIDIA H200"}]}}
 

@@ -28,6 +28,7 @@ from bench_plugin.launch.resume import (
     read_campaign,
 )
 from bench_plugin.results.provenance import package_versions, source_digest
+from bench_plugin.results.record import CampaignRecord
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.run.schedule import Done, plan_trials
 from bench_plugin.scenario import Scenario
@@ -171,7 +172,7 @@ def test_the_recorded_scenario_and_overrides_are_used_unless_given_and_the_same(
 def recorded_with(conditions: dict[str, Any]) -> Recorded:
     meta = {"scenario": {"sha256": SHA}, "classes": ["embedding"], "request_sets": {"embedding": {"sha256": "ee" * 32}},
             "conditions": conditions}
-    return Recorded(Path("r"), "r", meta, [])
+    return Recorded(Path("r"), "r", CampaignRecord.model_validate(meta), [])
 
 
 def test_the_same_experiment_has_no_differences() -> None:

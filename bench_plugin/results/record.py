@@ -1,0 +1,75 @@
+"""The campaign's record of itself, typed: what results.sqlite's ``meta`` table holds, read in one place.
+
+The recorder writes each fact under its key as JSON (the scenario, the classes, the request sets, the
+conditions and overrides, when it started, how it ended, each resume, what was left to restore, the load
+generators); results/store.py's ``read_record`` reads them back as one :class:`CampaignRecord`. Everything
+above results/ reads the record, never the table by key. A value of the wrong form is a StoreError naming the key, and a
+key this version does not know is left alone (a store written by a newer recorder still reads).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class StoredScenario(_Record):
+    """The scenario as the campaign recorded it: its name, file, sha256, and the whole of it as it ran
+    (``resolved``: the validated scenario after the command line's overrides, in its JSON form)."""
+
+    name: str | None = None
+    sha256: str | None = None
+    path: str | None = None
+    resolved: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def arms(self) -> list[dict[str, Any]]:
+        """The arms, in the scenario's order."""
+        arms = self.resolved.get("arms") or []
+        return [arm for arm in arms if isinstance(arm, dict)]
+
+    @property
+    def control(self) -> dict[str, Any] | None:
+        """The control arm, if one is marked."""
+        return next((arm for arm in self.arms if arm.get("control")), None)
+
+    @property
+    def classes(self) -> dict[str, dict[str, Any]]:
+        """Class -> its settings (SLOs, error budget, ...)."""
+        classes = self.resolved.get("classes") or {}
+        return {name: spec for name, spec in classes.items() if isinstance(spec, dict)}
+
+    @property
+    def searched(self) -> bool:
+        """Whether the campaign searched its boundary (a ``search`` section) rather than ran fixed stages."""
+        return bool(self.resolved.get("search"))
+
+
+class CampaignRecord(_Record):
+    """Every fact a campaign records about itself (see the module); absent facts are None or empty."""
+
+    scenario: StoredScenario = Field(default_factory=StoredScenario)
+    classes: list[str] | None = None
+    """The classes the campaign sent (those of the scenario its locustfile has a user class of)."""
+    request_sets: dict[str, dict[str, Any]] | None = None
+    """Class -> its request set's description (its sha256 among it)."""
+    conditions: dict[str, Any] | None = None
+    """Where and how it ran: host, platform, packages, source revision and digest, command, backend."""
+    overrides: dict[str, Any] | None = None
+    """``arm``, ``repeats``, ``stage_duration`` as the command line gave them (None where not)."""
+    started_s: float | None = None
+    status: dict[str, Any] | None = None
+    """How it ended (``status``, ``reason``, ``ended_s``); None while it runs, or when it was killed."""
+    resumes: list[dict[str, Any]] = Field(default_factory=list)
+    """Each resume, oldest first."""
+    restore: dict[str, Any] | None = None
+    load_generators: Any = None
+
+    def request_set_sha256(self) -> dict[str, str | None]:
+        """Class -> its request set's sha256."""
+        return {name: (described or {}).get("sha256") for name, described in (self.request_sets or {}).items()}
