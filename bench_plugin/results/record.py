@@ -3,8 +3,9 @@
 The recorder writes each fact under its key as JSON (the scenario, the classes, the request sets, the
 conditions and overrides, when it started, how it ended, each resume, what was left to restore, the load
 generators); results/store.py's ``read_record`` reads them back as one :class:`CampaignRecord`. Everything
-above results/ reads the record, never the table by key. A value of the wrong form is a StoreError naming the key, and a
-key this version does not know is left alone (a store written by a newer recorder still reads).
+above results/ reads the record, never the table by key. A value of the wrong form is a StoreError naming
+the key, and a key this version does not know is left alone (a store written by a newer recorder still
+reads).
 """
 
 from __future__ import annotations
