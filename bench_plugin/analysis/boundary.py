@@ -23,8 +23,8 @@ from collections import Counter
 from dataclasses import dataclass
 
 from bench_plugin.analysis.objectives import ClassObjectives, Criterion, class_criteria
-from bench_plugin.analysis.statistics import Spread, spread
-from bench_plugin.results.summary import StageSummary, TrialSummary
+from bench_plugin.analysis.statistics import spread
+from bench_plugin.results.summary import Boundary, RepeatBoundary, Spread, StageSummary, TrialSummary
 
 REACHED = "reached"
 NOT_REACHED = "not reached"
@@ -89,22 +89,6 @@ def load_order(trials: list[TrialSummary]) -> list[int]:
     return sorted(offered, key=level)
 
 
-@dataclass(frozen=True)
-class RepeatBoundary:
-    """The boundary found in one repeat."""
-
-    repeat: int
-    status: str
-    position: float
-    """Fractional position along the stages in load order (censored at the ends; see status)."""
-    offered: dict[str, float]
-    limiting: str | None
-    """The class and criterion that crossed first (``llm p95``), or None when nothing failed."""
-    between: tuple[int, int] | None = None
-    """The stage indices (last pass, first fail) the crossing was interpolated between."""
-    note: str | None = None
-
-
 def _crossing(low: StageMargin, high: StageMargin) -> tuple[float, str]:
     """The fraction of the way from ``low`` (passing) to ``high`` (failing) where a ratio reaches 1."""
     if high.failed_outright and not any(not c.passed for c in high.criteria):
@@ -137,7 +121,8 @@ def repeat_boundary(trial: TrialSummary, order: list[int], objectives: dict[str,
             break  # cut short: what came after was never measured
         if stage.protocol_failure:  # it measured the protocol, not the load: no boundary from it or above
             if not margins:
-                return RepeatBoundary(trial.repeat, NOT_MEASURED, 0.0, stage.offered, None,
+                return RepeatBoundary(repeat=trial.repeat, status=NOT_MEASURED, stage_position=0.0,
+                                      offered=stage.offered, limiting=None,
                                       note=f"stage {index}: {stage.protocol_failure}")
             break
         margins.append(stage_margin(stage, objectives))
@@ -146,30 +131,18 @@ def repeat_boundary(trial: TrialSummary, order: list[int], objectives: dict[str,
     first_fail = next((rank for rank, m in enumerate(margins) if not m.passed), None)
     cut = f"measured up to stage {margins[-1].index} only" if len(margins) < len(order) else None
     if first_fail is None:
-        return RepeatBoundary(trial.repeat, NOT_REACHED, float(len(margins) - 1), margins[-1].offered, None,
-                              note=cut)
+        return RepeatBoundary(repeat=trial.repeat, status=NOT_REACHED, stage_position=float(len(margins) - 1),
+                              offered=margins[-1].offered, limiting=None, note=cut)
     if first_fail == 0:
-        return RepeatBoundary(trial.repeat, BELOW, 0.0, margins[0].offered, _worst(margins[0]))
+        return RepeatBoundary(repeat=trial.repeat, status=BELOW, stage_position=0.0, offered=margins[0].offered,
+                              limiting=_worst(margins[0]))
     low, high = margins[first_fail - 1], margins[first_fail]
     t, limiting = _crossing(low, high)
     offered = {n: low.offered.get(n, 0.0) + t * (high.offered.get(n, 0.0) - low.offered.get(n, 0.0))
                for n in high.offered}
     note = f"stage {high.index} failed outright ({high.failed_outright[0]})" if high.failed_outright else None
-    return RepeatBoundary(trial.repeat, REACHED, first_fail - 1 + t, offered, limiting,
-                          between=(low.index, high.index), note=note)
-
-
-@dataclass(frozen=True)
-class Boundary:
-    """An arm's operating boundary over its repeats."""
-
-    status: str
-    text: str
-    stage_position: Spread
-    offered: dict[str, float]
-    limiting: str | None
-    per_repeat: tuple[RepeatBoundary, ...]
-    stage_order: tuple[int, ...]
+    return RepeatBoundary(repeat=trial.repeat, status=REACHED, stage_position=first_fail - 1 + t, offered=offered,
+                          limiting=limiting, between=[low.index, high.index], note=note)
 
 
 def format_offered(offered: dict[str, float], arrival: dict[str, str] | None = None) -> str:
@@ -187,10 +160,11 @@ def arm_boundary(trials: list[TrialSummary], objectives: dict[str, ClassObjectiv
     order = load_order(trials)
     found = [b for t in trials if (b := repeat_boundary(t, order, objectives)) is not None]
     if not found:
-        return Boundary(NOT_MEASURED, "No stage of this arm could be judged.", spread([]), {}, None, (), tuple(order))
+        return Boundary(status=NOT_MEASURED, text="No stage of this arm could be judged.", stage_position=spread([]),
+                        offered={}, limiting=None, stage_order=order)
     if all(b.status == NOT_MEASURED for b in found):
-        return Boundary(NOT_MEASURED, f"Not measured: {found[0].note}.", spread([]), {}, None, tuple(found),
-                        tuple(order))
+        return Boundary(status=NOT_MEASURED, text=f"Not measured: {found[0].note}.", stage_position=spread([]),
+                        offered={}, limiting=None, stage_order=order, per_repeat=found)
     found = [b for b in found if b.status != NOT_MEASURED]
     statuses = Counter(b.status for b in found)
     status = found[0].status if len(statuses) == 1 else REACHED
@@ -198,9 +172,10 @@ def arm_boundary(trials: list[TrialSummary], objectives: dict[str, ClassObjectiv
     offered = {n: sum(b.offered.get(n, 0.0) for b in found) / len(found) for n in names}
     limits = Counter(b.limiting for b in found if b.limiting)
     limiting = limits.most_common(1)[0][0] if limits else None
-    position = spread([b.position for b in found])
+    position = spread([b.stage_position for b in found])
     text = _text(status, position, offered, limiting, statuses, order, arrival)
-    return Boundary(status, text, position, offered, limiting, tuple(found), tuple(order))
+    return Boundary(status=status, text=text, stage_position=position, offered=offered, limiting=limiting,
+                    stage_order=order, per_repeat=found)
 
 
 def _text(status: str, position: Spread, offered: dict[str, float], limiting: str | None,

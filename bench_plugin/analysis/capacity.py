@@ -16,36 +16,15 @@ definition, keeps every SLO.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 from bench_plugin.analysis.search import ABOVE_MAXIMUM, BELOW_MINIMUM, FOUND
-from bench_plugin.analysis.significance import HIGHER, Judged, describe, ratio_figure
-from bench_plugin.analysis.statistics import Spread, spread
+from bench_plugin.analysis.significance import HIGHER, describe, ratio_figure
+from bench_plugin.analysis.statistics import spread
 from bench_plugin.analysis.verdict import CONTROLS, LOSS, MIN_PAIRS, NOT_COMPARED, WORTH_IT, inconclusive, too_few
-from bench_plugin.results.summary import RepeatCapacity, TrialSummary
+from bench_plugin.results.summary import Capacity, RepeatCapacity, SearchResult, TrialSummary
 from bench_plugin.scenario import class_rank
 
 
-@dataclass(frozen=True)
-class ArmCapacity:
-    """An arm's capacity over its repeats, and against the control's."""
-
-    mix: dict[str, float]
-    per_repeat: tuple[RepeatCapacity, ...]
-    scale: Spread
-    capacity_per_device: Spread
-    ratio: Judged | None
-    """Capacity per device against the control's, paired by repeat (None for the control)."""
-
-    @property
-    def offered(self) -> dict[str, float]:
-        """Per class, the load at the mean boundary scale."""
-        return {} if self.scale.mean is None else {n: r * self.scale.mean for n, r in self.mix.items()}
-
-
-
-def combined_status(results: list[dict[str, Any]]) -> str:
+def combined_status(results: list[SearchResult]) -> str:
     """The status of a boundary searched once per class (an exclusive arm, each class alone): the status of
     the class whose boundary is lowest, since that one sets the mix's boundary.
 
@@ -53,15 +32,16 @@ def combined_status(results: list[dict[str, Any]]) -> str:
     load passed up to the maximum does not make the boundary "above the maximum" while another class's
     was found below it. Ties go to ``found``.
     """
-    statuses = [r["status"] for r in results]
+    statuses = [r.status for r in results]
     if unfinished := [s for s in statuses if s not in (FOUND, ABOVE_MAXIMUM, BELOW_MINIMUM)]:
         return unfinished[0]
     if BELOW_MINIMUM in statuses:
         return BELOW_MINIMUM
-    if any(r.get("estimate") is None for r in results):
+    estimates = [r.estimate for r in results if r.estimate is not None]
+    if len(estimates) < len(results):
         return next((s for s in statuses if s != FOUND), FOUND)
-    lowest = min(r["estimate"] for r in results)
-    limiting = {r["status"] for r in results if r["estimate"] == lowest}
+    lowest = min(estimates)
+    limiting = {r.status for r in results if r.estimate == lowest}
     return FOUND if FOUND in limiting else limiting.pop()
 
 
@@ -71,10 +51,11 @@ def limiting_class(trials: list[TrialSummary]) -> str | None:
     found = set()
     for trial in trials:
         results = trial.search
-        if len(results) < 2 or any(r.get("estimate") is None for r in results):
+        estimates = [r.estimate for r in results if r.estimate is not None]
+        if len(results) < 2 or len(estimates) < len(results):
             continue
-        lowest = min(r["estimate"] for r in results)
-        found.add(", ".join(name for r in results if r["estimate"] == lowest for name in r["classes"]))
+        lowest = min(estimates)
+        found.add(", ".join(name for r in results if r.estimate == lowest for name in r.classes))
     return found.pop() if len(found) == 1 else None
 
 
@@ -82,24 +63,24 @@ def _repeat(trial: TrialSummary) -> RepeatCapacity | None:
     if not trial.search:
         return None
     results = trial.search
-    scales = [r["estimate"] for r in results if r.get("estimate") is not None]
+    scales = [r.estimate for r in results if r.estimate is not None]
     scale = min(scales) if scales and len(scales) == len(results) else None
     status = combined_status(results)
-    mix = results[0]["mix"] if len(results) == 1 else {k: v for r in results for k, v in r["mix"].items()}
+    mix = results[0].mix if len(results) == 1 else {k: v for r in results for k, v in r.mix.items()}
     per_device = None
     if scale is not None and trial.devices_charged:
         per_device = scale * sum(mix.values()) / trial.devices_charged
-    return RepeatCapacity(repeat=trial.repeat, status=status, scale=scale, runs=sum(r["runs"] for r in results),
-                          fixed_sweep_runs=sum(r["fixed_sweep_runs"] for r in results), capacity_per_device=per_device)
+    return RepeatCapacity(repeat=trial.repeat, status=status, scale=scale, runs=sum(r.runs for r in results),
+                          fixed_sweep_runs=sum(r.fixed_sweep_runs for r in results), capacity_per_device=per_device)
 
 
-def arm_capacity(trials: list[TrialSummary], control: list[TrialSummary] | None) -> ArmCapacity | None:
+def arm_capacity(trials: list[TrialSummary], control: list[TrialSummary] | None) -> Capacity | None:
     """The arm's capacity from its trials' searches (None when none searched)."""
     mine = [r for r in map(_repeat, trials) if r is not None]
     if not mine:
         return None
     mix = next(t.search for t in trials if t.search)
-    given = {k: v for result in mix for k, v in result["mix"].items()}
+    given = {k: v for result in mix for k, v in result.mix.items()}
     merged = {name: given[name] for name in sorted(given, key=class_rank)}
     ratio = None
     if control is not None:
@@ -110,13 +91,16 @@ def arm_capacity(trials: list[TrialSummary], control: list[TrialSummary] | None)
             if ref and ref.capacity_per_device and r.capacity_per_device is not None:
                 values.append(r.capacity_per_device / ref.capacity_per_device)
         ratio = ratio_figure(values)
-    return ArmCapacity(merged, tuple(mine), spread([r.scale for r in mine]),
-                       spread([r.capacity_per_device for r in mine]), ratio)
+    scale = spread([r.scale for r in mine])
+    offered = {} if scale.mean is None else {name: rate * scale.mean for name, rate in merged.items()}
+    return Capacity(mix=merged, scale=scale, offered=offered, capacity_per_device=spread([r.capacity_per_device
+                                                                                           for r in mine]),
+                    capacity_per_device_ratio=ratio, per_repeat=mine)
 
 
-def capacity_text(arm: str, control: str, capacity: ArmCapacity, reference: ArmCapacity) -> tuple[str, str]:
+def capacity_text(arm: str, control: str, capacity: Capacity, reference: Capacity) -> tuple[str, str]:
     """The verdict call and sentence for an arm searched adaptively."""
-    ratio = capacity.ratio
+    ratio = capacity.capacity_per_device_ratio
     mine, theirs = capacity.capacity_per_device.mean, reference.capacity_per_device.mean
     runs = spread([r.runs for r in capacity.per_repeat]).mean or 0
     sweep = spread([r.fixed_sweep_runs for r in capacity.per_repeat]).mean or 0

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench_plugin.analysis.boundary import Boundary as BoundaryFigures
 from bench_plugin.analysis.boundary import arm_boundary, format_offered, load_order
-from bench_plugin.analysis.capacity import ArmCapacity, arm_capacity, capacity_text, limiting_class
-from bench_plugin.analysis.contention import ClassContention, StageContention, stage_contention
+from bench_plugin.analysis.capacity import arm_capacity, capacity_text, limiting_class
+from bench_plugin.analysis.contention import stage_contention
 from bench_plugin.analysis.objectives import ClassObjectives
 from bench_plugin.analysis.statistics import spread
 from bench_plugin.analysis.verdict import StageVerdict, overall_verdict, stage_verdict
@@ -19,11 +18,8 @@ from bench_plugin.results.record import StoredScenario
 from bench_plugin.results.summary import (
     ArmComparison,
     Boundary,
-    Capacity,
-    ClassComparison,
     Comparison,
     Conditions,
-    RepeatBoundary,
     StageComparison,
     TrialSummary,
     Verdict,
@@ -119,8 +115,8 @@ def build_comparison(trials: list[TrialSummary], scenario: StoredScenario, condi
                                       boundary, _conditions(arm, control, mine, conditions))
         out[arm["name"]] = ArmComparison(
             sharing=arm.get("sharing"), is_control=is_control,
-            devices_charged=spread([t.devices_charged for t in mine]), boundary=_boundary(boundary),
-            stages=[_stage(stages[i], verdicts.get(i), is_control) for i in sorted(stages)],
+            devices_charged=spread([t.devices_charged for t in mine]), boundary=boundary,
+            stages=[_with_verdict(stages[i], verdicts.get(i)) for i in sorted(stages)],
             verdict=verdict,
         )
     return Comparison(control=control["name"] if control else None, method=METHOD, arms=out)
@@ -153,46 +149,11 @@ def _searched_arm(arm: dict[str, Any], mine: list[TrialSummary], reference: list
                           conditions=_conditions(arm, control, mine, conditions))
     return ArmComparison(sharing=arm.get("sharing"), is_control=reference is None,
                          devices_charged=spread([t.devices_charged for t in mine]), boundary=boundary,
-                         verdict=verdict, search=_capacity(capacity))
+                         verdict=verdict, search=capacity)
 
 
-def _class(c: ClassContention, is_control: bool) -> ClassComparison:
-    own = ClassComparison(slo_attainment=c.slo_attainment, goodput_rps=c.goodput_rps, meets_slo=c.meets_slo,
-                          within_error_budget=c.within_error_budget, breaches=list(c.breaches))
-    if is_control:
-        return own
-    return own.model_copy(update={
-        "normalised_throughput": c.normalised_throughput, "throughput_loss": c.throughput_loss,
-        "slowdown_p95": c.slowdown_p95, "slowdown_ttft_p95": c.slowdown_ttft_p95,
-        "slowdown_tpot_p95": c.slowdown_tpot_p95})
-
-
-def _stage(s: StageContention, verdict: StageVerdict | None, is_control: bool) -> StageComparison:
-    out = StageComparison(index=s.index, offered=s.offered, repeats=s.repeats,
-                          classes={n: _class(c, is_control) for n, c in s.classes.items()},
-                          generator_limited=list(s.generator_limited), host_busy=list(s.host_busy),
-                          goodput_per_device=s.goodput_per_device)
-    if is_control:
-        return out
-    return out.model_copy(update={
-        "paired_repeats": s.paired, "consolidation_gain": s.consolidation_gain, "fairness": s.fairness,
-        "control_goodput_per_device": s.control_goodput_per_device,
-        "goodput_per_device_ratio": s.goodput_per_device_ratio,
-        "verdict": verdict.call if verdict else None, "reasons": list(verdict.reasons) if verdict else []})
-
-
-def _boundary(b: BoundaryFigures) -> Boundary:
-    return Boundary(status=b.status, text=b.text, stage_position=b.stage_position, offered=b.offered,
-                    limiting=b.limiting, stage_order=list(b.stage_order),
-                    per_repeat=[RepeatBoundary(repeat=r.repeat, status=r.status, stage_position=r.position,
-                                               offered=r.offered, limiting=r.limiting,
-                                               between=list(r.between) if r.between else None, note=r.note)
-                                for r in b.per_repeat])
-
-
-def _capacity(c: ArmCapacity | None) -> Capacity | None:
-    if c is None:
-        return None
-    return Capacity(mix=c.mix, scale=c.scale, offered=c.offered, capacity_per_device=c.capacity_per_device,
-                    capacity_per_device_ratio=c.ratio,
-                    per_repeat=list(c.per_repeat))
+def _with_verdict(stage: StageComparison, verdict: StageVerdict | None) -> StageComparison:
+    """The stage's figures with its verdict, where it has one (a non-control arm)."""
+    if verdict is None:
+        return stage
+    return stage.model_copy(update={"verdict": verdict.call, "reasons": list(verdict.reasons)})

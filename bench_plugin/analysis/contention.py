@@ -18,69 +18,25 @@ mean and a log-scale 95% interval (statistics.ratio_spread), so their interval n
 
 Whether each class keeps its SLOs and error budget is judged on the arm alone, in every repeat (a
 stage skipped after a rollback fails); the control arm gets these and its own goodput, no ratios.
+The figures are the summary's own models (results.summary.StageComparison, ClassComparison); the
+verdict (analysis/verdict.py) is added to them by the comparison.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
 
 from bench_plugin.analysis.objectives import ClassObjectives, Criterion, class_criteria
 from bench_plugin.analysis.significance import Judged, complement_figure, ratio_figure
 from bench_plugin.analysis.statistics import Spread, spread
-from bench_plugin.results.summary import ClassStats, StageSummary, TrialSummary
+from bench_plugin.results.summary import ClassComparison, ClassStats, StageComparison, StageSummary, TrialSummary
 from bench_plugin.scenario import WORKLOAD_CLASSES
 
 Run = tuple[TrialSummary, StageSummary]
 """One repeat's trial and its judged stage."""
 
 
-@dataclass(frozen=True)
-class ClassContention:
-    """One class at one stage of one arm: its own SLO figures and, for a non-control arm, the ratios."""
-
-    slo_attainment: Spread
-    goodput_rps: Spread
-    meets_slo: bool
-    """P95 (and llm TTFT/TPOT P95) within the SLO in every repeat."""
-    within_error_budget: bool
-    """Error rate within the budget in every repeat."""
-    breaches: tuple[str, ...] = ()
-    """Plain-language reasons for meets_slo or within_error_budget being false."""
-    normalised_throughput: Judged | None = None
-    throughput_loss: Judged | None = None
-    slowdown_p95: Judged | None = None
-    slowdown_ttft_p95: Judged | None = None
-    slowdown_tpot_p95: Judged | None = None
-
-
-@dataclass(frozen=True)
-class StageContention:
-    """One stage of one arm; the comparison fields are None for the control arm."""
-
-    index: int
-    offered: dict[str, float]
-    """Class -> the load the stage really offered (its realised rate: records.StageSummary.load)."""
-    arrival: dict[str, str]
-    classes: dict[str, ClassContention]
-    goodput_per_device: Spread
-    repeats: int
-    """Repeats of the arm with this stage judged."""
-    paired: int = 0
-    """Repeats with this stage judged in both the arm and the control."""
-    consolidation_gain: Judged | None = None
-    fairness: Spread | None = None
-    control_goodput_per_device: Spread | None = None
-    goodput_per_device_ratio: Judged | None = None
-    generator_limited: tuple[str, ...] = ()
-    """``<arm> repeat r: <why>`` for each run (of this arm or the control) whose load generator fell behind."""
-    host_busy: tuple[str, ...] = ()
-    """``<arm> repeat r: <why>`` for each run measured while the host was busy with other work."""
-    protocol_failure: tuple[str, ...] = ()
-    """``<arm> repeat r: <why>`` for each run in which some class's requests all failed with one protocol error."""
-
-
-def _flags(runs: dict[int, Run], theirs: dict[int, Run], attribute: str) -> tuple[str, ...]:
+def _flags(runs: dict[int, Run], theirs: dict[int, Run], attribute: str) -> list[str]:
     """Each run's ``attribute`` reason (generator_limited, host_busy, protocol_failure), named by its arm and repeat."""
     out = []
     for group in (runs, theirs):
@@ -88,7 +44,7 @@ def _flags(runs: dict[int, Run], theirs: dict[int, Run], attribute: str) -> tupl
             reason = getattr(stage, attribute)
             if reason:
                 out.append(f"{trial.arm} repeat {repeat}: {reason}")
-    return tuple(out)
+    return out
 
 
 def jain(values: list[float]) -> float | None:
@@ -147,19 +103,19 @@ def _breaches(name: str, runs: list[ClassStats | None], objectives: ClassObjecti
     return tuple(out)
 
 
-def judge_class(name: str, runs: list[ClassStats | None], objectives: ClassObjectives | None) -> ClassContention:
+def judge_class(name: str, runs: list[ClassStats | None], objectives: ClassObjectives | None) -> ClassComparison:
     """A class's own figures over its repeats, and whether it kept its SLOs and error budget."""
     measured = [s for s in runs if s is not None]
     criteria = [c for s in measured for c in (class_criteria(name, s, objectives) if objectives else [])]
     # A skipped stage failed (it came after a rollback); a stage never judged cannot be said to pass.
     judged = bool(runs) and len(measured) == len(runs)
     breaches = _breaches(name, runs, objectives) if objectives else ()
-    return ClassContention(
+    return ClassComparison(
         slo_attainment=spread([s.slo_attainment for s in measured]),
         goodput_rps=spread([s.goodput_rps for s in measured]),
         meets_slo=judged and all(c.passed for c in criteria if c.name != "error rate"),
         within_error_budget=judged and all(c.passed for c in criteria if c.name == "error rate"),
-        breaches=breaches if runs else (f"{name} not measured at this stage",),
+        breaches=list(breaches) if runs else [f"{name} not measured at this stage"],
     )
 
 
@@ -180,17 +136,17 @@ def _paired(pairs: list[tuple[Run, Run]], name: str, get: Getter) -> list[float 
     return out
 
 
-def _compare_class(base: ClassContention, name: str, pairs: list[tuple[Run, Run]]) -> ClassContention:
+def _compare_class(base: ClassComparison, name: str, pairs: list[tuple[Run, Run]]) -> ClassComparison:
+    """The class's own figures with its paired ratios against the control's added."""
     norm = ratio_figure(_paired(pairs, name, _THROUGHPUT))
     llm = name == "llm"
-    return replace(
-        base,
-        normalised_throughput=norm,
-        throughput_loss=complement_figure(norm),
-        slowdown_p95=ratio_figure(_paired(pairs, name, _P95)),
-        slowdown_ttft_p95=ratio_figure(_paired(pairs, name, _TTFT)) if llm else None,
-        slowdown_tpot_p95=ratio_figure(_paired(pairs, name, _TPOT)) if llm else None,
-    )
+    return base.model_copy(update={
+        "normalised_throughput": norm,
+        "throughput_loss": complement_figure(norm),
+        "slowdown_p95": ratio_figure(_paired(pairs, name, _P95)),
+        "slowdown_ttft_p95": ratio_figure(_paired(pairs, name, _TTFT)) if llm else None,
+        "slowdown_tpot_p95": ratio_figure(_paired(pairs, name, _TPOT)) if llm else None,
+    })
 
 
 def _gain_and_fairness(norms: list[list[float | None]], n_classes: int) -> tuple[Judged, Spread]:
@@ -207,14 +163,14 @@ def _gain_and_fairness(norms: list[list[float | None]], n_classes: int) -> tuple
 def stage_contention(
     index: int, trials: list[TrialSummary], control: list[TrialSummary] | None,
     objectives: dict[str, ClassObjectives],
-) -> StageContention:
+) -> StageComparison:
     """Stage ``index`` of an arm's ``trials``, against the ``control`` trials (None: this is the control)."""
     runs = judged_runs(trials, index)
     theirs = judged_runs(control, index) if control is not None else {}
     names = class_names([*runs.values(), *theirs.values()])
     first = next(iter(runs.values()), None) or next(iter(theirs.values()), None)
     offered = first[1].load if first else {}
-    classes: dict[str, ClassContention] = {}
+    classes: dict[str, ClassComparison] = {}
     for name in names:
         stats = [stage.classes.get(name) for _, stage in runs.values() if name in stage.offered]
         classes[name] = judge_class(name, stats, objectives.get(name))
@@ -222,17 +178,18 @@ def stage_contention(
     limited, busy = _flags(runs, theirs, "generator_limited"), _flags(runs, theirs, "host_busy")
     failed = _flags(runs, theirs, "protocol_failure")
     if control is None:
-        return StageContention(index, offered, first[1].arrival if first else {}, classes, own, len(runs),
-                               generator_limited=limited, host_busy=busy, protocol_failure=failed)
+        return StageComparison(index=index, offered=offered, repeats=len(runs), classes=classes,
+                               generator_limited=limited, host_busy=busy, protocol_failure=failed,
+                               goodput_per_device=own)
     pairs = [(runs[r], theirs[r]) for r in sorted(set(runs) & set(theirs))]
     classes = {name: _compare_class(c, name, pairs) for name, c in classes.items()}
     norms = [[_paired([pair], name, _THROUGHPUT)[0] for name in names] for pair in pairs]
     gain, fairness = _gain_and_fairness(norms, len(names))
     gpd = [(goodput_per_device(mine, names), goodput_per_device(ref, names)) for mine, ref in pairs]
-    return StageContention(
-        index, offered, first[1].arrival if first else {}, classes, own, len(runs), paired=len(pairs),
-        consolidation_gain=gain, fairness=fairness,
+    return StageComparison(
+        index=index, offered=offered, repeats=len(runs), classes=classes,
+        generator_limited=limited, host_busy=busy, protocol_failure=failed, goodput_per_device=own,
+        paired_repeats=len(pairs), consolidation_gain=gain, fairness=fairness,
         control_goodput_per_device=spread([goodput_per_device(run, names) for run in theirs.values()]),
         goodput_per_device_ratio=ratio_figure([_ratio(a, b) for a, b in gpd]),
-        generator_limited=limited, host_busy=busy, protocol_failure=failed,
     )

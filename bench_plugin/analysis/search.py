@@ -16,7 +16,7 @@ It is pure: no I/O, no clock. The caller runs each proposed scale as one stage (
     search = BoundarySearch({"llm": 1.0, "embedding": 4.0}, start=1.0, maximum=32.0, precision=0.05)
     while (scale := search.propose()) is not None:
         search.record(scale, run_stage(search.offered(scale)))
-    result = search.result()
+    result = search.result(segment=0)
 
 ``fixed_sweep_runs`` says how many stages an evenly spaced sweep over the same range would need for
 the same relative precision, so a report can state what the search saved.
@@ -25,31 +25,14 @@ the same relative precision, so a report can state what the search saved.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+
+from bench_plugin.results.summary import SearchResult
 
 BRACKETING = "bracketing"
 BISECTING = "bisecting"
 FOUND = "found"
 ABOVE_MAXIMUM = "above the maximum"
 BELOW_MINIMUM = "below the minimum"
-
-
-@dataclass(frozen=True)
-class SearchResult:
-    """Where the search stands: the bracket, the estimate and the cost so far."""
-
-    status: str
-    """``found``, ``above the maximum``, ``below the minimum``, or still ``bracketing``/``bisecting``."""
-    lo: float | None
-    """The highest scale that passed (None: none did)."""
-    hi: float | None
-    """The lowest scale that failed (None: none did)."""
-    estimate: float | None
-    """The midpoint of the bracket; the last pass or first fail when the bracket is open."""
-    precision: float | None
-    """(hi - lo) / hi reached (None while the bracket is open)."""
-    runs: int
-    """Stage-runs recorded."""
 
 
 class BoundarySearch:
@@ -111,12 +94,17 @@ class BoundarySearch:
             return None
         return hi / self.growth
 
-    def result(self) -> SearchResult:
-        """The bracket, the estimate, the precision reached and the stage-runs used."""
+    def result(self, segment: int) -> SearchResult:
+        """Where the search stands, as the campaign records it for ``segment``: the bracket, the estimate,
+        the precision reached, the stage-runs used and what an even sweep would have needed."""
         lo, hi = self.lo, self.hi
-        if lo is not None and hi is not None:
-            return SearchResult(self._status, lo, hi, (lo + hi) / 2, (hi - lo) / hi, self.runs)
-        return SearchResult(self._status, lo, hi, lo if lo is not None else hi, None, self.runs)
+        estimate = (lo + hi) / 2 if lo is not None and hi is not None else lo if lo is not None else hi
+        return SearchResult(
+            segment=segment, classes=list(self.mix), mix=self.offered(1.0), status=self._status, lo=lo, hi=hi,
+            estimate=estimate, precision=(hi - lo) / hi if lo is not None and hi is not None else None,
+            runs=self.runs,
+            fixed_sweep_runs=fixed_sweep_runs(self.start, self.maximum, self.precision, at=estimate),
+        )
 
 
 def fixed_sweep_runs(start: float, maximum: float, precision: float, at: float | None = None) -> int:

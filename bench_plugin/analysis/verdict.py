@@ -30,11 +30,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bench_plugin.analysis.boundary import Boundary, format_offered
-from bench_plugin.analysis.contention import StageContention
+from bench_plugin.analysis.boundary import format_offered
 from bench_plugin.analysis.selfcheck import advice
 from bench_plugin.analysis.significance import HIGHER, describe
-from bench_plugin.results.summary import Conditions, Verdict
+from bench_plugin.results.summary import Boundary, Conditions, StageComparison, Verdict
 
 WORTH_IT = "worth it"
 TRADE_OFF = "trade-off"
@@ -83,7 +82,7 @@ class StageVerdict:
     """Paired repeats with a goodput per device ratio (a zero ratio counts; a missing one does not)."""
 
 
-def stage_verdict(stage: StageContention) -> StageVerdict:
+def stage_verdict(stage: StageComparison) -> StageVerdict:
     """The seed's rule at one stage of a non-control arm."""
     breaches = tuple(b for c in stage.classes.values() for b in c.breaches)
     ratio = stage.goodput_per_device_ratio
@@ -116,9 +115,9 @@ def stage_verdict(stage: StageContention) -> StageVerdict:
     return StageVerdict(TRADE_OFF, (gain, *breaches), pairs)
 
 
-def _not_compared(stage: StageContention) -> str:
+def _not_compared(stage: StageComparison) -> str:
     """Why a stage has no goodput-per-device ratio."""
-    if stage.paired == 0:
+    if stage.paired_repeats == 0:
         return "no repeat of this arm and of the control both measured this stage"
     if stage.control_goodput_per_device is None or stage.control_goodput_per_device.mean is None:
         return "the control has no complete measurement at this stage (a class was skipped after a rollback)"
@@ -138,9 +137,9 @@ def describe_conditions(c: Conditions) -> str:
             "model, driver or load range may give a different result.")
 
 
-def _runs(stages: list[tuple[StageContention, StageVerdict]]) -> list[list[tuple[StageContention, StageVerdict]]]:
+def _runs(stages: list[tuple[StageComparison, StageVerdict]]) -> list[list[tuple[StageComparison, StageVerdict]]]:
     """Consecutive stages with the same call."""
-    out: list[list[tuple[StageContention, StageVerdict]]] = []
+    out: list[list[tuple[StageComparison, StageVerdict]]] = []
     for item in stages:
         if out and out[-1][-1][1].call == item[1].call:
             out[-1].append(item)
@@ -149,7 +148,7 @@ def _runs(stages: list[tuple[StageContention, StageVerdict]]) -> list[list[tuple
     return out
 
 
-def _span(run: list[tuple[StageContention, StageVerdict]], first: bool) -> str:
+def _span(run: list[tuple[StageComparison, StageVerdict]], first: bool, arrival: dict[str, str] | None) -> str:
     lo, hi = run[0][0], run[-1][0]
     call = run[0][1].call
     where = f"at stage {lo.index}" if lo is hi else f"at stages {lo.index}-{hi.index}"
@@ -158,13 +157,14 @@ def _span(run: list[tuple[StageContention, StageVerdict]], first: bool) -> str:
     # Where it is worth it, the highest load decides; elsewhere the first stage where the call changed.
     decisive = hi if call == WORTH_IT else lo
     reasons = run[-1][1].reasons if call == WORTH_IT else run[0][1].reasons
-    load = format_offered(decisive.offered, decisive.arrival)
+    load = format_offered(decisive.offered, arrival)
     return f"{_ARTICLE.get(call, call)}{'' if first else ' above,'} {where} ({load}): {'; '.join(reasons)}"
 
 
-def overall_verdict(arm: str, control: str, stages: list[tuple[StageContention, StageVerdict]],
+def overall_verdict(arm: str, control: str, stages: list[tuple[StageComparison, StageVerdict]],
                     boundary: Boundary, conditions: Conditions) -> Verdict:
-    """The arm's verdict from its per-stage verdicts, ``stages`` in load order."""
+    """The arm's verdict from its per-stage verdicts, ``stages`` in load order (loads in the units of
+    ``conditions.arrival``: users for a closed-loop class)."""
     calls = [v.call for _, v in stages]
     up_to = None
     for stage, v in stages:
@@ -175,7 +175,7 @@ def overall_verdict(arm: str, control: str, stages: list[tuple[StageContention, 
     if call is None:
         unsure = [v.pairs for _, v in stages if is_inconclusive(v.call)]
         call = inconclusive(max(unsure)) if unsure else NOT_MEASURED if NOT_MEASURED in calls else NOT_COMPARED
-    parts = [_span(run, i == 0) for i, run in enumerate(_runs(stages))]
+    parts = [_span(run, i == 0, conditions.arrival) for i, run in enumerate(_runs(stages))]
     text = f"{arm} against {control}: " + ("; ".join(parts) if parts else "no stage was measured") + "."
     text += f" Operating boundary: {boundary.text[:1].lower()}{boundary.text[1:]} {describe_conditions(conditions)}"
     return Verdict(call=call, text=text, worth_it_up_to_stage=up_to, conditions=conditions)

@@ -34,6 +34,7 @@ from pydantic import ValidationError
 from bench_plugin.results.pod_events import PodEvent, in_order
 from bench_plugin.results.record import CampaignRecord
 from bench_plugin.results.samples import SAMPLE_FIELDS, Sample
+from bench_plugin.results.summary import SearchResult
 from bench_plugin.results.telemetry_rows import TelemetryRow
 from bench_plugin.scenario import class_rank
 
@@ -545,9 +546,17 @@ class CampaignReader:
         """Every sample of ``trial``."""
         return read_samples(self.db, "trial=?", (trial,))
 
-    def search_results(self, trial: int) -> list[dict[str, Any]]:
+    def search_results(self, trial: int) -> list[SearchResult]:
         """Adaptive campaigns: each segment's search result, in run order."""
-        return read_events(self.db, trial, "search_result")
+        out = []
+        for detail in read_events(self.db, trial, "search_result"):
+            try:
+                out.append(SearchResult.model_validate(detail))
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                key = ".".join(str(part) for part in first["loc"])
+                raise StoreError(f"trial {trial}: search_result.{key}: {first['msg']}") from None
+        return out
 
     def disruptions(self, trial: int) -> list[dict[str, Any]]:
         """``trial``'s disruption steps (kubernetes backend), in time order."""

@@ -20,6 +20,8 @@ version is refused with one line rather than read as something it is not. Versio
   absent in files written before them, and from stores before version 5.
   And the stall monitor's figures: ``generators.<process>.stalls`` (GeneratorStalls) and the stage's
   ``generator_check`` (GeneratorCheck); absent (None) in files and stores written before the monitor.
+  And ``comparison.arms.<arm>.stages[].protocol_failure`` (the runs in which a class's requests all
+  failed with one protocol error); absent (empty) in files written before it.
 """
 
 from __future__ import annotations
@@ -333,14 +335,27 @@ class StageSummary(Model):
 
 
 class SearchResult(Model):
-    """One segment's adaptive search outcome, as the conductor recorded it."""
+    """One segment's adaptive search outcome (analysis/search.py), as the conductor recorded it."""
 
-    model_config = ConfigDict(extra="allow")
-
+    segment: int
+    classes: list[str]
+    """The classes measured together in the segment (one, where each class was searched alone)."""
+    mix: PerClass
+    """Class -> its load at scale 1 (req/s, or users if closed-loop)."""
     status: str
-    estimate: float | None = None
-    runs: int = 0
-    fixed_sweep_runs: int = 0
+    """``found``, ``above the maximum``, ``below the minimum``, or ``bracketing``/``bisecting`` if cut short."""
+    lo: float | None
+    """The highest scale that passed (None: none did)."""
+    hi: float | None
+    """The lowest scale that failed (None: none did)."""
+    estimate: float | None
+    """The midpoint of the bracket; the last pass or first fail when the bracket is open."""
+    precision: float | None
+    """(hi - lo) / hi reached (None while the bracket is open)."""
+    runs: int
+    """Stage-runs the search used."""
+    fixed_sweep_runs: int
+    """Stages an evenly spaced sweep would need for the same precision (analysis/search.fixed_sweep_runs)."""
 
 
 class PodSummary(Model):
@@ -390,7 +405,7 @@ class TrialSummary(Model):
     stages: list[StageSummary]
     devices_charged: int = 0
     """Sum over the trial's segments of the distinct devices each used (see summary.devices_charged)."""
-    search: list[dict[str, Any]] = Field(default_factory=list)
+    search: list[SearchResult] = Field(default_factory=list)
     """Adaptive campaigns: each segment's search result (bounds, estimate, stage-runs; see conductor)."""
     pods: list[PodSummary] | None = None
     """The trial's workload pods in order of creation, as the cluster reported them; None where nothing was
@@ -496,9 +511,14 @@ class StageComparison(Model):
     repeats: int
     classes: dict[str, ClassComparison]
     generator_limited: list[str] = Field(default_factory=list)
+    """``<arm> repeat r: <why>`` for each run (of this arm or the control) whose load generator fell behind."""
     host_busy: list[str] = Field(default_factory=list)
+    """``<arm> repeat r: <why>`` for each run measured while the host was busy with other work."""
+    protocol_failure: list[str] = Field(default_factory=list)
+    """``<arm> repeat r: <why>`` for each run in which some class's requests all failed with one protocol error."""
     goodput_per_device: Spread
     paired_repeats: int = 0
+    """Repeats with this stage judged in both the arm and the control."""
     consolidation_gain: Judged | None = None
     fairness: Spread | None = None
     control_goodput_per_device: Spread | None = None

@@ -29,7 +29,7 @@ import gevent
 
 from bench_plugin.analysis.boundary import stage_margin
 from bench_plugin.analysis.objectives import ClassObjectives
-from bench_plugin.analysis.search import BoundarySearch, fixed_sweep_runs
+from bench_plugin.analysis.search import BoundarySearch
 from bench_plugin.analysis.summary import PROTOCOL_FAILURE, class_stats
 from bench_plugin.loadgen.arrivals import OPEN_LOOP, arrival_offsets
 from bench_plugin.loadgen.fleet import LOCAL, Fleet, NoLoadGenerators, on_this_host
@@ -292,13 +292,7 @@ class Conductor:
             search.record(scale, passed)
             index += 1
         self.judged = None
-        result = search.result()
-        self.recorder.event(
-            "search_result", trial.id, segment=segment, classes=classes, mix=search.offered(1.0),
-            status=result.status, lo=result.lo, hi=result.hi, estimate=result.estimate,
-            precision=result.precision, runs=result.runs,
-            fixed_sweep_runs=fixed_sweep_runs(spec.start_scale, spec.max_scale, spec.precision, at=result.estimate),
-        )
+        self.recorder.event("search_result", trial.id, **search.result(segment).model_dump())
 
     def _passed(self, index: int, stage: Stage, status: str, objectives: dict[str, ClassObjectives]) -> bool:
         """Whether every class of the stage met its SLOs and error budget (a rollback fails it)."""

@@ -24,15 +24,15 @@ def test_a_planted_knee_between_stages_2_and_3_is_found_at_its_fraction() -> Non
     # llm P95/SLO is 0.8 at stage 2 and 1.4 at stage 3: linear in between, it reaches 1 a third of the way
     b = repeat_boundary(ramp(1, [200, 300, 800, 1400, 2000]), [0, 1, 2, 3, 4], OBJ)
     assert b is not None and b.status == REACHED
-    assert b.position == pytest.approx(2 + 1 / 3)
+    assert b.stage_position == pytest.approx(2 + 1 / 3)
     assert b.offered == pytest.approx({"llm": 3 + 1 / 3, "embedding": 2 * (3 + 1 / 3)})
-    assert b.limiting == "llm p95" and b.between == (2, 3)
+    assert b.limiting == "llm p95" and b.between == [2, 3]
 
 
 def test_a_convex_knee_is_bracketed_and_estimated_on_the_safe_side() -> None:
     # P95 = 100 ms x load^2 crosses its 1000 ms SLO at load sqrt(10) = 3.162 (between stages 2 and 3)
     b = repeat_boundary(ramp(1, [100.0 * load**2 for load in (1, 2, 3, 4, 5)]), [0, 1, 2, 3, 4], OBJ)
-    assert b is not None and 2 <= b.position <= 3  # the stated precision: the bracketing stages
+    assert b is not None and 2 <= b.stage_position <= 3  # the stated precision: the bracketing stages
     true_load = math.sqrt(10)
     assert b.offered["llm"] == pytest.approx(3 + 0.1 / 0.7)
     assert b.offered["llm"] <= true_load and true_load - b.offered["llm"] < 0.05
@@ -62,13 +62,13 @@ def test_the_error_budget_and_ttft_limit_too() -> None:
     t = trial("a", 1, [stage(0, {"embedding": stats(10.0, 100.0, requests=100, errors=0)}, {"embedding": 4.0}),
                        stage(1, {"embedding": stats(10.0, 100.0, requests=100, errors=2)}, {"embedding": 8.0})])
     b = repeat_boundary(t, [0, 1], OBJ)
-    assert b and b.position == pytest.approx(0.5) and b.limiting == "embedding error rate"
+    assert b and b.stage_position == pytest.approx(0.5) and b.limiting == "embedding error rate"
     assert b.offered == pytest.approx({"embedding": 6.0})
     # TTFT ratio 0.2 -> 1.8 crosses at 0.5; P95 0.5 -> 1.1 only at 5/6: TTFT limits
     t = trial("a", 1, [stage(0, {"llm": stats(10.0, 500.0, ttft=100.0)}), stage(1, {"llm": stats(10.0, 1100.0,
                                                                                                   ttft=900.0)})])
     b = repeat_boundary(t, [0, 1], objectives(p95=1000.0, ttft=500.0))
-    assert b and b.position == pytest.approx(0.5) and b.limiting == "llm ttft p95"
+    assert b and b.stage_position == pytest.approx(0.5) and b.limiting == "llm ttft p95"
 
 
 def test_a_rolled_back_or_skipped_stage_fails_and_later_passes_do_not_count() -> None:
@@ -76,14 +76,14 @@ def test_a_rolled_back_or_skipped_stage_fails_and_later_passes_do_not_count() ->
                                                                             status="aborted"),
                             stage(2, {}, skipped=("llm",), status="skipped")])
     b = repeat_boundary(rolled, [0, 1, 2], OBJ)
-    assert b and b.status == REACHED and b.position == pytest.approx(0.5) and b.between == (0, 1)
+    assert b and b.status == REACHED and b.stage_position == pytest.approx(0.5) and b.between == [0, 1]
     skipped = trial("a", 1, [stage(0, {"llm": stats(10.0, 500.0), "asr": stats(1.0, 100.0)}),
                              stage(1, {"llm": stats(10.0, 600.0)}, skipped=("asr",), status="skipped")])
     b = repeat_boundary(skipped, [0, 1], OBJ)
-    assert b and b.position == 0.0 and b.limiting == "asr skipped after a rollback"
+    assert b and b.stage_position == 0.0 and b.limiting == "asr skipped after a rollback"
     noisy = ramp(1, [100, 1200, 900])  # fails at stage 1, passes again at 2: the first failure decides
     b = repeat_boundary(noisy, [0, 1, 2], OBJ)
-    assert b and b.between == (0, 1)
+    assert b and b.between == [0, 1]
 
 
 def test_an_interrupted_stage_is_not_judged() -> None:

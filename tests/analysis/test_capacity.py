@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from bench_plugin.analysis.capacity import combined_status
+from bench_plugin.results.summary import SearchResult
 
 
-def result(name: str, status: str, estimate: float | None) -> dict[str, Any]:
-    return {"classes": [name], "status": status, "estimate": estimate, "mix": {name: 1.0}}
+def result(name: str, status: str, estimate: float | None) -> SearchResult:
+    return SearchResult(segment=0, classes=[name], mix={name: 1.0}, status=status, lo=None, hi=None, estimate=estimate,
+                        precision=None, runs=3, fixed_sweep_runs=10)
 
 
 @pytest.mark.parametrize(("results", "status"), [
@@ -23,5 +23,5 @@ def result(name: str, status: str, estimate: float | None) -> dict[str, Any]:
     ([result("llm", "found", 3.0), result("asr", "bisecting", 6.0)], "bisecting"),  # not finished: no boundary yet
     ([result("llm", "found", 3.0)], "found"),
 ])
-def test_the_lowest_class_decides(results: list[dict[str, Any]], status: str) -> None:
+def test_the_lowest_class_decides(results: list[SearchResult], status: str) -> None:
     assert combined_status(results) == status

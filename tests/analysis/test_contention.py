@@ -70,7 +70,7 @@ def test_pairs_by_repeat_number_not_by_position() -> None:
     s = stage_contention(0, arm, control, OBJ)
     fig = s.classes["llm"].normalised_throughput
     assert fig and sorted(fig.spread.values) == [0.5, 0.5]
-    assert s.paired == 2
+    assert s.paired_repeats == 2
 
 
 def test_one_repeat_is_never_significant_and_says_so() -> None:

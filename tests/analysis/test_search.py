@@ -20,7 +20,7 @@ def test_finds_a_known_threshold_within_the_requested_precision() -> None:
     search = BoundarySearch({"llm": 2.0, "embedding": 8.0}, start=1.0, maximum=64.0, precision=0.05)
     asked = run(search, 3.7)
     assert asked[:3] == [1.0, 2.0, 4.0]  # bracketing by doubling, then bisecting [2, 4]
-    result = search.result()
+    result = search.result(segment=0)
     assert result.status == FOUND and result.lo is not None and result.hi is not None
     assert result.lo < 3.7 <= result.hi
     assert result.precision is not None and result.precision <= 0.05
@@ -34,7 +34,7 @@ def test_uses_fewer_stage_runs_than_the_equivalent_fixed_sweep() -> None:
     for threshold in (1.3, 3.7, 11.0, 50.0):
         search = BoundarySearch({"llm": 1.0}, start=1.0, maximum=64.0, precision=0.05)
         run(search, threshold)
-        result = search.result()
+        result = search.result(segment=0)
         assert result.estimate is not None and result.runs < fixed_sweep_runs(1.0, 64.0, 0.05, at=result.estimate)
         assert result.runs < fixed_sweep_runs(1.0, 64.0, 0.05)
 
@@ -49,17 +49,17 @@ def test_fixed_sweep_count_by_hand() -> None:
 def test_a_boundary_above_the_maximum_or_below_the_minimum_is_said_so() -> None:
     up = BoundarySearch({"asr": 1.0}, start=1.0, maximum=10.0, precision=0.1)
     assert run(up, 100.0) == [1.0, 2.0, 4.0, 8.0, 10.0]
-    assert up.result().status == ABOVE_MAXIMUM and up.result().lo == 10.0 and up.result().hi is None
+    assert up.result(segment=0).status == ABOVE_MAXIMUM and up.result(segment=0).lo == 10.0 and up.result(segment=0).hi is None
     down = BoundarySearch({"asr": 1.0}, start=1.0, maximum=10.0, precision=0.1)
     assert run(down, 0.0) == [1.0, 0.5, 0.25, 0.125]
-    assert down.result().status == BELOW_MINIMUM and down.result().lo is None
+    assert down.result(segment=0).status == BELOW_MINIMUM and down.result(segment=0).lo is None
 
 
 def test_a_failing_start_brackets_downwards_then_bisects() -> None:
     search = BoundarySearch({"llm": 1.0}, start=4.0, maximum=16.0, precision=0.02)
     asked = run(search, 1.5)
     assert asked[:3] == [4.0, 2.0, 1.0]
-    result = search.result()
+    result = search.result(segment=0)
     assert result.status == FOUND and result.lo is not None and result.lo < 1.5 <= (result.hi or 0)
 
 

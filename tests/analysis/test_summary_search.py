@@ -44,10 +44,10 @@ def test_searched_shared_figures_are_normalised_to_the_controls_class_alone_at_t
 def test_the_exclusive_controls_boundary_is_its_lowest_class_found_not_above_the_maximum(searched: Summary) -> None:
     control = searched.comparison.arms[searched.control]
     [trial] = [t for t in searched.trials if t.arm == searched.control][:1]
-    lowest = min(trial.search, key=lambda r: r["estimate"])
-    assert lowest["status"] == "found" and any(r["status"] == "above the maximum" for r in trial.search)
+    lowest = min(trial.search, key=lambda r: r.estimate if r.estimate is not None else float("inf"))
+    assert lowest.status == "found" and any(r.status == "above the maximum" for r in trial.search)
     assert control.boundary.status == "found"
-    assert control.boundary.limiting == ", ".join(lowest["classes"])
+    assert control.boundary.limiting == ", ".join(lowest.classes)
     assert f"limited by {control.boundary.limiting}, each class searched alone" in control.boundary.text
     # the mix at the boundary lists the classes in their usual order
     assert list(control.boundary.offered) == ["llm", "embedding", "asr"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from analysis_builders import objectives, stage, stats, trial
 
-from bench_plugin.analysis.capacity import ArmCapacity, capacity_text
+from bench_plugin.analysis.capacity import capacity_text
 from bench_plugin.analysis.comparison import build_comparison
 from bench_plugin.analysis.contention import stage_contention
 from bench_plugin.analysis.significance import ratio_figure
@@ -20,7 +20,7 @@ from bench_plugin.analysis.verdict import (
     stage_verdict,
 )
 from bench_plugin.results.record import StoredScenario
-from bench_plugin.results.summary import RepeatCapacity, TrialSummary
+from bench_plugin.results.summary import Capacity, RepeatCapacity, TrialSummary
 
 OBJ = objectives(p95=1000.0, budget=0.05)
 NOISE = (0.0, 0.1, -0.1)
@@ -183,23 +183,24 @@ def test_enough_repeats_at_one_stage_decide_the_arm_over_an_inconclusive_one() -
     assert "; inconclusive (1 repeat) above, at stage 1" in result.verdict.text
 
 
-def capacity(per_device: list[float]) -> ArmCapacity:
-    repeats = tuple(RepeatCapacity(repeat=r, status="found", scale=1.0, runs=5, fixed_sweep_runs=50,
-                                   capacity_per_device=c) for r, c in enumerate(per_device, 1))
-    return ArmCapacity({"llm": 1.0}, repeats, spread([1.0] * len(per_device)), spread(per_device), None)
+def capacity(per_device: list[float]) -> Capacity:
+    repeats = [RepeatCapacity(repeat=r, status="found", scale=1.0, runs=5, fixed_sweep_runs=50,
+                              capacity_per_device=c) for r, c in enumerate(per_device, 1)]
+    return Capacity(mix={"llm": 1.0}, scale=spread([1.0] * len(per_device)), offered={"llm": 1.0},
+                    capacity_per_device=spread(per_device), capacity_per_device_ratio=None, per_repeat=repeats)
 
 
 def test_a_searched_arm_with_one_repeat_is_inconclusive() -> None:
     mine, theirs = capacity([3.0]), capacity([1.0])
-    mine = ArmCapacity(mine.mix, mine.per_repeat, mine.scale, mine.capacity_per_device, ratio_figure([3.0]))
+    mine = mine.model_copy(update={"capacity_per_device_ratio": ratio_figure([3.0])})
     call, text = capacity_text("shared", "exclusive", mine, theirs)
     assert call == inconclusive(1)
     assert text.startswith("shared is inconclusive (1 repeat): capacity within SLOs 3.00 req/s per device against "
                            "1.00 for exclusive, 3.00x the control's (one repeat: no spread, so no significant "
                            "difference); 1 paired repeat has no spread")
-    two = ArmCapacity(mine.mix, mine.per_repeat, mine.scale, mine.capacity_per_device, ratio_figure([3.0, 2.9]))
+    two = mine.model_copy(update={"capacity_per_device_ratio": ratio_figure([3.0, 2.9])})
     assert capacity_text("shared", "exclusive", two, theirs)[0] == WORTH_IT
-    low = ArmCapacity(mine.mix, mine.per_repeat, mine.scale, mine.capacity_per_device, ratio_figure([0.5, 2.5]))
+    low = mine.model_copy(update={"capacity_per_device_ratio": ratio_figure([0.5, 2.5])})
     assert capacity_text("shared", "exclusive", low, theirs)[0] == LOSS
 
 
@@ -211,7 +212,7 @@ def test_a_generator_limited_stage_is_not_blamed_on_the_gpu() -> None:
     assert verdict_of(shared, control).call == LOSS
     control[1].stages[0].generator_limited = "send lag P99 42.0 ms for llm (limit 10 ms)"
     figures = stage_contention(0, shared, control, OBJ)
-    assert figures.generator_limited == ("exclusive repeat 2: send lag P99 42.0 ms for llm (limit 10 ms)",)
+    assert figures.generator_limited == ["exclusive repeat 2: send lag P99 42.0 ms for llm (limit 10 ms)"]
     verdict = stage_verdict(figures)
     assert verdict.call == GENERATOR_LIMITED
     assert "load generator fell behind" in verdict.reasons[0] and "exclusive repeat 2" in verdict.reasons[0]
