@@ -9,7 +9,8 @@ Two judgements use the same limits:
 - a class meets its SLOs in a stage when its P95 (and llm TTFT/TPOT P95) are within them and its error
   rate is within its error budget. Each criterion is a ratio ``measured / limit``; the stage passes
   when every ratio is at most 1, and the largest ratio is the stage's margin (the boundary search
-  interpolates these ratios between stages).
+  interpolates these ratios between stages). ``figure_criteria`` is this judge, on the figures alone: the
+  summary (``class_criteria``) and the live view's window and stage so far both call it.
 
 The limits come from the results store's ``meta.scenario.resolved.classes.<name>``, so a summary is
 judged by the SLOs the campaign ran with, not by today's scenario file.
@@ -102,20 +103,34 @@ class Criterion:
         return f"{self.label} {self.ratio:.2f}x its SLO ({self.measured:.0f} ms vs {self.limit:g} ms)"
 
 
-def class_criteria(workload: str, stats: ClassStats, objectives: ClassObjectives) -> list[Criterion]:
-    """The criteria of one class in one stage; empty when the class had no requests to judge."""
-    if stats.requests == 0:
+def figure_criteria(workload: str, objectives: ClassObjectives, *, requests: int, error_rate: float,
+                    p95_ms: float | None, ttft_p95_ms: float | None = None,
+                    tpot_p95_ms: float | None = None) -> list[Criterion]:
+    """The criteria of one class's measured figures; empty when it had no requests to judge.
+
+    The one judge of whether a class keeps its SLOs and error budget: the summary and the boundary search
+    (through ``class_criteria``) and the live view use it. Latency figures are P95s over successful
+    requests (None where none succeeded); ``error_rate`` is failed / ``requests``.
+    """
+    if requests == 0:
         return []
     slo = objectives.slo
-    succeeded = stats.requests > stats.errors
-    out = [Criterion(workload, "p95", stats.latency_ms.get("p95") if succeeded else None, slo.p95_ms)]
+    succeeded = error_rate < 1.0
+    out = [Criterion(workload, "p95", p95_ms if succeeded else None, slo.p95_ms)]
     if workload == "llm" and slo.ttft_p95_ms is not None:
-        ttft = stats.ttft_ms.get("p95") if stats.ttft_ms else None
-        out.append(Criterion(workload, "ttft p95", ttft, slo.ttft_p95_ms))
-    if workload == "llm" and slo.tpot_p95_ms is not None:
-        tpot = stats.tpot_ms.get("p95") if stats.tpot_ms else None
-        # Answers of one token have no TPOT: the criterion does not apply rather than fail.
-        if tpot is not None or not succeeded:
-            out.append(Criterion(workload, "tpot p95", tpot, slo.tpot_p95_ms))
-    out.append(Criterion(workload, "error rate", stats.error_rate, objectives.error_budget))
+        out.append(Criterion(workload, "ttft p95", ttft_p95_ms, slo.ttft_p95_ms))
+    # Answers of one token have no TPOT: the criterion does not apply rather than fail.
+    if workload == "llm" and slo.tpot_p95_ms is not None and (tpot_p95_ms is not None or not succeeded):
+        out.append(Criterion(workload, "tpot p95", tpot_p95_ms, slo.tpot_p95_ms))
+    out.append(Criterion(workload, "error rate", error_rate, objectives.error_budget))
     return out
+
+
+def class_criteria(workload: str, stats: ClassStats, objectives: ClassObjectives) -> list[Criterion]:
+    """The criteria of one class in one stage (``figure_criteria`` of its stats); empty without requests."""
+    if stats.requests == 0:
+        return []
+    return figure_criteria(workload, objectives, requests=stats.requests, error_rate=stats.errors / stats.requests,
+                           p95_ms=stats.latency_ms.get("p95"),
+                           ttft_p95_ms=stats.ttft_ms.get("p95") if stats.ttft_ms else None,
+                           tpot_p95_ms=stats.tpot_ms.get("p95") if stats.tpot_ms else None)

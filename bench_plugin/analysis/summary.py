@@ -28,6 +28,7 @@ from bench_plugin.analysis.objectives import ClassObjectives, objectives_from_sc
 from bench_plugin.analysis.pods import arm_pods, pod_summaries
 from bench_plugin.analysis.selfcheck import check_stage
 from bench_plugin.analysis.statistics import percentiles, spread
+from bench_plugin.results.record import CampaignRecord
 from bench_plugin.results.samples import Sample, protocol_signature
 from bench_plugin.results.store import CampaignReader, StageRecord, TrialRecord
 from bench_plugin.results.summary import (
@@ -37,6 +38,7 @@ from bench_plugin.results.summary import (
     ArmStageFigures,
     CampaignStatus,
     ClassStats,
+    Comparison,
     GeneratorUse,
     HostLoad,
     Interval,
@@ -49,7 +51,7 @@ from bench_plugin.results.summary import (
 from bench_plugin.scenario import WORKLOAD_CLASSES
 
 __all__ = ["arm_stage_runs", "build_summary", "class_stats", "devices_charged", "is_searched", "load_key", "measured",
-           "trial_summary"]
+           "record_comparison", "trial_summary"]
 
 
 def class_stats(samples: list[Sample], workload: str, duration_s: float,
@@ -396,5 +398,14 @@ def build_summary(reader: CampaignReader) -> Summary:
         slo={name: spec.get("slo") for name, spec in scenario.classes.items() if spec},
         trials=trials,
         arms={arm: _arm_figures(trials, arm, control if arm != control else None) for arm in arm_names},
-        comparison=build_comparison(trials, scenario, record.conditions or {}, objectives),
+        comparison=record_comparison(record, trials, objectives),
     )
+
+
+def record_comparison(record: CampaignRecord, trials: list[TrialSummary],
+                      objectives: dict[str, ClassObjectives]) -> Comparison:
+    """The ``comparison`` section over ``trials`` (summarised by ``objectives``) of the campaign ``record`` describes.
+
+    build_summary and the live view's verdicts so far (which summarises each trial once, as it ends) both use it.
+    """
+    return build_comparison(trials, record.scenario, record.conditions or {}, objectives)

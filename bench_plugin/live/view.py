@@ -9,9 +9,11 @@ are over successful requests, as in the summary, with numpy's default (linear) i
 The window is ``(end - WINDOW_S, end]`` by each request's END time, with ``end = now - SETTLE_S``:
 workers ship samples every 0.2 s, so a request that ended a second ago has reached the master and
 the window's figures are final when shown: the same window recomputed from results.sqlite after the
-campaign gives the same numbers (the web UI test does exactly that). The snapshot also says where
-the campaign is (arm, repeat, trial, stage, time left) and, from the summary after each trial, the
-verdict per arm so far.
+campaign gives the same numbers (the web UI test does exactly that). The SLO call is the summary's
+own judge (analysis.objectives.figure_criteria) on these figures. The snapshot also says where the
+campaign is (arm, repeat, trial, stage, time left) and, from the summary's comparison after each
+trial, the verdict per arm so far: each trial is summarised once, as it ends, and kept, so its samples
+are read once here (again only where a resumed trial runs again) rather than the whole store after every trial.
 """
 
 from __future__ import annotations
@@ -20,14 +22,18 @@ import logging
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from bench_plugin.analysis.objectives import ClassObjectives, figure_criteria, objectives_from_scenario
 from bench_plugin.analysis.statistics import percentile
+from bench_plugin.analysis.summary import record_comparison, trial_summary
 from bench_plugin.results.samples import Sample
+from bench_plugin.results.store import CampaignReader, TrialRecord, open_campaign
+from bench_plugin.results.summary import Comparison, TrialSummary
 from bench_plugin.run.events import BenchEvents
-from bench_plugin.scenario import Scenario
+from bench_plugin.scenario import Scenario, Slo
 
 logger = logging.getLogger(__name__)
 
@@ -85,9 +91,17 @@ class LiveSnapshot:
     """The report's path once the campaign has ended."""
 
 
-def figures(samples: Iterable[Sample], span_s: float, slo: Mapping[str, float | None],
-            error_budget: float) -> Figures:
-    """The figures of ``samples`` over ``span_s`` seconds, judged against the class's SLO and budget."""
+SHORT_NAMES = {"p95": "p95", "ttft p95": "ttft", "tpot p95": "tpot", "error rate": "errors"}
+"""A criterion's name (objectives.Criterion.name) as ``Figures.slo`` shows it."""
+
+
+def figures(samples: Iterable[Sample], span_s: float, slo: Slo | Mapping[str, float | None],
+            error_budget: float, workload: str | None = None) -> Figures:
+    """The figures of one class's ``samples`` over ``span_s`` seconds, judged against its SLO and error budget.
+
+    The judge is the summary's (objectives.figure_criteria): the same figures get the same call in both.
+    ``workload`` is the class (by default the samples' own): TTFT and TPOT are judged for llm only.
+    """
     items = list(samples)
     ok = [s for s in items if s.ok]
     latency = [s.latency_ms for s in ok]
@@ -101,13 +115,12 @@ def figures(samples: Iterable[Sample], span_s: float, slo: Mapping[str, float | 
     )
     if not items:
         return out
-    missed = [name for name, value, limit in (("p95", out.p95_ms, slo.get("p95_ms")),
-                                              ("ttft", out.ttft_p95_ms, slo.get("ttft_p95_ms")),
-                                              ("tpot", out.tpot_p95_ms, slo.get("tpot_p95_ms")))
-              if limit is not None and (value is None or value > limit)]
-    if out.errors / out.requests > error_budget:
-        missed.append("errors")
-    return Figures(**{**out.__dict__, "slo": "over: " + ", ".join(missed) if missed else "ok"})
+    objectives = ClassObjectives(slo if isinstance(slo, Slo) else Slo.model_validate(dict(slo)), error_budget)
+    criteria = figure_criteria(workload or items[0].workload, objectives, requests=out.requests,
+                               error_rate=out.errors / out.requests, p95_ms=out.p95_ms,
+                               ttft_p95_ms=out.ttft_p95_ms, tpot_p95_ms=out.tpot_p95_ms)
+    missed = [SHORT_NAMES[c.name] for c in criteria if not c.passed]
+    return replace(out, slo="over: " + ", ".join(missed) if missed else "ok")
 
 
 @dataclass
@@ -136,6 +149,10 @@ class LiveView:
     ended_s: float | None = None
     gpu: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
     """Class -> (GPU utilisation %, VRAM MiB) as last sampled, where telemetry runs."""
+    summaries: dict[int, tuple[TrialRecord, TrialSummary]] = field(default_factory=dict)
+    """Trial id -> the record it was summarised from and its summary (see ``comparison_so_far``)."""
+    judged_by: dict[str, ClassObjectives] | None = None
+    """The objectives ``summaries`` were judged by."""
 
     def __post_init__(self) -> None:
         for name in self.classes:
@@ -149,19 +166,39 @@ class LiveView:
         events.stage_start.add_listener(
             lambda trial, segment, stage, offered, name, start_s, end_s, **_: self.on_stage_start(
                 key=(trial.id, segment, stage), name=name, start_s=start_s, end_s=end_s, offered=offered))
-        events.trial_stop.add_listener(lambda **_: self.update_verdicts(store))
+        events.trial_stop.add_listener(lambda trial, **_: self.update_verdicts(store, trial.id))
 
-    def update_verdicts(self, store: Path) -> None:
-        """The verdict per arm over the trials so far, from the summary of ``store``; a failure only logs."""
-        from bench_plugin.report.outputs import summarise
-
+    def update_verdicts(self, store: Path, ended: int | None = None) -> None:
+        """The verdict per arm over the trials so far in ``store`` (trial ``ended`` just ended); a failure only logs."""
         try:
-            arms = summarise(store.parent).comparison.arms
+            with open_campaign(store) as reader:
+                arms = self.comparison_so_far(reader, ended).arms
         except Exception:  # the live view must never stop a campaign; the final summary says what is wrong
             logger.exception("the verdict so far could not be computed")
             return
         self.verdicts = {arm: fig.verdict.text if fig.verdict else "-" for arm, fig in arms.items()
                          if not fig.is_control}
+
+    def comparison_so_far(self, reader: CampaignReader, ended: int | None = None) -> Comparison:
+        """The summary's comparison section over the store's trials now, summarising only the trials that changed.
+
+        A trial is summarised (analysis.summary.trial_summary) when it is new to the view, when it just ``ended``
+        or when its record differs from the one its summary came from (a resumed campaign's trial runs again),
+        and that summary replaces the one kept; the comparison is then built from the kept ones exactly as
+        build_summary builds it (record_comparison), so it equals the full summary's.
+        """
+        record = reader.record()
+        objectives = objectives_from_scenario(record.scenario)
+        if objectives != self.judged_by:  # judged by other limits: nothing kept holds
+            self.summaries, self.judged_by = {}, objectives
+        trials = reader.trials()  # the trials' rows only, no samples: cheap
+        for trial in trials:
+            kept = self.summaries.get(trial.id)
+            if trial.id == ended or kept is None or kept[0] != trial:
+                self.summaries[trial.id] = (trial, trial_summary(reader, trial, objectives))
+        for gone in self.summaries.keys() - {t.id for t in trials}:
+            del self.summaries[gone]
+        return record_comparison(record, [self.summaries[t.id][1] for t in trials], objectives)
 
     def on_sample(self, sample: Sample) -> None:
         """One finished request, as the master received it."""
@@ -200,7 +237,6 @@ class LiveView:
             while recent and recent[0].end_s <= start - WINDOW_S:  # keep one window of slack for late arrivals
                 recent.popleft()
             spec = self.scenario.classes.get(name)
-            slo = spec.slo.model_dump()
             in_window = [s for s in recent if start < s.end_s <= end]
             stage_span = max(0.0, min(now, self.stage.end_s) - self.stage.start_s) if self.stage else 0.0
             util, vram = self.gpu.get(name, (None, None))
@@ -208,8 +244,8 @@ class LiveView:
                 name=name,
                 offered=self.stage.offered.get(name) if self.stage else None,
                 arrival=spec.arrival,
-                window=figures(in_window, WINDOW_S, slo, spec.error_budget),
-                stage=figures(self.current.get(name, []), stage_span, slo, spec.error_budget),
+                window=figures(in_window, WINDOW_S, spec.slo, spec.error_budget, name),
+                stage=figures(self.current.get(name, []), stage_span, spec.slo, spec.error_budget, name),
                 gpu_util=util, vram_mib=vram,
             ))
         position = dict(self.position)

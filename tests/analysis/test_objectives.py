@@ -9,7 +9,9 @@ from analysis_builders import objectives, stats
 
 from bench_plugin.analysis.objectives import (
     ClassObjectives,
+    Criterion,
     class_criteria,
+    figure_criteria,
     objectives_from_scenario,
     sample_meets_slo,
 )
@@ -77,3 +79,29 @@ def test_objectives_come_from_the_stored_scenario() -> None:
     got = objectives_from_scenario(StoredScenario.model_validate(meta))
     assert list(got) == ["llm"]
     assert got["llm"].slo.ttft_p95_ms == 1000 and got["llm"].error_budget == 0.02
+
+
+def names(criteria: list[Criterion]) -> list[tuple[str, float | None, bool]]:
+    """Each criterion's name, measured value and call."""
+    return [(c.name, c.measured, c.passed) for c in criteria]
+
+
+def test_figure_criteria_judge_the_measured_figures_alone() -> None:
+    """The one judge, on figures alone: llm-only TTFT/TPOT, no TPOT criterion for one-token answers, and an
+    unmeasured latency wherever nothing succeeded."""
+    got = figure_criteria("llm", LLM, requests=10, error_rate=0.2, p95_ms=900.0, ttft_p95_ms=250.0)
+    assert names(got) == [("p95", 900.0, True), ("ttft p95", 250.0, False), ("error rate", 0.2, False)]
+    got = figure_criteria("llm", LLM, requests=3, error_rate=1.0, p95_ms=5.0, ttft_p95_ms=1.0)
+    assert names(got) == [("p95", None, False), ("ttft p95", 1.0, True), ("tpot p95", None, False),
+                          ("error rate", 1.0, False)]
+    assert names(figure_criteria("asr", LLM, requests=2, error_rate=0.0, p95_ms=10.0, ttft_p95_ms=999.0,
+                                 tpot_p95_ms=999.0)) == [("p95", 10.0, True), ("error rate", 0.0, True)]
+    assert figure_criteria("llm", LLM, requests=0, error_rate=0.0, p95_ms=None) == []
+
+
+def test_class_criteria_are_figure_criteria_of_the_class_stats() -> None:
+    for s in (stats(9.0, 600.0, errors=1, ttft=100, tpot=60), stats(5.0, 400.0, ttft=300),
+              stats(0.0, None, requests=4, errors=4)):
+        assert class_criteria("llm", s, LLM) == figure_criteria(
+            "llm", LLM, requests=s.requests, error_rate=s.errors / s.requests, p95_ms=s.latency_ms["p95"],
+            ttft_p95_ms=s.ttft_ms["p95"] if s.ttft_ms else None, tpot_p95_ms=s.tpot_ms["p95"] if s.tpot_ms else None)

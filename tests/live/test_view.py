@@ -7,7 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench_plugin.live.view import SETTLE_S, WINDOW_S, LiveView, figures
+from bench_plugin.analysis.objectives import ClassObjectives, class_criteria
+from bench_plugin.analysis.summary import class_stats
+from bench_plugin.live.view import SETTLE_S, SHORT_NAMES, WINDOW_S, LiveView, figures
 from bench_plugin.live.webui import campaign_rows, live_rows
 from bench_plugin.results.samples import Sample
 from bench_plugin.scenario import load_scenario
@@ -52,3 +54,47 @@ def test_the_window_is_by_end_time_behind_the_settle_delay_and_freezes_at_the_en
     later = view.snapshot(view.ended_s + 60)  # type: ignore[operator]
     assert later.window_end_s == view.ended_s and later.status == "completed"
     assert {"item": "report", "value": "/bench/report"} in campaign_rows(later, "x")
+
+
+NOW = 1000.0
+END = NOW - SETTLE_S - 1.0
+"""When the agreement cases' requests end: inside the window of a snapshot at NOW."""
+
+
+def llm(latency_ms: float, ttft_ms: float | None = 100.0, tokens: int = 9, ok: bool = True) -> Sample:
+    """An llm request of stage 0 ending at END: first token after ``ttft_ms``."""
+    t0 = END - latency_ms / 1000
+    return Sample("llm", 1, 0, 0, 0, 0, t0, t0, END, ok, first_token_s=None if ttft_ms is None else t0 + ttft_ms / 1000,
+                  output_tokens=tokens, error=None if ok else "http_500")
+
+
+# calibration.yaml: llm p95 1000 ms, TTFT 500 ms, TPOT 50 ms, embedding p95 500 ms, error budget 1% each.
+AGREEMENT = {
+    "llm within every limit": ([llm(500)] * 40, "ok"),  # TPOT (500 - 100) / 8 = 50 ms: at the limit
+    "llm errors over the budget": ([llm(500)] * 19 + [llm(500, ok=False)], "over: errors"),
+    "llm over everything": ([llm(1200, ttft_ms=600)] * 19 + [llm(500, ok=False)], "over: p95, ttft, tpot, errors"),
+    "llm TTFT only": ([llm(900, ttft_ms=520)] * 20, "over: ttft"),  # TPOT 47.5 ms
+    "llm nothing succeeded": ([llm(500, ok=False)] * 3, "over: p95, ttft, tpot, errors"),
+    # Answers of one token have no TPOT: the criterion does not apply (the live view used to call it missed).
+    "llm one-token answers": ([llm(150, tokens=1)] * 10, "ok"),
+    "llm without a first token": ([llm(300, ttft_ms=None)] * 10, "over: ttft"),  # no TTFT, so no TPOT either
+    "embedding over P95": ([sample(END, 100)] * 18 + [sample(END, 700)] * 2, "over: p95"),
+}
+
+
+@pytest.mark.parametrize("case", list(AGREEMENT))
+def test_the_live_slo_call_is_class_criteria_on_the_same_samples(case: str) -> None:
+    """The live view's window and stage calls, from the snapshot, against the summary's judge of the same samples."""
+    scenario = load_scenario(ROOT / "scenarios" / "calibration.yaml")
+    items, expected = AGREEMENT[case]
+    name = items[0].workload
+    view = LiveView(scenario, ["llm", "embedding"], trials=1)
+    view.on_stage_start(key=(1, 0, 0), name="s", start_s=END - 5, end_s=NOW + 30, offered={name: 4.0})
+    for s in items:
+        view.on_sample(s)
+    live = next(c for c in view.snapshot(NOW).classes if c.name == name)
+    spec = scenario.classes.get(name)
+    objectives = ClassObjectives(spec.slo, spec.error_budget)
+    judged = class_criteria(name, class_stats(list(view.current[name]), name, 5.0, objectives), objectives)
+    missed = [SHORT_NAMES[c.name] for c in judged if not c.passed]
+    assert live.window.slo == live.stage.slo == ("over: " + ", ".join(missed) if missed else "ok") == expected
