@@ -50,6 +50,7 @@ from bench_plugin.loadgen.worker import WorkerLink
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.samples import Sample
 from bench_plugin.results.store import StoreError, StoreWriteError
+from bench_plugin.results.timeline import Entry, FinalAccounting
 from bench_plugin.run.conductor import Conductor
 from bench_plugin.run.events import BenchEvents
 from bench_plugin.run.readiness import Prober
@@ -140,10 +141,10 @@ class BenchPlugin:
         """Whether the conductor has run to its end (the shape then ends the test)."""
         return self.conductor.finished
 
-    def _note(self, kind: str, trial: int | None = None, **detail: Any) -> None:
-        """A load generator's event on the timeline; a failed write is the conductor's to act on (it stops)."""
+    def _note(self, entry: Entry) -> None:
+        """A load generator's entry on the timeline; a failed write is the conductor's to act on (it stops)."""
         with contextlib.suppress(StoreWriteError):  # kept as the recorder's failure, which the conductor checks
-            self.recorder.event(kind, trial, **detail)
+            self.recorder.note(entry)
 
     def _take(self, sample: Sample) -> None:
         if not self.finalized:
@@ -190,7 +191,7 @@ class BenchPlugin:
             return
         key, ledger = next(reversed(self.fleet.ledgers.items()))
         self.fleet.settle([key], time.time() + FINAL_REPORTS_S)
-        self.recorder.event("final_accounting", key[0], segment=key[1], stage=key[2], shares=ledger.describe())
+        self.recorder.note(FinalAccounting(segment=key[1], stage=key[2], shares=ledger.describe()), key[0])
 
     def finalize(self) -> None:
         """Write summary.json and summary.md, close the store, set the exit code, say where results are."""

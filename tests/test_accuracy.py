@@ -22,13 +22,15 @@ other work, the generator behind) is not judged: it is measured again (see ``cal
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from harness import Campaign, busy_stages, run_campaign
+
+from bench_plugin.results.samples import Sample
+from bench_plugin.results.store import open_campaign
 
 pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
@@ -64,12 +66,11 @@ def calibration(calibration_campaign: Campaign,
     pytest.skip(f"the host was busy in all {ATTEMPTS} calibration runs ({noise[0]}): accuracy cannot be judged here")
 
 
-def pairs(results: Path, name: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+def pairs(results: Path, name: str) -> list[tuple[Sample, dict[str, Any]]]:
     """(sample, server record) of every successful request of the stage, matched by X-Request-Id."""
-    db = sqlite3.connect(results / "results.sqlite")
-    db.row_factory = sqlite3.Row
-    samples = {f"{r['worker']}/1.0.0/{name}/{r['seq']}": dict(r) for r in db.execute(
-        "SELECT * FROM samples WHERE trial=1 AND stage=0 AND workload=? AND ok=1", (name,))}
+    with open_campaign(results / "results.sqlite") as reader:
+        samples = {f"{s.worker}/1.0.0/{name}/{s.seq}": s for s in reader.samples(1)
+                   if s.stage == 0 and s.workload == name and s.ok}
     lines = (results / "logs" / f"synthetic-{name}.jsonl").read_text().splitlines()
     records = {r["request_id"]: r for r in map(json.loads, lines) if r.get("request_id")}
     assert set(samples) == set(records), "every sample must have its server record, and no record more"
@@ -95,9 +96,10 @@ def test_llm_e2e_ttft_tpot_match_the_server(calibration: tuple[Path, dict[str, A
     assert figures["requests"] == len(matched) > 20
     assert figures["errors"] == 0
     assert sum(rec["slow"] for _, rec in matched) > 0, "the known slow share must show up in the sample"
-    e2e = [(s["end_s"] - s["intended_s"]) * 1000 for s, _ in matched]
+    e2e = [(s.end_s - s.intended_s) * 1000 for s, _ in matched]
     check(figures["latency_ms"], e2e, [rec["e2e_ms"] for _, rec in matched], "e2e")
-    ttft = [(s["first_token_s"] - s["intended_s"]) * 1000 for s, _ in matched]
+    ttft = [(s.first_token_s - s.intended_s) * 1000 for s, _ in matched if s.first_token_s is not None]
+    assert len(ttft) == len(matched), "every llm sample has its first token"
     check(figures["ttft_ms"], ttft, [rec["ttft_ms"] for _, rec in matched], "TTFT")
     server_tpot = [rec["tpot_ms"] for _, rec in matched]
     for p in (50, 95):
@@ -117,7 +119,7 @@ def test_embedding_latency_matches_the_server(calibration: tuple[Path, dict[str,
     figures = summary["trials"][0]["stages"][0]["classes"]["embedding"]
     matched = pairs(results, "embedding")
     assert figures["requests"] == len(matched) > 20
-    e2e = [(s["end_s"] - s["intended_s"]) * 1000 for s, _ in matched]
+    e2e = [(s.end_s - s.intended_s) * 1000 for s, _ in matched]
     check(figures["latency_ms"], e2e, [rec["e2e_ms"] for _, rec in matched], "e2e")
 
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 
 import pytest
 from harness import Campaign, pid_alive
 
 from bench_plugin.loadgen.arrivals import arrival_count
+from bench_plugin.results.store import open_campaign
 
 pytestmark = pytest.mark.slow
 
@@ -52,14 +52,14 @@ def test_every_stage_and_class_has_figures(campaign: tuple[Path, str]) -> None:
 
 
 def test_exclusive_runs_each_class_alone_and_shared_runs_them_together(campaign: tuple[Path, str]) -> None:
-    db = sqlite3.connect(campaign[0] / "results.sqlite")
-    rows = db.execute("SELECT t.arm, s.segment, s.classes, s.placement FROM segments s JOIN trials t ON t.id = s.trial "
-                      "WHERE t.repeat = 1 ORDER BY t.position, s.segment").fetchall()
-    layout = [(arm, json.loads(classes)) for arm, _, classes, _ in rows]
+    with open_campaign(campaign[0] / "results.sqlite") as reader:
+        trials = reader.trials()  # in run order, each with its segments in order
+    rows = [(trial.arm, segment) for trial in trials if trial.repeat == 1 for segment in trial.segments]
+    layout = [(arm, segment.classes) for arm, segment in rows]
     assert layout == [("exclusive", ["llm"]), ("exclusive", ["embedding"]), ("exclusive", ["asr"]),
                       ("shared", ["llm", "embedding", "asr"])]
-    for *_, placement in rows:
-        for where in json.loads(placement).values():
+    for _, segment in rows:
+        for where in segment.placement.values():
             assert where["device"] == "cpu" and not pid_alive(where["pid"])
 
 
@@ -98,15 +98,19 @@ def test_every_stage_sends_round_rate_times_duration_in_every_arm_and_repeat(cam
 
 
 def test_each_segment_warms_up_before_its_first_stage_and_none_of_it_is_a_sample(campaign: tuple[Path, str]) -> None:
-    db = sqlite3.connect(campaign[0] / "results.sqlite")
-    rows = db.execute("SELECT trial, segment, warmup FROM segments").fetchall()
-    for trial, segment, warmup in rows:
-        (first,) = db.execute("SELECT MIN(started_s) FROM stages WHERE trial=? AND segment=?",
-                              (trial, segment)).fetchone()
-        sent = json.loads(warmup)
-        assert sent and all(w["requests"] >= 1 and w["errors"] == 0 and w["ended_s"] <= first for w in sent.values())
-    (early,) = db.execute("SELECT COUNT(*) FROM samples s JOIN stages g ON s.trial=g.trial AND s.segment=g.segment "
-                          "AND s.stage=g.stage WHERE s.intended_s < g.started_s").fetchone()
+    with open_campaign(campaign[0] / "results.sqlite") as reader:
+        trials = reader.trials()
+        samples = {trial.id: reader.samples(trial.id) for trial in trials}
+    early = 0
+    for trial in trials:
+        for segment in trial.segments:
+            first = min(s.started_s for s in trial.stages if s.segment == segment.index and s.started_s is not None)
+            sent = segment.warmup
+            assert sent and all(w.requests >= 1 and w.errors == 0 and w.ended_s <= first for w in sent.values())
+        started = {(s.segment, s.index): s.started_s for s in trial.stages}
+        for sample in samples[trial.id]:
+            start = started.get((sample.segment, sample.stage))
+            early += start is not None and sample.intended_s < start
     assert early == 0
 
 

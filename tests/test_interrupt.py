@@ -8,26 +8,27 @@ import signal
 import sqlite3
 import subprocess
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
 from harness import LOCUST, ROOT, pid_alive, scenario_variant, start_locust, start_worker, stop_process
 
+from bench_plugin.results.store import StoreError, open_campaign, read_samples
 from bench_plugin.sharing.processes import free_port
 
 pytestmark = pytest.mark.slow
 
 
 def completed_stages(db_path: Path) -> int:
+    """How many stages of the campaign being written to ``db_path`` have completed (0 before the store exists)."""
     if not db_path.exists():
         return 0
-    db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
     try:
-        return db.execute("SELECT count(*) FROM stages WHERE status='completed'").fetchone()[0]
-    except sqlite3.OperationalError:
+        with open_campaign(db_path) as reader:
+            return sum(s.status == "completed" for t in reader.trials() for s in t.stages)
+    except (StoreError, sqlite3.OperationalError):  # the store is still being created
         return 0
-    finally:
-        db.close()
 
 
 def wait_inside_second_stage(proc: subprocess.Popen[bytes], results: Path, log: Path) -> None:
@@ -47,14 +48,16 @@ def assert_clean_stop(output: str) -> None:
 
 def assert_kept(results: Path) -> None:
     """The completed stage and what the interrupted one measured are in the results; no server is left."""
-    db = sqlite3.connect(results / "results.sqlite")
-    stages = dict(db.execute("SELECT stage, status FROM stages").fetchall())
+    with open_campaign(results / "results.sqlite") as reader:
+        trials = reader.trials()
+        samples = read_samples(reader.db)  # every sample of the campaign
+    stages = {s.index: s.status for t in trials for s in t.stages}
     assert stages[0] == "completed" and stages[1] == "interrupted"
-    counts = dict(db.execute("SELECT stage, count(*) FROM samples GROUP BY stage").fetchall())
+    counts = Counter(sample.stage for sample in samples)
     assert counts[0] > 10 and counts.get(1, 0) > 0
-    assert db.execute("SELECT status FROM trials").fetchone()[0] == "interrupted"
-    for (placement,) in db.execute("SELECT placement FROM segments"):
-        for where in json.loads(placement).values():
+    assert trials[0].status == "interrupted"
+    for segment in (segment for trial in trials for segment in trial.segments):
+        for where in segment.placement.values():
             assert not pid_alive(where["pid"]), where
     summary = json.loads((results / "summary.json").read_text())
     assert summary["status"]["status"] == "interrupted"
@@ -112,15 +115,14 @@ def test_a_stop_signal_to_a_web_ui_run(tmp_path: Path, no_leftover_servers: None
 
 def assert_every_sent_sample_arrived(results: Path) -> None:
     """The master waited for the worker's last report: every request it says it sent has its sample stored."""
-    db = sqlite3.connect(results / "results.sqlite")
-    (detail,) = db.execute("SELECT detail FROM events WHERE kind='final_accounting'").fetchone()
-    event = json.loads(detail)
+    with open_campaign(results / "results.sqlite") as reader:
+        event = reader.events("final_accounting")[0].detail
+        stored = Counter((s.workload, s.worker) for s in reader.samples(1)
+                         if (s.segment, s.stage) == (event["segment"], event["stage"]))
     for name, shares in event["shares"].items():
         for worker, share in shares.items():
-            (stored,) = db.execute("SELECT COUNT(*) FROM samples WHERE trial=? AND segment=? AND stage=? AND "
-                                   "workload=? AND worker=?", (1, event["segment"], event["stage"], name,
-                                                              worker)).fetchone()
-            assert share["sent"] is not None and share["sent"] == share["received"] == stored, (name, share)
+            assert share["sent"] is not None and share["sent"] == share["received"] == stored[(name, worker)], (
+                name, share)
 
 
 @pytest.mark.parametrize("order", ["together", "worker-first"])

@@ -10,12 +10,13 @@ capacity, in fewer stage-runs than an even sweep.
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
 from harness import ROOT, run_locust
+
+from bench_plugin.results.store import open_campaign
 
 pytestmark = pytest.mark.slow
 
@@ -32,9 +33,9 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, 
 
 
 def events(results: Path, kind: str, trial: int) -> list[dict[str, Any]]:
-    db = sqlite3.connect(results / "results.sqlite")
-    rows = db.execute("SELECT detail FROM events WHERE kind=? AND trial=? ORDER BY t", (kind, trial)).fetchall()
-    return [json.loads(r[0]) for r in rows]
+    """The details of ``trial``'s timeline events of ``kind``, in time order."""
+    with open_campaign(results / "results.sqlite") as reader:
+        return [event.detail for event in reader.events(kind, trial)]
 
 
 def test_each_stage_is_judged_by_its_own_figures(campaign: tuple[Path, dict[str, Any]]) -> None:

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import closing, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from harness import ROOT, run_locust, scenario_variant, start_locust, stop_proce
 
 from bench_plugin.analysis.selfcheck import CPU_ADVICE, advice
 from bench_plugin.loadgen.arrivals import arrival_count
+from bench_plugin.results.store import StoreError, open_campaign, open_store, read_samples
 
 pytestmark = pytest.mark.slow
 
@@ -106,14 +107,14 @@ def warmed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_every_stage_sends_exactly_round_rate_times_duration(warmed: Path) -> None:
-    with closing(sqlite3.connect(warmed / "results.sqlite")) as db:
-        for stage, spec in enumerate(STAGES):
-            for name, rate in spec["load"].items():
-                seqs = sorted(s for (s,) in db.execute(
-                    "SELECT seq FROM samples WHERE stage=? AND workload=?", (stage, name)))
-                n = arrival_count(float(rate), float(spec["duration_s"]))
-                assert n == int(float(rate) * float(spec["duration_s"]) + 0.5)
-                assert seqs == list(range(n)), (stage, name)
+    with open_store(warmed / "results.sqlite") as db:
+        samples = read_samples(db)  # every sample of the campaign
+    for stage, spec in enumerate(STAGES):
+        for name, rate in spec["load"].items():
+            seqs = sorted(s.seq for s in samples if s.stage == stage and s.workload == name)
+            n = arrival_count(float(rate), float(spec["duration_s"]))
+            assert n == int(float(rate) * float(spec["duration_s"]) + 0.5)
+            assert seqs == list(range(n)), (stage, name)
     for stage in summary_of(warmed)["trials"][0]["stages"]:
         spec = STAGES[stage["index"]]
         for name, rate in spec["load"].items():
@@ -124,14 +125,15 @@ def test_every_stage_sends_exactly_round_rate_times_duration(warmed: Path) -> No
 
 
 def test_the_warm_up_runs_before_the_first_stage_and_is_never_measured(warmed: Path) -> None:
-    with closing(sqlite3.connect(warmed / "results.sqlite")) as db:
-        (warmup,) = db.execute("SELECT warmup FROM segments").fetchone()
-        (first_stage,) = db.execute("SELECT MIN(started_s) FROM stages").fetchone()
-        (first_sample,) = db.execute("SELECT MIN(intended_s) FROM samples").fetchone()
-        kinds = [k for (k,) in db.execute("SELECT kind FROM events ORDER BY t")]
-    sent = json.loads(warmup)
-    assert {name: w["requests"] for name, w in sent.items()} == {"llm": 32, "embedding": 16}  # every item once
-    assert all(w["errors"] == 0 and w["ended_s"] <= first_stage for w in sent.values()), sent
+    with open_campaign(warmed / "results.sqlite") as reader:
+        (trial,) = reader.trials()
+        samples = reader.samples(trial.id)
+        kinds = [event.kind for event in reader.events()]
+    sent = trial.segments[0].warmup
+    first_stage = min(s.started_s for s in trial.stages if s.started_s is not None)
+    first_sample = min(s.intended_s for s in samples)
+    assert {name: w.requests for name, w in sent.items()} == {"llm": 32, "embedding": 16}  # every item once
+    assert all(w.errors == 0 and w.ended_s <= first_stage for w in sent.values()), sent
     assert first_sample >= first_stage
     assert kinds.index("ready") < kinds.index("warmup_start") < kinds.index("warmup_end") < kinds.index("stage_start")
     for name in ("llm", "embedding"):  # the server saw each warm-up request, and none of them is a sample
@@ -139,7 +141,7 @@ def test_the_warm_up_runs_before_the_first_stage_and_is_never_measured(warmed: P
         lines = [json.loads(line) for line in log.read_text().splitlines()]
         unmeasured = [line for line in lines if not line["request_id"]]
         measured = [line for line in lines if line["request_id"]]
-        assert len(unmeasured) == 1 + sent[name]["requests"]  # the readiness probe and the warm-up
+        assert len(unmeasured) == 1 + sent[name].requests  # the readiness probe and the warm-up
         assert all(line["end_s"] <= first_stage for line in unmeasured)
         assert len(measured) == sum(arrival_count(float(s["load"][name]), float(s["duration_s"])) for s in STAGES)
     stage = summary_of(warmed)["trials"][0]["stages"][0]
@@ -204,9 +206,9 @@ def servers_ready(results: Path) -> bool:
     if not path.is_file():
         return False
     try:
-        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
-            return bool(db.execute("SELECT 1 FROM events WHERE kind='ready'").fetchone())
-    except sqlite3.OperationalError:  # the store is still being created
+        with open_campaign(path) as reader:
+            return bool(reader.events("ready"))
+    except (StoreError, sqlite3.OperationalError):  # the store is still being created
         return False
 
 

@@ -46,6 +46,7 @@ from bench_plugin.results.store import (
     read_trials,
     store_version,
 )
+from bench_plugin.results.timeline import Resumed
 from bench_plugin.run.schedule import Done, Trial
 
 STORE = "results.sqlite"
@@ -271,7 +272,7 @@ def begin(recorded: Recorded, resume_plan: Plan, recorder: Recorder, conditions:
     }
     recorder.drop_meta("status")
     recorder.set_meta("resumes", [*recorded.resumes, record])
-    recorder.event("resumed", None, **record)
+    recorder.note(Resumed(**record))
     return record
 
 

@@ -32,6 +32,7 @@ from bench_plugin.loadgen.protocol import Hello, Identity, hello_differences
 from bench_plugin.loadgen.shares import plan_shares, unsent
 from bench_plugin.loadgen.state import LoadState, StageAssignment
 from bench_plugin.results.samples import Sample
+from bench_plugin.results.timeline import Entry, WorkerAccepted, WorkerConnected, WorkerLost, WorkerRefused
 from bench_plugin.scenario.request_sets import RequestSet
 
 logger = logging.getLogger(__name__)
@@ -39,8 +40,8 @@ logger = logging.getLogger(__name__)
 LOCAL = "local"
 """The member id of the local runner's own process."""
 
-Note = Callable[..., None]
-"""Puts an event on the campaign's timeline: ``note(kind, **detail)``."""
+Note = Callable[[Entry], None]
+"""Puts an entry on the campaign's timeline (a declared kind: results/timeline.py)."""
 
 
 def on_this_host(member: str) -> bool:
@@ -153,12 +154,12 @@ class Fleet:
             "scenario_sha256": self.scenario_sha256,
             "request_sets": {name: rs.to_message() for name, rs in self.request_sets.items()},
         })
-        self.note("worker_connected", worker=member.id, identity=hello.identity.__dict__)
+        self.note(WorkerConnected(worker=member.id, identity=hello.identity.__dict__))
 
     def _refuse(self, member: Member, reason: str) -> None:
         member.state, member.reason = "refused", reason
         sys.stderr.write(f"bench_plugin: worker {member.id} refused: {reason}\n")
-        self.note("worker_refused", worker=member.id, reason=reason)
+        self.note(WorkerRefused(worker=member.id, reason=reason))
 
     def _on_refused(self, msg: Message, **_: Any) -> None:
         member = self.members.setdefault(msg.node_id, Member(msg.node_id))
@@ -168,7 +169,7 @@ class Fleet:
         member = self.members.get(msg.node_id)
         if member is not None and member.state == "connected":
             member.state = "accepted"
-            self.note("worker_accepted", worker=member.id)
+            self.note(WorkerAccepted(worker=member.id))
 
     def _on_report(self, msg: Message, **_: Any) -> None:
         member = self.members.get(msg.node_id)
@@ -229,7 +230,7 @@ class Fleet:
             member.state = "lost"
             lost.append(member.id)
             sys.stderr.write(f"bench_plugin: worker {member.id} lost: {member.reason}\n")
-            self.note("worker_lost", worker=member.id, reason=member.reason)
+            self.note(WorkerLost(worker=member.id, reason=member.reason))
         return lost
 
     def lost(self, ledger: StageLedger) -> dict[str, str]:

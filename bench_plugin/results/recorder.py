@@ -50,6 +50,7 @@ from bench_plugin.results.store import (
     store_version,
 )
 from bench_plugin.results.telemetry_rows import TelemetryRow
+from bench_plugin.results.timeline import Entry
 
 logger = logging.getLogger(__name__)
 
@@ -310,11 +311,10 @@ class Recorder:
             (trial, segment, stage, name, json.dumps(offered), json.dumps(arrival), reason),
         )
 
-    def event(self, kind: str, trial: int | None = None, **detail: Any) -> None:
-        """Add one timeline event (arm applied, ready, stage start, rollback, ...)."""
-        self._execute(
-            "INSERT INTO events VALUES (?,?,?,?)", (time.time(), trial, kind, json.dumps(detail, sort_keys=True))
-        )
+    def note(self, entry: Entry, trial: int | None = None) -> None:
+        """Add one entry to the timeline (a declared kind: results/timeline.py), of ``trial`` or of the campaign."""
+        self._execute("INSERT INTO events VALUES (?,?,?,?)",
+                      (time.time(), trial, entry.kind, json.dumps(entry.detail(), sort_keys=True)))
 
     def pod_event(self, trial: int, event: PodEvent) -> None:
         """Add one thing the cluster did to a workload pod of ``trial``, at the cluster's time of it (``event.t``)."""

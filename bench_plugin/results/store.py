@@ -575,6 +575,37 @@ class CampaignReader:
         """``trial``'s telemetry rows of ``metrics`` in a window."""
         return telemetry_rows(self.db, trial, start_s, end_s, metrics)
 
+    def events(self, kind: str | None = None, trial: int | None = None) -> list[EventRecord]:
+        """The campaign's timeline events in time order: every one, or only those of ``kind`` and of ``trial``."""
+        conditions = [(column, value) for column, value in (("kind", kind), ("trial", trial)) if value is not None]
+        where = f"WHERE {' AND '.join(f'{column}=?' for column, _ in conditions)} " if conditions else ""
+        rows = self.db.execute(f"SELECT t, trial, kind, detail FROM events {where}ORDER BY t, rowid",
+                               [value for _, value in conditions])
+        return [EventRecord(t, trial_id, name, json.loads(detail) if detail else {})
+                for t, trial_id, name, detail in rows]
+
+    def stage_series(self, trial: int) -> list[StageSeriesRecord]:
+        """Per (segment, stage, source) of ``trial``, in order, what a queried source (Prometheus) returned and its
+        notes; [] for a store without them."""
+        return read_stage_series(self.db, trial)
+
+    def telemetry_series(self, start_s: float, end_s: float, metrics: Sequence[str],
+                         max_points: int = MAX_TELEMETRY_POINTS) -> list[TelemetrySeries]:
+        """Every series of ``metrics`` in ``[start_s, end_s]``, whichever trial recorded it: one per (metric, device,
+        process), thinned evenly to ``max_points``; [] without the table."""
+        return read_telemetry(self.db, start_s, end_s, metrics, max_points)
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    """One row of the campaign's timeline (the ``events`` table): when, in which trial, what kind, its detail."""
+
+    t: float
+    trial: int | None
+    """None for an event of the campaign rather than of one trial."""
+    kind: str
+    detail: dict[str, Any]
+
 
 @contextmanager
 def open_campaign(path: Path) -> Iterator[CampaignReader]:

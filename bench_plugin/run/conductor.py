@@ -39,6 +39,14 @@ from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.samples import Sample
 from bench_plugin.results.store import StoreWriteError
 from bench_plugin.results.summary import StageSummary
+from bench_plugin.results.timeline import (
+    DrainTimeout,
+    ObserveProblem,
+    SearchOutcome,
+    SearchStep,
+    ServerLost,
+    StageAccounting,
+)
 from bench_plugin.run.disruption import StageDisruption
 from bench_plugin.run.events import BenchEvents
 from bench_plugin.run.liveness import (
@@ -50,6 +58,7 @@ from bench_plugin.run.liveness import (
     warmup_failed,
     warmup_failure,
 )
+from bench_plugin.run.moments import Moments
 from bench_plugin.run.readiness import NotReady, Prober, probe_item, wait_until_ready
 from bench_plugin.run.rollback import RollbackGuard, StageTally
 from bench_plugin.run.schedule import Done, Trial
@@ -107,6 +116,7 @@ class Conductor:
         self.recorder = recorder
         self.request_sets = request_sets
         self.events = events
+        self.moments = Moments(recorder, events)
         self.fleet = fleet
         self.unverified: list[tuple[StageKey, bool]] = []
         """Stages run since the last drain, each with whether its arrivals were stopped early."""
@@ -174,9 +184,7 @@ class Conductor:
                     self.finished = True
 
     def _trial(self, trial: Trial) -> None:
-        self.recorder.trial_started(trial.id)
-        self.recorder.event("trial_start", trial.id, arm=trial.arm.name, repeat=trial.repeat)
-        self.events.trial_start.fire(trial=trial)
+        self.moments.trial_started(trial)
         status, reason = "completed", None
         try:
             self.backend.observe(trial.arm, trial.id, partial(self.recorder.pod_event, trial.id))
@@ -195,16 +203,13 @@ class Conductor:
         finally:
             self.backend.release()
             for problem in self.backend.end_observe():  # after the release: the deletions are on the timeline
-                self.recorder.event("observe_problem", trial.id, problem=problem)
+                self.recorder.note(ObserveProblem(problem=problem), trial.id)
                 logger.warning("trial %d: pod timeline: %s", trial.id, problem)
-            self.recorder.trial_ended(trial.id, status, reason)
-            self.recorder.event("trial_stop", trial.id, status=status, reason=reason)
-            self.events.trial_stop.fire(trial=trial, status=status, reason=reason)
+            self.moments.trial_ended(trial, status, reason)
 
     def _segment(self, trial: Trial, segment: int, classes: list[str]) -> None:
         placement = self.backend.apply(trial.arm, classes, trial.id, segment)
-        self.recorder.segment_applied(trial.id, segment, classes, placement.to_dict())
-        self.recorder.event("arm_applied", trial.id, segment=segment, placement=placement.to_dict())
+        self.moments.segment_applied(trial, segment, classes, placement)
         self.telemetry.start_segment(trial.id, segment, placement)
         try:
             self._measure(trial, segment, classes, placement)
@@ -220,16 +225,12 @@ class Conductor:
         )
         self.options = found.options
         ready = found.ready
-        self.recorder.segment_ready(trial.id, segment, ready)
         protocol = {name: {"output_lengths": found.output_lengths.get(name), "note": found.notes.get(name)}
                     for name in ready if name in found.output_lengths or name in found.notes}
-        if protocol:
-            self.recorder.segment_protocol(trial.id, segment, protocol)
-        for name, t in ready.items():
-            self.recorder.event("ready", trial.id, segment=segment, workload=name, t=t, **protocol.get(name, {}))
+        for name in ready:
             if name in found.notes:
                 logger.warning("trial %d segment %d: %s: %s", trial.id, segment, name, found.notes[name])
-        self.events.arm_applied.fire(trial=trial, segment=segment, placement=placement.to_dict(), ready=ready)
+        self.moments.segment_ready(trial, segment, placement, ready, protocol)
         urls = self._urls = {name: placement.classes[name].url for name in classes}
         self._warm_up(trial, segment, classes, urls)
         if self.scenario.search is not None:
@@ -238,29 +239,26 @@ class Conductor:
             self._sweep(trial, segment, classes, urls)
         self._drain(trial, segment)
         self.backend.release()
-        self.recorder.segment_released(trial.id, segment)
-        self.recorder.event("released", trial.id, segment=segment)
+        self.moments.segment_released(trial, segment)
 
     def _warm_up(self, trial: Trial, segment: int, classes: list[str], urls: dict[str, str]) -> None:
         """The segment's unmeasured warm-up (run/warmup.py), on the timeline and in the segment's row."""
         spec = self.scenario.warmup
         if spec.requests == "none":
             return
-        self.recorder.event("warmup_start", trial.id, segment=segment, requests=spec.requests)
+        self.moments.segment_warming(trial, segment, spec.requests)
         done = warm_up({name: self._class_load(name, urls[name], 0.0) for name in classes},
                        {name: self.request_sets[name].items for name in classes}, self.builders,
                        mode=spec.requests, duration_s=spec.duration_s, concurrency=spec.concurrency,
                        timeout_s=spec.timeout_s)
-        self.recorder.segment_warmed(trial.id, segment, done)
-        self.recorder.event("warmup_end", trial.id, segment=segment,
-                            classes={name: result.to_dict() for name, result in done.items()})
+        self.moments.segment_warmed(trial, segment, done)
         gone = self._exited(classes)
         for name in warmup_failed(done):
             if gone is None:
                 probe = self._probe(name)
                 gone = None if probe.ok else warmup_failure(name, done[name], probe)
         if gone is not None:
-            self.recorder.event("server_gone", trial.id, segment=segment, reason=gone)
+            self.recorder.note(ServerLost(segment=segment, reason=gone), trial.id)
             raise ServerGone(f"warm-up: {gone}")
 
     def _sweep(self, trial: Trial, segment: int, classes: list[str], urls: dict[str, str]) -> None:
@@ -288,11 +286,11 @@ class Conductor:
             status = self._stage(trial, segment, classes, index, stage, urls)
             self._drain(trial, segment)  # the slowest requests of the stage decide it: wait for them
             passed = self._passed(index, stage, status, objectives)
-            self.recorder.event("search_step", trial.id, segment=segment, stage=index, scale=scale, passed=passed)
+            self.recorder.note(SearchStep(segment=segment, stage=index, scale=scale, passed=passed), trial.id)
             search.record(scale, passed)
             index += 1
         self.judged = None
-        self.recorder.event("search_result", trial.id, **search.result(segment).model_dump())
+        self.recorder.note(SearchOutcome(**search.result(segment).model_dump()), trial.id)
 
     def _passed(self, index: int, stage: Stage, status: str, objectives: dict[str, ClassObjectives]) -> bool:
         """Whether every class of the stage met its SLOs and error budget (a rollback fails it)."""
@@ -341,11 +339,8 @@ class Conductor:
         )
         self.tally = tally = StageTally(assignment.key)
         arrivals = _arrivals(assignment)
-        self.recorder.stage_started(trial.id, segment, index, stage.name, offered, arrival, start,
-                                    planned_s=assignment.duration_s, arrivals=arrivals)
-        self.recorder.event("stage_start", trial.id, segment=segment, stage=index, offered=offered)
-        self.events.stage_start.fire(trial=trial, segment=segment, stage=index, offered=offered, name=stage.name,
-                                     start_s=assignment.start_s, end_s=assignment.end_s)
+        self.moments.stage_started(trial, segment, index, stage.name, offered, arrival, assignment.start_s,
+                                   assignment.end_s, assignment.duration_s, arrivals)
         ledger = self.fleet.announce(assignment, arrivals)
         window = self.host.start()
         status, reason = "completed", None
@@ -367,10 +362,8 @@ class Conductor:
         finally:
             ended = min(time.time(), assignment.end_s)
             self.host_loads[assignment.key] = self.host.stop(window)
-            self.recorder.stage_ended(trial.id, segment, index, ended, status, reason)
+            self.moments.stage_ended(trial, segment, index, ended, status, reason)
             self.telemetry.stage_ended(trial.id, segment, index, start, ended)
-            self.recorder.event("stage_end", trial.id, segment=segment, stage=index, status=status, reason=reason)
-            self.events.stage_end.fire(trial=trial, segment=segment, stage=index, status=status, reason=reason)
             self.tally = None
             if disruption is not None:
                 disruption.end(stopped=status == "interrupted")
@@ -410,7 +403,7 @@ class Conductor:
                 gone = not_answering(name, sent[name], probe)
             if gone is not None:
                 self.recorder.stage_invalid(*key, SERVER_GONE + gone)
-                self.recorder.event("server_gone", trial.id, segment=segment, stage=index, reason=gone)
+                self.recorder.note(ServerLost(segment=segment, stage=index, reason=gone), trial.id)
                 raise ServerGone(f"stage {index}: {gone}")
 
     def _exited(self, classes: list[str]) -> str | None:
@@ -462,7 +455,7 @@ class Conductor:
             raise
         left = self.fleet.in_flight()
         if left:
-            self.recorder.event("drain_timeout", trial.id, segment=segment, in_flight=left)
+            self.recorder.note(DrainTimeout(segment=segment, in_flight=left), trial.id)
             logger.warning("trial %d: %d requests still in flight after the drain timeout", trial.id, left)
         self.recorder.commit()
         invalid = []
@@ -475,8 +468,8 @@ class Conductor:
                                                 if member != LOCAL and on_this_host(member)))
             self.recorder.stage_checked(*key, generators=_generators(ledger),
                                         host=host.model_dump() if host is not None else None)
-            self.recorder.event("stage_accounting", trial.id, segment=key[1], stage=key[2],
-                                shares=self.fleet.ledgers[key].describe(), problems=problems)
+            self.recorder.note(StageAccounting(segment=key[1], stage=key[2], shares=self.fleet.ledgers[key].describe(),
+                                               problems=problems), trial.id)
             if problems:
                 reason = "; ".join(problems)
                 self.recorder.stage_invalid(*key, reason)

@@ -15,6 +15,7 @@ from typing import Any
 import gevent
 
 from bench_plugin.results.recorder import Recorder
+from bench_plugin.results.timeline import Disruption
 from bench_plugin.run.schedule import Trial
 from bench_plugin.scenario import Scenario
 from bench_plugin.sharing.base import ApplyError, SharingBackend
@@ -49,8 +50,8 @@ class StageDisruption:
 
     def record(self, **detail: Any) -> None:
         """One ``disruption`` event of this stage in the store."""
-        self.recorder.event("disruption", self.trial.id, segment=self.segment, stage=self.index,
-                            disruption=self.spec.kind, at_s=self.spec.at_s, **detail)
+        self.recorder.note(Disruption(segment=self.segment, stage=self.index, disruption=self.spec.kind,
+                                      at_s=self.spec.at_s, **detail), self.trial.id)
 
     def _act(self) -> None:
         self.began = True

@@ -3,7 +3,8 @@
 Each fires on the master (or the local runner) only, in this order per trial: ``trial_start``, then
 per segment ``arm_applied`` and per stage ``stage_start`` / ``stage_end``, then ``trial_stop``.
 Listeners get keyword arguments; an exception in a listener is logged by Locust's EventHook and
-does not stop the campaign, so never use a listener to veto anything.
+does not stop the campaign, so never use a listener to veto anything. Each hook fires from
+run/moments.py, after the moment's row and timeline entry are in the store.
 """
 
 from __future__ import annotations

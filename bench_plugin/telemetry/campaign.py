@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.telemetry_rows import DeviceInfo
+from bench_plugin.results.timeline import Telemetry, TelemetryUnavailable
 from bench_plugin.sharing.base import Placement
 from bench_plugin.telemetry import fields as F
 from bench_plugin.telemetry.dcgm import DcgmScraper
@@ -85,7 +86,7 @@ class CampaignTelemetry:
             return
         started = source.start()
         if not started:
-            self.recorder.event("telemetry_unavailable", trial, segment=segment, reason=started.reason)
+            self.recorder.note(TelemetryUnavailable(segment=segment, reason=started.reason), trial)
             logger.warning("no GPU telemetry for trial %d: %s", trial, started.reason)
             return
         self.source = source
@@ -118,8 +119,8 @@ class CampaignTelemetry:
             source.stop()
             self.recorder.add_telemetry(trial, source.drain())
             processes = source.process_classes() if isinstance(source, NvmlSampler) else {}
-            self.recorder.event("telemetry", trial, segment=segment, processes=processes, polls=source.polls,
-                                overruns=source.overruns, problems=source.problems())
+            self.recorder.note(Telemetry(segment=segment, processes=processes, polls=source.polls,
+                                         overruns=source.overruns, problems=source.problems()), trial)
         stages, self._stages = self._stages, []
         if self.options.prometheus_url and stages:
             self._query(stages, self.targets(placement))

@@ -12,6 +12,7 @@ from bench_plugin.report.markdown import render_report
 from bench_plugin.report.outputs import summarise
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.samples import Sample
+from bench_plugin.results.timeline import Disruption
 
 START = 100.0
 STAGE_S = 20.0
@@ -46,10 +47,10 @@ def record(tmp_path: Path, samples: list[Sample]) -> None:
     rec.segment_applied(1, 0, ["llm", "embedding"], {"llm": {"url": "x"}, "embedding": {"url": "y"}})
     rec.stage_started(1, 0, 0, None, {"llm": 10.0, "embedding": 2.0}, {"llm": "poisson", "embedding": "poisson"},
                       START, planned_s=STAGE_S, arrivals={"llm": 200, "embedding": 40})
-    rec.event("disruption", 1, segment=0, stage=0, at_s=5.0, action="start", disruption="rollout-restart",
-              target="llm", result="started", t=DISRUPTED)
-    rec.event("disruption", 1, segment=0, stage=0, at_s=5.0, disruption="rollout-restart", action="rollout-restart",
-              target="deployment/bench-llm", result="patched")
+    rec.note(Disruption(segment=0, stage=0, at_s=5.0, action="start", disruption="rollout-restart", target="llm",
+                        result="started", t=DISRUPTED), 1)
+    rec.note(Disruption(segment=0, stage=0, at_s=5.0, disruption="rollout-restart", action="rollout-restart",
+                        target="deployment/bench-llm", result="patched"), 1)
     rec.add_samples(samples)
     rec.commit()
     rec.stage_ended(1, 0, 0, START + STAGE_S, "completed")

@@ -11,6 +11,7 @@ from bench_plugin.analysis.gpu import stage_gpu
 from bench_plugin.report.outputs import summarise
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.telemetry_rows import TelemetryRow
+from bench_plugin.results.timeline import Telemetry
 from bench_plugin.telemetry import fields as F
 
 
@@ -56,7 +57,8 @@ def test_summary_json_carries_each_stage_s_gpu_figures(tmp_path: Path) -> None:
         rec.add_telemetry(1, polls(start + 0.1, 5 + stage))
         rec.stage_ended(1, 0, stage, start + 5.0, "completed")
     rec.add_telemetry(1, polls(105.5, 3))  # between the stages: in no stage's figures
-    rec.event("telemetry", 1, segment=0, processes={"11": "llm", "12": "llm", "21": "embedding"})
+    rec.note(Telemetry(segment=0, processes={"11": "llm", "12": "llm", "21": "embedding"}, polls=10, overruns=0,
+                       problems={}), 1)
     rec.trial_ended(1, "completed")
     rec.close()
     stages = json.loads(summarise(tmp_path).to_json())["trials"][0]["stages"]

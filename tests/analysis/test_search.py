@@ -49,7 +49,8 @@ def test_fixed_sweep_count_by_hand() -> None:
 def test_a_boundary_above_the_maximum_or_below_the_minimum_is_said_so() -> None:
     up = BoundarySearch({"asr": 1.0}, start=1.0, maximum=10.0, precision=0.1)
     assert run(up, 100.0) == [1.0, 2.0, 4.0, 8.0, 10.0]
-    assert up.result(segment=0).status == ABOVE_MAXIMUM and up.result(segment=0).lo == 10.0 and up.result(segment=0).hi is None
+    found = up.result(segment=0)
+    assert found.status == ABOVE_MAXIMUM and found.lo == 10.0 and found.hi is None
     down = BoundarySearch({"asr": 1.0}, start=1.0, maximum=10.0, precision=0.1)
     assert run(down, 0.0) == [1.0, 0.5, 0.25, 0.125]
     assert down.result(segment=0).status == BELOW_MINIMUM and down.result(segment=0).lo is None

@@ -14,7 +14,6 @@ import json
 import os
 import re
 import shutil
-import sqlite3
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ import pytest
 import requests
 import yaml
 
+from bench_plugin.results.store import open_campaign, read_samples
 from bench_plugin.scenario import load_scenario
 from bench_plugin.servers.presets import DEFAULT_MODEL_NAMES
 from bench_plugin.sharing.processes import ServerProcess, free_port
@@ -384,9 +384,12 @@ def test_the_stack_runs_a_campaign_with_two_workers(cpu_servers: CpuServers, tmp
         stack.stop()
     summary = json.loads((results / "summary.json").read_text())
     assert summary["status"]["status"] == "completed"
-    db = sqlite3.connect(results / "results.sqlite")
-    per_class = dict(db.execute("SELECT workload, COUNT(DISTINCT worker) FROM samples GROUP BY workload"))
+    with open_campaign(results / "results.sqlite") as reader:
+        samples = read_samples(reader.db)  # every sample of the campaign
+        problems = [event.detail["problems"] for event in reader.events("stage_accounting")]
+    workers: dict[str, set[str]] = {}
+    for sample in samples:
+        workers.setdefault(sample.workload, set()).add(sample.worker)
+    per_class = {name: len(names) for name, names in workers.items()}
     assert per_class == {"llm": 2, "embedding": 2, "asr": 2}
-    problems = [json.loads(d)["problems"] for (d,) in db.execute(
-        "SELECT detail FROM events WHERE kind='stage_accounting'")]
     assert problems and all(p == [] for p in problems)

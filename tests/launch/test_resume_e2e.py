@@ -21,9 +21,10 @@ import signal
 import sqlite3
 import subprocess
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 import yaml
@@ -31,6 +32,7 @@ from harness import run_locust, scenario_variant, start_locust, stop_process
 
 from bench_plugin.report.outputs import summarise
 from bench_plugin.results.recorder import Recorder
+from bench_plugin.results.store import CampaignReader, StoreError, open_campaign, open_store, read_samples
 from bench_plugin.results.summary import Summary, load_summary
 
 pytestmark = pytest.mark.slow
@@ -38,6 +40,8 @@ pytestmark = pytest.mark.slow
 STAGES = [{"duration_s": 1, "load": {"llm": 6, "embedding": 6}},
           {"duration_s": 2, "load": {"llm": 8, "embedding": 8}}]
 LOCUSTFILE = ["-f", "locustfiles/mixed.py"]
+
+T = TypeVar("T")
 
 
 def write_texts(directory: Path, first: str = "a first text") -> None:
@@ -59,7 +63,11 @@ def write_scenario(directory: Path, **changes: Any) -> Path:
 
 
 def store_rows(results: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """Rows of a read-only query of the campaign's store ([] while it has no such table yet)."""
+    """Rows of a read-only query of the campaign's store ([] while it has no such table yet).
+
+    Only for what no reader reads, by design: what a resume set aside (``superseded_*``) and whether a
+    refusal wrote a ``resumes`` key at all. Everything else is read as the package reads it (open_campaign).
+    """
     path = results / "results.sqlite"
     if not path.is_file():
         return []
@@ -70,6 +78,18 @@ def store_rows(results: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tu
         return []
     finally:
         db.close()
+
+
+def read_now(results: Path, read: Callable[[CampaignReader], T], otherwise: T) -> T:
+    """``read`` of the campaign's store as it stands while a campaign writes it; ``otherwise`` before it can be read."""
+    path = results / "results.sqlite"
+    if not path.is_file():
+        return otherwise
+    try:
+        with open_campaign(path) as reader:
+            return read(reader)
+    except (StoreError, sqlite3.OperationalError):  # the store is still being created
+        return otherwise
 
 
 def stop_when(args: list[str], log: Path, results: Path, ready: Callable[[], bool], sig: signal.Signals) -> int:
@@ -89,7 +109,8 @@ def stop_when(args: list[str], log: Path, results: Path, ready: Callable[[], boo
 
 def between_trial_2_stages(results: Path) -> Callable[[], bool]:
     """Trial 2's first stage has ended (its second is about to start or running)."""
-    return lambda: bool(store_rows(results, "SELECT 1 FROM stages WHERE trial=2 AND stage=0 AND status='completed'"))
+    return lambda: read_now(results, lambda reader: any(
+        t.id == 2 and s.index == 0 and s.status == "completed" for t in reader.trials() for s in t.stages), False)
 
 
 def resume(results: Path, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -152,12 +173,12 @@ def check_resumed(results: Path, uninterrupted: Summary, before: Summary, tmp_pa
     # Trial 1 was kept: its figures are those its samples had before the resume.
     assert summary.trials[0].model_dump(mode="json") == before.trials[0].model_dump(mode="json")
     # Trial 2 ran again after the resume: none of its samples is from the attempt that was cut short.
-    assert store_rows(results, "SELECT COUNT(*) FROM samples WHERE trial=2 AND intended_s < ?", (last.at_s,)) \
-        == [(0,)]
+    with open_campaign(results / "results.sqlite") as reader:
+        assert [s for s in reader.samples(2) if s.intended_s < last.at_s] == []
+        assert len(reader.events("resumed")) == resumes
     (superseded,) = store_rows(results, "SELECT COUNT(*) FROM superseded_samples WHERE trial=2 AND resume=?",
                                (resumes,))
     assert superseded[0] == last.superseded.get("samples", 0)
-    assert store_rows(results, "SELECT COUNT(*) FROM events WHERE kind='resumed'") == [(resumes,)]
     for name in ("summary.md", "report.md"):
         assert f"resumed {resumes} time" in (results / name).read_text()
     assert f"resumed {resumes} time" in (results / "report.html").read_text()
@@ -209,17 +230,21 @@ def test_sigint_between_stages_then_resume(uninterrupted: Summary, tmp_path: Pat
 def test_sigkill_between_stages_then_resume(uninterrupted: Summary, killed: tuple[Path, Path], tmp_path: Path) -> None:
     results, _ = killed
     # What was committed survived the kill; the segment in flight is seen as unfinished.
-    assert store_rows(results, "SELECT status FROM trials ORDER BY id") == [("completed",), ("running",)]
-    assert store_rows(results, "SELECT trial, released_s IS NOT NULL FROM segments ORDER BY trial") == [(1, 1), (2, 0)]
-    statuses = dict(store_rows(results, "SELECT stage, status FROM stages WHERE trial=2"))
+    with open_campaign(results / "results.sqlite") as reader:
+        trials = sorted(reader.trials(), key=lambda t: t.id)
+        finalised = reader.record().status
+        kept = Counter(s.trial for s in reader.samples(1))
+    assert [(t.id, t.status) for t in trials] == [(1, "completed"), (2, "running")]
+    assert [(t.id, s.released_s is not None) for t in trials for s in t.segments] == [(1, True), (2, False)]
+    statuses = {s.index: s.status for s in trials[1].stages}
     assert statuses[0] == "completed" and statuses.get(1, "running") == "running"
-    assert store_rows(results, "SELECT value FROM meta WHERE key='status'") == []  # nothing finalised
+    assert finalised is None  # nothing finalised
     # results.sqlite alone (without its write-ahead log) holds every segment that ended: trial 1.
     alone = tmp_path / "alone"
     alone.mkdir()
     shutil.copy(results / "results.sqlite", alone / "results.sqlite")
-    assert store_rows(alone, "SELECT trial, COUNT(*) FROM samples GROUP BY trial") == \
-        store_rows(results, "SELECT trial, COUNT(*) FROM samples WHERE trial=1 GROUP BY trial")
+    with open_store(alone / "results.sqlite") as db:
+        assert Counter(s.trial for s in read_samples(db)) == kept
     before = as_one_run(results, tmp_path / "before")  # trial 1's figures as they stood after the kill
     done = resume(results, "--scenario", str(results.parent / "scenario.yaml"))
     assert done.returncode == 0, done.stdout[-3000:]
@@ -300,15 +325,16 @@ SEARCH = {"mix": {"embedding": 10}, "start_scale": 1, "max_scale": 4, "precision
 
 def search_steps(results: Path) -> list[float]:
     """The scales of the search steps on the timeline, in order."""
-    return [json.loads(d)["scale"] for (d,) in store_rows(results, "SELECT detail FROM events WHERE "
-                                                                   "kind='search_step' ORDER BY t")]
+    return read_now(results, lambda reader: [e.detail["scale"] for e in reader.events("search_step")], [])
 
 
 def steps_since_resumed(results: Path) -> int:
     """Search steps taken since the last resume began (0 before it superseded the earlier attempt's)."""
-    rows = store_rows(results, "SELECT COUNT(*) FROM events WHERE kind='search_step' AND "
-                               "t > (SELECT MAX(t) FROM events WHERE kind='resumed')")
-    return int(rows[0][0]) if rows else 0
+    def since(reader: CampaignReader) -> int:
+        resumed = reader.events("resumed")
+        return sum(e.t > resumed[-1].t for e in reader.events("search_step")) if resumed else 0
+
+    return read_now(results, since, 0)
 
 
 def test_a_search_segment_killed_twice_runs_again_whole(tmp_path: Path) -> None:
@@ -331,11 +357,11 @@ def test_a_search_segment_killed_twice_runs_again_whole(tmp_path: Path) -> None:
     (trial,) = summary.trials
     assert steps[0] == 1.0 and len(set(steps)) == len(steps) == len(trial.stages) >= 3
     assert [s.offered for s in trial.stages] == [{"embedding": pytest.approx(10.0 * k)} for k in steps]
-    assert len(trial.search) == 1 and trial.search[0]["runs"] == len(steps)
+    assert len(trial.search) == 1 and trial.search[0].runs == len(steps)
     assert all(s.classes["embedding"].requests == s.arrivals["embedding"] for s in trial.stages
                if s.status == "completed")  # a step past the boundary may be rolled back: fewer were sent
     cut = store_rows(results, "SELECT resume, COUNT(*) FROM superseded_events WHERE kind='search_step' GROUP BY resume")
     assert [(resume, n >= 1) for resume, n in cut] == [(1, True), (2, True)]
-    assert store_rows(results, "SELECT COUNT(*) FROM samples WHERE intended_s < ?",
-                      (summary.status.resumed[-1].at_s,)) == [(0,)]
+    with open_store(results / "results.sqlite") as db:
+        assert [s for s in read_samples(db) if s.intended_s < summary.status.resumed[-1].at_s] == []
     assert without_resumes(summary) == without_resumes(as_one_run(results, tmp_path / "as-one-run"))

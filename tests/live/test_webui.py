@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import signal
-import sqlite3
 import subprocess
 import time
 from pathlib import Path
@@ -26,6 +25,7 @@ import requests
 import yaml
 from harness import LOCUST, ROOT, start_worker, stop_process
 
+from bench_plugin.results.store import open_store, read_samples
 from bench_plugin.sharing.processes import free_port
 
 pytestmark = pytest.mark.slow
@@ -99,12 +99,12 @@ def run_ui(tmp_path: Path, mode: str) -> tuple[dict[str, Any], Path, int, str]:
 
 def recomputed(results: Path, start: float, end: float) -> dict[str, dict[str, float | int | None]]:
     """Per class, the live window's figures from results.sqlite: requests, P50 and P95 of the successful."""
-    db = sqlite3.connect(results / "results.sqlite")
+    with open_store(results / "results.sqlite") as db:
+        samples = read_samples(db)  # every sample of the campaign
     out: dict[str, dict[str, float | int | None]] = {}
     for name in ("llm", "embedding", "asr"):
-        rows = db.execute("SELECT (end_s - intended_s) * 1000, ok FROM samples WHERE workload=? AND end_s > ? "
-                          "AND end_s <= ?", (name, start, end)).fetchall()
-        ok = [latency for latency, good in rows if good]
+        rows = [s for s in samples if s.workload == name and start < s.end_s <= end]
+        ok = [(s.end_s - s.intended_s) * 1000 for s in rows if s.ok]
         out[name] = {"requests": len(rows), "p50": float(np.percentile(ok, 50)) if ok else None,
                      "p95": float(np.percentile(ok, 95)) if ok else None}
     return out

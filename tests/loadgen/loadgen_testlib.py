@@ -8,7 +8,7 @@ import subprocess
 import time
 import wave
 from collections.abc import Iterator
-from contextlib import closing, contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ import yaml
 from harness import ROOT, run_locust, start_locust, start_worker, stop_process
 
 from bench_plugin.loadgen.arrivals import arrival_count
+from bench_plugin.results.store import CampaignReader, StoreError, open_campaign
 from bench_plugin.sharing.processes import free_port
 
 SCENARIO = ROOT / "scenarios" / "distributed.yaml"
@@ -71,11 +72,9 @@ class Run:
     def summary(self) -> dict[str, Any]:
         return json.loads((self.results / "summary.json").read_text())
 
-    def db(self) -> closing[sqlite3.Connection]:
-        """The results store, read-only, closed when the ``with`` block ends."""
-        db = sqlite3.connect(f"file:{self.results / 'results.sqlite'}?mode=ro", uri=True)
-        db.row_factory = sqlite3.Row
-        return closing(db)
+    def reader(self) -> AbstractContextManager[CampaignReader]:
+        """The package's reader of the results store (read-only), closed when the ``with`` block ends."""
+        return open_campaign(self.results / "results.sqlite")
 
 
 def master_args(port: int, workers: int) -> list[str]:
@@ -130,38 +129,43 @@ def stage_running(results: Path, stage: int) -> bool:
     if not path.exists():
         return False
     try:
-        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1)) as db:
-            row = db.execute("SELECT status FROM stages WHERE trial=1 AND stage=?", (stage,)).fetchone()
-    except sqlite3.OperationalError:
+        with open_campaign(path) as reader:
+            trials = reader.trials()
+    except (StoreError, sqlite3.OperationalError):  # the store is still being created
         return False
-    return row is not None and row[0] == "running"
+    return any(t.id == 1 and s.index == stage and s.status == "running" for t in trials for s in t.stages)
 
 
 def seeded_counts(run: Run) -> dict[tuple[int, str], int]:
     """(stage, class) -> round(rate * duration): the arrivals a stage of the scenario must send, exactly."""
     out = {}
-    with run.db() as db:
-        for row in db.execute("SELECT stage, offered, planned_s FROM stages WHERE trial=1"):
-            for name, rate in json.loads(row["offered"]).items():
-                out[(row["stage"], name)] = arrival_count(rate, row["planned_s"])
+    with run.reader() as reader:
+        (trial,) = (t for t in reader.trials() if t.id == 1)
+    for stage in trial.stages:
+        assert stage.planned_s is not None, stage
+        for name, rate in stage.offered.items():
+            out[(stage.index, name)] = arrival_count(rate, stage.planned_s)
     return out
 
 
 def sent_arrivals(run: Run) -> dict[tuple[int, str], list[int]]:
     """(stage, class) -> the arrival numbers of the samples recorded, sorted (repeats kept)."""
     out: dict[tuple[int, str], list[int]] = {}
-    with run.db() as db:
-        for row in db.execute("SELECT stage, workload, seq FROM samples WHERE trial=1 ORDER BY seq"):
-            out.setdefault((row["stage"], row["workload"]), []).append(row["seq"])
+    with run.reader() as reader:
+        samples = reader.samples(1)
+    for sample in sorted(samples, key=lambda s: s.seq):
+        out.setdefault((sample.stage, sample.workload), []).append(sample.seq)
     return out
 
 
 def workers_of(run: Run, stage: int) -> dict[str, set[str]]:
     """Class -> the workers whose samples stage ``stage`` holds."""
     out: dict[str, set[str]] = {}
-    with run.db() as db:
-        for row in db.execute("SELECT DISTINCT workload, worker FROM samples WHERE trial=1 AND stage=?", (stage,)):
-            out.setdefault(row["workload"], set()).add(row["worker"])
+    with run.reader() as reader:
+        samples = reader.samples(1)
+    for sample in samples:
+        if sample.stage == stage:
+            out.setdefault(sample.workload, set()).add(sample.worker)
     return out
 
 
@@ -178,8 +182,8 @@ def server_records(*logs: Path) -> dict[str, dict[str, Any]]:
 
 def accounting(run: Run) -> list[dict[str, Any]]:
     """The stage_accounting events of the campaign, in order."""
-    with run.db() as db:
-        return [json.loads(r["detail"]) for r in db.execute("SELECT detail FROM events WHERE kind='stage_accounting'")]
+    with run.reader() as reader:
+        return [event.detail for event in reader.events("stage_accounting")]
 
 
 @contextmanager

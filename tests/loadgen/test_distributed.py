@@ -83,14 +83,15 @@ def single(tmp_path_factory: pytest.TempPathFactory, scenario: Path) -> dict[str
 def offsets(run: Run, records: dict[str, dict[str, Any]]) -> dict[tuple[int, str], dict[str, Any]]:
     """(stage, class) -> request count, and per figure the reported percentile less the server's own."""
     own: dict[tuple[int, str], dict[str, list[float]]] = {}
-    with run.db() as db:
-        for row in db.execute("SELECT * FROM samples WHERE trial=1 AND ok=1"):
-            rid = f"{row['worker']}/1.{row['segment']}.{row['stage']}/{row['workload']}/{row['seq']}"
-            record = records[rid]  # every sample has the server's record of it
-            slot = own.setdefault((row["stage"], row["workload"]), {})
-            for figure, field in SERVER_FIELD.items():
-                if record.get(field) is not None:
-                    slot.setdefault(figure, []).append(float(record[field]))
+    with run.reader() as reader:
+        samples = [s for s in reader.samples(1) if s.ok]
+    for sample in samples:
+        rid = f"{sample.worker}/1.{sample.segment}.{sample.stage}/{sample.workload}/{sample.seq}"
+        record = records[rid]  # every sample has the server's record of it
+        slot = own.setdefault((sample.stage, sample.workload), {})
+        for figure, field in SERVER_FIELD.items():
+            if record.get(field) is not None:
+                slot.setdefault(figure, []).append(float(record[field]))
     out: dict[tuple[int, str], dict[str, Any]] = {}
     for stage in run.summary()["trials"][0]["stages"]:
         for name, stats in stage["classes"].items():

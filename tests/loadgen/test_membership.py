@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import shutil
 import signal
-import sqlite3
 import time
 from pathlib import Path
 
@@ -18,6 +17,8 @@ from harness import ROOT, start_worker, stop_process
 from loadgen_testlib import SCENARIO, Run, background_master, seeded_counts, sent_arrivals, stage_running, wait_for
 
 from bench_plugin.loadgen.worker import MASTER_LOST_S
+from bench_plugin.results.samples import Sample
+from bench_plugin.results.store import open_campaign, open_store, read_samples
 
 pytestmark = pytest.mark.slow
 
@@ -32,6 +33,12 @@ def long_stages(tmp_path: Path, seconds: float) -> Path:
     return path
 
 
+def every_sample(results: Path) -> list[Sample]:
+    """Every sample of the campaign under ``results``, as the package reads them."""
+    with open_store(results / "results.sqlite") as db:
+        return read_samples(db)
+
+
 def test_a_worker_killed_mid_stage_makes_the_stage_invalid(tmp_path: Path) -> None:
     scenario = long_stages(tmp_path, 8)
     with background_master(tmp_path, 2, scenario=scenario) as (master, port, results, log):
@@ -44,17 +51,16 @@ def test_a_worker_killed_mid_stage_makes_the_stage_invalid(tmp_path: Path) -> No
     assert code == 2, output[-3000:]
     assert codes[1] == 0
     assert "campaign failed" in output and "is invalid" in output and "lost" in output, output[-3000:]
-    db = sqlite3.connect(results / "results.sqlite")
-    status, reason = db.execute("SELECT status, reason FROM stages WHERE trial=1 AND stage=0").fetchone()
-    assert status == "invalid"
-    assert "was lost mid-stage" in reason and "incomplete" in reason, reason
-    assert db.execute("SELECT COUNT(*) FROM stages WHERE trial=1 AND stage=1").fetchone()[0] == 0, \
-        "the campaign must stop at the invalid stage"
-    (trial_status,) = db.execute("SELECT status FROM trials WHERE id=1").fetchone()
-    assert trial_status == "invalid"
-    kinds = [k for (k,) in db.execute("SELECT kind FROM events ORDER BY t")]
+    with open_campaign(results / "results.sqlite") as reader:
+        (trial,) = (t for t in reader.trials() if t.id == 1)
+        kinds = [event.kind for event in reader.events()]
+    (stage,) = (s for s in trial.stages if s.index == 0)
+    assert stage.status == "invalid"
+    assert stage.reason and "was lost mid-stage" in stage.reason and "incomplete" in stage.reason, stage.reason
+    assert not [s for s in trial.stages if s.index == 1], "the campaign must stop at the invalid stage"
+    assert trial.status == "invalid"
     assert "worker_lost" in kinds
-    assert db.execute("SELECT COUNT(*) FROM samples").fetchone()[0] > 0, "what the other worker measured is kept"
+    assert len(every_sample(results)) > 0, "what the other worker measured is kept"
     summary = (results / "summary.json").read_text()
     assert '"invalid"' in summary
 
@@ -74,8 +80,12 @@ def test_a_worker_that_joins_mid_stage_takes_load_from_the_next_stage(tmp_path: 
     expected, sent = seeded_counts(run), sent_arrivals(run)
     for key, n in expected.items():
         assert sent[key] == list(range(n)), key
-    db = sqlite3.connect(results / "results.sqlite")
-    per_stage = dict(db.execute("SELECT stage, COUNT(DISTINCT worker) FROM samples WHERE trial=1 GROUP BY stage"))
+    with open_campaign(results / "results.sqlite") as reader:
+        samples = reader.samples(1)
+    workers: dict[int, set[str]] = {}
+    for sample in samples:
+        workers.setdefault(sample.stage, set()).add(sample.worker)
+    per_stage = {stage: len(names) for stage, names in workers.items()}
     assert per_stage == {0: 1, 1: 2}, per_stage
 
 
@@ -111,8 +121,7 @@ def test_workers_that_differ_are_refused_in_one_line(tmp_path: Path) -> None:
     assert len(source_line) == 1 and "refused by the master: bench_plugin source" in source_line[0], source_line
     assert "Traceback" not in (tmp_path / "scenario.log").read_text() + (tmp_path / "source.log").read_text()
     assert output.count("refused:") == 2, output[-3000:]
-    db = sqlite3.connect(results / "results.sqlite")
-    assert db.execute("SELECT COUNT(DISTINCT worker) FROM samples").fetchone()[0] == 1
+    assert len({sample.worker for sample in every_sample(results)}) == 1
 
 
 def test_workers_of_a_killed_master_stop_sending_and_say_why(tmp_path: Path) -> None:

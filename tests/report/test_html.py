@@ -7,6 +7,7 @@ import re
 import sqlite3
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Callable
 from html.parser import HTMLParser
 from pathlib import Path
@@ -19,7 +20,14 @@ from bench_plugin.report.html import write_report
 from bench_plugin.report.markdown import render_report
 from bench_plugin.report.outputs import write_summaries
 from bench_plugin.results.recorder import Recorder
-from bench_plugin.results.store import count_requests, even_indices, open_store, read_requests
+from bench_plugin.results.store import (
+    CampaignReader,
+    count_requests,
+    even_indices,
+    open_store,
+    read_requests,
+    read_samples,
+)
 from bench_plugin.results.summary import load_summary, save_summary
 
 MakeCampaign = Callable[..., Path]  # the make_campaign fixture of this folder's conftest.py
@@ -188,12 +196,12 @@ def test_errors_table_lists_failures_by_kind_and_stages_that_did_not_complete(de
     results = default_results
     text, _ = parse(default_report)
     errors = text.split('<section id="errors">')[1].split("</section>")[0]
-    db = sqlite3.connect(results / "results.sqlite")
-    expected = db.execute("SELECT trial, workload, COUNT(*) FROM samples WHERE ok=0 GROUP BY trial, stage, workload")
-    for trial, workload, count in expected:
+    with open_store(results / "results.sqlite") as db:
+        expected = Counter((s.trial, s.stage, s.workload) for s in read_samples(db) if not s.ok)
+    assert expected
+    for (trial, _, workload), count in expected.items():
         assert re.search(rf"<td>{trial}</td>.*?<td>{workload}</td><td>timeout</td><td>{count}</td>", errors), \
             (trial, workload, count)
-    db.close()
     assert "<td>aborted</td>" in errors and "<td>skipped</td>" in errors and "stage 1 was rolled back" in errors
     assert "no answer within 5 s" in errors
 
@@ -250,8 +258,7 @@ def test_requests_are_thinned_to_the_budget_but_every_failure_is_kept(default_re
     with open_store(results / "results.sqlite") as db:
         counts = count_requests(db)
         requests = read_requests(db, 4, counts, max_points=20)
-        failed = dict(db.execute("SELECT workload, COUNT(*) FROM samples WHERE trial=4 AND ok=0 GROUP BY workload")
-                      .fetchall())
+        failed = Counter(s.workload for s in CampaignReader(db).samples(4) if not s.ok)
         whole = read_requests(db, 4)
     assert sum(len(r.ok_t) for r in requests.values()) <= 20 + len(requests)
     for name, req in requests.items():

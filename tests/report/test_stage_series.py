@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 
 from bench_plugin.report.html import write_report
 from bench_plugin.results.recorder import Recorder
+from bench_plugin.results.store import open_campaign
 from bench_plugin.results.telemetry_rows import TelemetryRow
 from bench_plugin.telemetry import fields as F
 
@@ -19,23 +21,20 @@ NOTE = "DCGM_FI_PROF_SM_ACTIVE: no series for llm (pod bench/llm-0, UUID GPU-123
 
 
 def stage_window(results: Path, trial: int, stage: int) -> tuple[float, float]:
-    db = sqlite3.connect(results / "results.sqlite")
-    try:
-        start, end = db.execute("SELECT started_s, ended_s FROM stages WHERE trial=? AND segment=0 AND stage=?",
-                                (trial, stage)).fetchone()
-        return float(start), float(end)
-    finally:
-        db.close()
+    """When stage ``stage`` of segment 0 of ``trial`` started and ended."""
+    with open_campaign(results / "results.sqlite") as reader:
+        (record,) = (t for t in reader.trials() if t.id == trial)
+    (found,) = (s for s in record.stages if s.segment == 0 and s.index == stage)
+    assert found.started_s is not None and found.ended_s is not None, found
+    return float(found.started_s), float(found.ended_s)
 
 
 def nvml_figures(results: Path, start: float, end: float, metric: str) -> tuple[float, float]:
-    """The oracle: mean and peak of the device-wide telemetry rows in the window, straight from the table."""
-    db = sqlite3.connect(results / "results.sqlite")
-    try:
-        values = [v for (v,) in db.execute("SELECT value FROM telemetry WHERE metric=? AND process IS NULL "
-                                           "AND t >= ? AND t <= ?", (metric, start, end))]
-    finally:
-        db.close()
+    """The oracle: mean and peak of every device-wide telemetry row in the window (read whole, not thinned), worked
+    out here rather than by the SQL aggregate the report uses."""
+    with open_campaign(results / "results.sqlite") as reader:
+        series = reader.telemetry_series(start, end, [metric], max_points=sys.maxsize)
+    values = [float(v) for line in series if line.process is None for v in line.value]
     assert values
     return sum(values) / len(values), max(values)
 

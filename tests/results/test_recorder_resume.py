@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -19,8 +20,16 @@ from bench_plugin.report.outputs import summarise
 from bench_plugin.results.pod_events import PodEvent
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.samples import Sample
-from bench_plugin.results.store import SUPERSEDABLE, StoreError, open_store, read_trials, store_version
+from bench_plugin.results.store import (
+    SUPERSEDABLE,
+    StoreError,
+    open_campaign,
+    open_store,
+    read_samples,
+    store_version,
+)
 from bench_plugin.results.telemetry_rows import TelemetryRow
+from bench_plugin.results.timeline import ArmApplied, StageEnd
 
 T = 1_800_000_000.0
 
@@ -35,7 +44,7 @@ def run_segment(rec: Recorder, trial: int, segment: int, stages: int, *, release
     """One segment of ``stages`` stages of 5 samples of ``workload`` each, released (ended) or not."""
     base = T + 100 * trial + 10 * segment
     rec.segment_applied(trial, segment, [workload], {workload: {"device": "cpu"}})
-    rec.event("arm_applied", trial, segment=segment)
+    rec.note(ArmApplied(segment=segment, placement={workload: {"device": "cpu"}}), trial)
     # Telemetry is found by time (the segment's start is the clock's now): a row just after it.
     rec.add_telemetry(trial, [TelemetryRow(time.time(), "cpu", "DCGM_FI_DEV_GPU_UTIL", 50.0, None)])
     for stage in range(stages):
@@ -43,7 +52,7 @@ def run_segment(rec: Recorder, trial: int, segment: int, stages: int, *, release
                           planned_s=1.0, arrivals={workload: 5})
         rec.add_samples([sample(trial, segment, stage, i, workload) for i in range(5)])
         rec.stage_ended(trial, segment, stage, base + stage + 1, "completed")
-        rec.event("stage_end", trial, segment=segment, stage=stage)
+        rec.note(StageEnd(segment=segment, stage=stage, status="completed", reason=None), trial)
     if release:
         rec.segment_released(trial, segment)
 
@@ -81,10 +90,9 @@ def test_commits_survive_a_sigkill_and_the_stage_in_flight_reads_as_running(tmp_
                           cwd=Path(__file__).resolve().parents[2])
     assert done.returncode == -signal.SIGKILL, done.stderr
     assert (tmp_path / "results.sqlite-wal").is_file()  # never closed: its last commits are in the log
-    with open_store(path) as db:
-        trials = read_trials(db)
-        counts = dict(db.execute("SELECT trial || '.' || segment || '.' || stage, COUNT(*) FROM samples "
-                                 "GROUP BY trial, segment, stage").fetchall())
+    with open_campaign(path) as reader:
+        trials = reader.trials()
+        counts = Counter(f"{s.trial}.{s.segment}.{s.stage}" for s in read_samples(reader.db))
     assert [(t.id, t.status) for t in trials] == [(1, "completed"), (2, "running")]
     assert counts == {"1.0.0": 5, "1.0.1": 5, "1.1.0": 5, "1.1.1": 5, "2.0.0": 5}
     (cut,) = trials[1].segments
@@ -93,10 +101,10 @@ def test_commits_survive_a_sigkill_and_the_stage_in_flight_reads_as_running(tmp_
     alone = tmp_path / "alone"
     alone.mkdir()
     shutil.copy(path, alone / "results.sqlite")
-    with open_store(alone / "results.sqlite") as db:
-        ended = db.execute("SELECT trial, segment FROM segments WHERE released_s IS NOT NULL").fetchall()
-        (samples,) = db.execute("SELECT COUNT(*) FROM samples WHERE trial=1").fetchone()
-    assert [tuple(row) for row in ended] == [(1, 0), (1, 1)] and samples == 20
+    with open_campaign(alone / "results.sqlite") as reader:
+        ended = [(t.id, s.index) for t in reader.trials() for s in t.segments if s.released_s is not None]
+        samples = len(reader.samples(1))
+    assert ended == [(1, 0), (1, 1)] and samples == 20
 
 
 def test_one_writer_at_a_time(tmp_path: Path) -> None:
@@ -152,15 +160,15 @@ def test_a_later_segment_takes_the_trials_telemetry_from_its_start_only(tmp_path
 def test_a_resumed_trial_keeps_its_first_start_only_with_a_kept_segment(tmp_path: Path) -> None:
     path = tmp_path / "results.sqlite"
     rec = campaign(path)
-    db = sqlite3.connect(path)
-    first = {i: s for i, s in db.execute("SELECT id, started_s FROM trials")}
+    with open_campaign(path) as reader:
+        first = {t.id: t.started_s for t in reader.trials()}
     rec.supersede_segment(2, 0, resume=1)
     rec._db.execute("UPDATE trials SET started_s=1.0 WHERE id=1")  # a start to recognise
     rec.trial_started(1)  # trial 1 keeps its segments: its start stays
     rec.trial_started(2)  # trial 2 kept nothing: it starts now
-    now = {i: s for i, s in db.execute("SELECT id, started_s FROM trials")}
+    with open_campaign(path) as reader:
+        now = {t.id: t.started_s for t in reader.trials()}
     assert now[1] == 1.0 and now[2] > first[2]
-    db.close()
     rec.close()
 
 

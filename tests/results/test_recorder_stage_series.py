@@ -6,7 +6,7 @@ import sqlite3
 from pathlib import Path
 
 from bench_plugin.results.recorder import Recorder
-from bench_plugin.results.store import SUPERSEDABLE, StageSeriesRecord, read_stage_series
+from bench_plugin.results.store import SUPERSEDABLE, StageSeriesRecord, open_campaign
 from bench_plugin.results.telemetry_rows import TelemetryRow
 from bench_plugin.telemetry import fields as F
 
@@ -26,13 +26,14 @@ def test_rows_and_notes_of_a_stage_are_written_together_and_read_back(tmp_path: 
     rec.add_stage_series(2, 0, 0, "prometheus", {"llm": ROWS["llm"]}, [])
     rec.add_stage_series(1, 1, 0, "prometheus", {}, [])  # nothing to write: no rows appear
     rec.close()
-    db = sqlite3.connect(tmp_path / "r.sqlite")
-    db.row_factory = sqlite3.Row
-    assert read_stage_series(db, 1) == [
+    with open_campaign(tmp_path / "r.sqlite") as reader:
+        first, second = reader.stage_series(1), reader.stage_series(2)
+    assert first == [
         StageSeriesRecord(0, 2, "prometheus", {"llm": ROWS["llm"], "asr": ROWS["asr"]}, NOTES),
         StageSeriesRecord(0, 3, "prometheus", {}, ["Prometheus at x unreachable: Connection refused"]),
     ]
-    assert read_stage_series(db, 2) == [StageSeriesRecord(0, 0, "prometheus", {"llm": ROWS["llm"]}, [])]
+    assert second == [StageSeriesRecord(0, 0, "prometheus", {"llm": ROWS["llm"]}, [])]
+    db = sqlite3.connect(tmp_path / "r.sqlite")  # the table itself: no row under any other trial either
     assert db.execute("SELECT COUNT(*) FROM stage_series").fetchone()[0] == 5
     db.close()
 

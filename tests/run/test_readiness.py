@@ -11,13 +11,14 @@ whose requests all fail with one protocol error stops the campaign instead of be
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
 from harness import manual_campaign as campaign
 from harness import quirky
+
+from bench_plugin.results.store import open_campaign, open_store, read_samples
 
 pytestmark = pytest.mark.slow
 
@@ -27,8 +28,9 @@ LLM: dict[str, Any] = {"model": "bench-synthetic", "api": "chat",
 
 
 def stored_samples(results: Path) -> int:
-    with sqlite3.connect(results / "results.sqlite") as db:
-        return int(db.execute("SELECT COUNT(*) FROM samples").fetchone()[0])
+    """How many samples the campaign under ``results`` stored."""
+    with open_store(results / "results.sqlite") as db:
+        return len(read_samples(db))
 
 
 def error_lines(output: str) -> list[str]:
@@ -47,10 +49,11 @@ def test_a_server_like_transformers_serve_is_measured_with_output_lengths_set_by
     assert llm["tokens_per_chunk"] == 1.0 and llm["itl_ms"]["p50"] is not None
     # the server sends a chunk every 4 ms: the gaps say so (and TPOT spreads the same time over the tokens)
     assert 3.5 <= llm["itl_ms"]["p50"] <= 40, llm["itl_ms"]
-    with sqlite3.connect(results / "results.sqlite") as db:
-        ends = db.execute("SELECT DISTINCT stream_end FROM samples").fetchall()
-        protocol = json.loads(db.execute("SELECT protocol FROM segments").fetchone()[0])
-    assert ends == [("finish",)]
+    with open_campaign(results / "results.sqlite") as reader:
+        trials = reader.trials()
+        ends = {sample.stream_end for sample in read_samples(reader.db)}
+    protocol = trials[0].segments[0].protocol
+    assert ends == {"finish"}
     assert protocol["llm"]["output_lengths"] == "model"
     assert "rejects ignore_eos, min_tokens (HTTP 422" in protocol["llm"]["note"]
     report = (results / "report.md").read_text() if (results / "report.md").exists() else ""

@@ -8,7 +8,8 @@ any class here the stage carries a note saying so rather than unattributed serie
 
 from __future__ import annotations
 
-import sqlite3
+import math
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from exporter_pages import C_GPU0, SERVED, page
 from harness import ROOT, run_locust
 from prometheus_testlib import PageServer, PrometheusProcess, ScrapeJob
 
+from bench_plugin.results.store import open_campaign
 from bench_plugin.sharing.processes import free_port
 from bench_plugin.telemetry import fields as F
 
@@ -34,11 +36,14 @@ def test_dcgm_scrape_and_prometheus_queries_in_a_campaign(
                        "--dcgm-url", f"http://{page_server.address}/campaign",
                        "--prometheus-url", prometheus.url, "--prometheus-lag", "1"], timeout=180)
     assert done.returncode == 0, done.stdout[-3000:]
-    db = sqlite3.connect(results / "results.sqlite")
-    util = [v for (v,) in db.execute("SELECT value FROM telemetry WHERE metric=?", (F.GPU_UTIL,))]
+    with open_campaign(results / "results.sqlite") as reader:
+        trials = reader.trials()
+        util = [float(value) for series in reader.telemetry_series(-math.inf, math.inf, [F.GPU_UTIL], sys.maxsize)
+                for value in series.value]  # every row of the metric, whichever trial, none thinned out
+        notes = [(series.stage, series.source, note) for t in trials for series in reader.stage_series(t.id)
+                 for note in series.notes]
     known = next(s.values[0] for s in SERVED if s.labels == C_GPU0 and s.metric == F.GPU_UTIL)
     assert util and set(util) == {known}, util
-    notes = list(db.execute("SELECT stage, source, note FROM stage_series_notes"))
     assert [(stage, source) for stage, source, _ in notes] == [(0, "prometheus")]
     assert "names no GPU" in notes[0][2]
 
@@ -53,8 +58,8 @@ def test_a_prometheus_url_at_a_dead_port_is_said_to_be_unreachable(tmp_path: Pat
                        "--prometheus-lag", "0"], timeout=180)
     assert done.returncode == 0, done.stdout[-3000:]
     assert f"bench_plugin: warning: no Prometheus query API at {dead}" in done.stdout, done.stdout[-3000:]
-    db = sqlite3.connect(results / "results.sqlite")
-    notes = [note for (note,) in db.execute("SELECT note FROM stage_series_notes ORDER BY rowid")]
+    with open_campaign(results / "results.sqlite") as reader:
+        notes = [note for t in reader.trials() for series in reader.stage_series(t.id) for note in series.notes]
     assert len(notes) == 2, notes
     assert notes[0].startswith(f"no Prometheus query API at {dead}: "), notes
     assert "names no GPU" in notes[1], notes

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from harness import ROOT, run_locust
 from thirdparty_testlib import Server, write_scenario
 
 from bench_plugin.loadgen.arrivals import arrival_count
+from bench_plugin.results.store import open_store, read_samples
 
 pytestmark = pytest.mark.slow
 
@@ -217,5 +217,6 @@ def test_fixed_output_lengths_are_refused_before_any_load(transformers_server: S
         assert word in errors[0], errors[0]
     store = refused.results / "results.sqlite"
     if store.is_file():
-        (samples,) = sqlite3.connect(store).execute("SELECT COUNT(*) FROM samples").fetchone()
+        with open_store(store) as db:
+            samples = len(read_samples(db))
         assert samples == 0, f"{samples} requests were measured before the refusal"

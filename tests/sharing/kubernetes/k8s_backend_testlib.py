@@ -8,8 +8,6 @@ never touched. The device plugin's ConfigMap lives in the test's namespace too.
 
 from __future__ import annotations
 
-import json
-import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -22,6 +20,8 @@ from k8s_cluster import Cluster, ClusterError, ClusterPoller, wait_for
 from k8s_deviceplugin import CONFIG_LABEL, GFD_LABELS
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
+
+from bench_plugin.results.store import open_campaign
 
 POOL_LABEL = "bench-test/pool"
 MANAGED = "app.kubernetes.io/managed-by=bench-plugin"
@@ -202,9 +202,5 @@ def scenario_with(path: Path, ns: str, disruption: dict[str, Any], classes: tupl
 
 def disruption_events(results: Path) -> list[dict[str, Any]]:
     """The campaign's ``disruption`` events, in time order, each with its trial."""
-    db = sqlite3.connect(f"file:{results / 'results.sqlite'}?mode=ro", uri=True)
-    try:
-        return [{**json.loads(detail), "trial": trial} for trial, detail in
-                db.execute("SELECT trial, detail FROM events WHERE kind='disruption' ORDER BY t")]
-    finally:
-        db.close()
+    with open_campaign(results / "results.sqlite") as reader:
+        return [{**event.detail, "trial": event.trial} for event in reader.events("disruption")]

@@ -11,7 +11,6 @@ allocate at all is refused by the preflight before anything is created.
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -29,6 +28,8 @@ from k8s_backend_testlib import (
 )
 from k8s_cluster import Cluster, wait_for
 from k8s_deviceplugin import CONFIG_LABEL, DevicePluginStandIn
+
+from bench_plugin.results.store import open_campaign
 
 pytestmark = pytest.mark.slow
 
@@ -129,8 +130,8 @@ def test_arm_short_of_gpus_fails_with_the_schedulers_reason(k8s_cluster: Cluster
     summary = json.loads((tmp_path / "results" / "summary.json").read_text())
     assert any("Insufficient nvidia.com/gpu" in r for r in summary["arms"]["exclusive"]["pods"]["reasons"])
     assert all(pod["ready_s"] is not None for pod in trials[0]["pods"])  # the shared arm's pods ran
-    with sqlite3.connect(tmp_path / "results" / "results.sqlite") as db:
-        kinds = {k for (k,) in db.execute("SELECT kind FROM pod_events WHERE trial=2")}
+    with open_campaign(tmp_path / "results" / "results.sqlite") as reader:
+        kinds = {event.kind for event in reader.pod_events(2)}
     assert {"created", "failed_scheduling", "deleted"} <= kinds, kinds
     assert "filler-0" not in {pod["pod"] for trial in trials for pod in trial["pods"]}  # only the plugin's pods
     report = (tmp_path / "results" / "report.md").read_text()

@@ -25,21 +25,22 @@ from k8s_backend_testlib import (
 from k8s_cluster import Cluster, wait_for
 from k8s_deviceplugin import CONFIG_LABEL, DevicePluginStandIn
 
+from bench_plugin.results.store import StoreError, open_campaign
+
 pytestmark = pytest.mark.slow
 
 CLASSES = ("llm", "embedding")
 
 
 def stages_started(db_path: Path) -> int:
+    """How many stages the campaign being written to ``db_path`` has started (0 before the store exists)."""
     if not db_path.exists():
         return 0
-    db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
     try:
-        return int(db.execute("SELECT count(*) FROM stages").fetchone()[0])
-    except sqlite3.OperationalError:
+        with open_campaign(db_path) as reader:
+            return sum(len(trial.stages) for trial in reader.trials())
+    except (StoreError, sqlite3.OperationalError):  # the store is still being created
         return 0
-    finally:
-        db.close()
 
 
 def test_ctrl_c_mid_campaign_restores_the_cluster(k8s_cluster: Cluster, k8s_namespace: str, tmp_path: Path,
