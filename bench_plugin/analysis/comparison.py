@@ -24,6 +24,7 @@ from bench_plugin.results.summary import (
     TrialSummary,
     Verdict,
 )
+from bench_plugin.scenario import Arm
 
 METHOD: dict[str, str] = {
     "pairing": "repeat r of each arm against repeat r of the control, at the same stage (same offered load)",
@@ -65,7 +66,7 @@ def _device_name(placement: dict[str, Any], models: dict[str, Any]) -> str:
     return f"{where} ({model})" if model else where
 
 
-def _conditions(arm: dict[str, Any], control: dict[str, Any] | None, trials: list[TrialSummary],
+def _conditions(arm: Arm, control: Arm | None, trials: list[TrialSummary],
                 conditions: dict[str, Any]) -> Conditions:
     backend = conditions.get("backend") or {}
     models = {d.get("name"): d.get("model") for d in backend.get("devices") or []}
@@ -81,8 +82,8 @@ def _conditions(arm: dict[str, Any], control: dict[str, Any] | None, trials: lis
         backend=backend.get("backend"),
         devices=used,
         driver=backend.get("driver"),
-        sharing=str(arm.get("sharing")),
-        control_sharing=str(control.get("sharing")) if control else None,
+        sharing=arm.sharing,
+        control_sharing=control.sharing if control else None,
         load_range={name: (min(v), max(v)) for name, v in loads.items()},
         arrival=arrival,
         repeats=len({t.repeat for t in trials}),
@@ -94,15 +95,15 @@ def build_comparison(trials: list[TrialSummary], scenario: StoredScenario, condi
     """Compare every arm of the stored scenario with its control arm: the summary's ``comparison`` section."""
     arms = scenario.arms
     control = scenario.control
-    control_trials = [t for t in trials if control and t.arm == control["name"]]
+    control_trials = [t for t in trials if control and t.arm == control.name]
     out: dict[str, ArmComparison] = {}
     adaptive = scenario.searched
     for arm in arms:
-        mine = [t for t in trials if t.arm == arm["name"]]
-        is_control = control is not None and arm["name"] == control["name"]
+        mine = [t for t in trials if t.arm == arm.name]
+        is_control = control is not None and arm.name == control.name
         reference = None if is_control or control is None else control_trials
         if adaptive:
-            out[arm["name"]] = _searched_arm(arm, mine, reference, control, control_trials, conditions)
+            out[arm.name] = _searched_arm(arm, mine, reference, control, control_trials, conditions)
             continue
         arrival = next((s.arrival for t in mine for s in t.stages), None)
         boundary = arm_boundary(mine, objectives, arrival)
@@ -111,19 +112,19 @@ def build_comparison(trials: list[TrialSummary], scenario: StoredScenario, condi
         verdicts = {i: stage_verdict(s) for i, s in stages.items()} if reference is not None else {}
         verdict = None
         if reference is not None and control is not None:
-            verdict = overall_verdict(arm["name"], control["name"], [(stages[i], verdicts[i]) for i in order],
+            verdict = overall_verdict(arm.name, control.name, [(stages[i], verdicts[i]) for i in order],
                                       boundary, _conditions(arm, control, mine, conditions))
-        out[arm["name"]] = ArmComparison(
-            sharing=arm.get("sharing"), is_control=is_control,
+        out[arm.name] = ArmComparison(
+            sharing=arm.sharing, is_control=is_control,
             devices_charged=spread([t.devices_charged for t in mine]), boundary=boundary,
             stages=[_with_verdict(stages[i], verdicts.get(i)) for i in sorted(stages)],
             verdict=verdict,
         )
-    return Comparison(control=control["name"] if control else None, method=METHOD, arms=out)
+    return Comparison(control=control.name if control else None, method=METHOD, arms=out)
 
 
-def _searched_arm(arm: dict[str, Any], mine: list[TrialSummary], reference: list[TrialSummary] | None,
-                  control: dict[str, Any] | None, control_trials: list[TrialSummary],
+def _searched_arm(arm: Arm, mine: list[TrialSummary], reference: list[TrialSummary] | None,
+                  control: Arm | None, control_trials: list[TrialSummary],
                   conditions: dict[str, Any]) -> ArmComparison:
     """An arm of an adaptive campaign: its searched boundary and capacity per device against the control's."""
     capacity = arm_capacity(mine, reference)
@@ -144,10 +145,10 @@ def _searched_arm(arm: dict[str, Any], mine: list[TrialSummary], reference: list
     verdict = None
     ref_capacity = arm_capacity(control_trials, None) if reference is not None else None
     if capacity is not None and ref_capacity is not None and control is not None:
-        call, sentence = capacity_text(arm["name"], control["name"], capacity, ref_capacity)
+        call, sentence = capacity_text(arm.name, control.name, capacity, ref_capacity)
         verdict = Verdict(call=call, text=sentence, worth_it_up_to_stage=None,
                           conditions=_conditions(arm, control, mine, conditions))
-    return ArmComparison(sharing=arm.get("sharing"), is_control=reference is None,
+    return ArmComparison(sharing=arm.sharing, is_control=reference is None,
                          devices_charged=spread([t.devices_charged for t in mine]), boundary=boundary,
                          verdict=verdict, search=capacity)
 

@@ -40,8 +40,7 @@ def objectives_from_scenario(scenario: StoredScenario) -> dict[str, ClassObjecti
     """Per class, the SLOs and error budget stored with the campaign."""
     out: dict[str, ClassObjectives] = {}
     for name, spec in scenario.classes.items():
-        if spec and spec.get("slo"):
-            out[name] = ClassObjectives(Slo.model_validate(spec["slo"]), float(spec.get("error_budget", 0.01)))
+        out[name] = ClassObjectives(spec.slo, spec.error_budget)
     return out
 
 

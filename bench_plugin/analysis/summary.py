@@ -383,9 +383,9 @@ def build_summary(reader: CampaignReader) -> Summary:
     scenario = record.scenario
     objectives = objectives_from_scenario(scenario)
     trials = [trial_summary(reader, trial, objectives) for trial in reader.trials()]
-    arm_names = [a["name"] for a in scenario.arms]
+    arm_names = [a.name for a in scenario.arms]
     control_arm = scenario.control
-    control = control_arm["name"] if control_arm is not None else None
+    control = control_arm.name if control_arm is not None else None
     status = record.status or {"status": "interrupted", "reason": "the run ended without closing the store"}
     return Summary(
         scenario=ScenarioRef(name=scenario.name, sha256=scenario.sha256, path=scenario.path),
@@ -395,7 +395,7 @@ def build_summary(reader: CampaignReader) -> Summary:
         control=control,
         request_sets=record.request_sets,
         conditions=record.conditions,
-        slo={name: spec.get("slo") for name, spec in scenario.classes.items() if spec},
+        slo={name: spec.slo.model_dump(mode="json") for name, spec in scenario.classes.items()},
         trials=trials,
         arms={arm: _arm_figures(trials, arm, control if arm != control else None) for arm in arm_names},
         comparison=record_comparison(record, trials, objectives),

@@ -14,6 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from bench_plugin.scenario import Arm, ClassSpec, Scenario
+
 
 class _Record(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
@@ -21,34 +23,36 @@ class _Record(BaseModel):
 
 class StoredScenario(_Record):
     """The scenario as the campaign recorded it: its name, file, sha256, and the whole of it as it ran
-    (``resolved``: the validated scenario after the command line's overrides, in its JSON form)."""
+    (``resolved``: the scenario after the command line's overrides, validated again as it is read back, so
+    a store holds a scenario this code can run or is refused naming the field)."""
 
     name: str | None = None
     sha256: str | None = None
     path: str | None = None
-    resolved: dict[str, Any] = Field(default_factory=dict)
+    resolved: Scenario | None = None
+    """None only in a store that recorded no scenario."""
 
     @property
-    def arms(self) -> list[dict[str, Any]]:
+    def arms(self) -> list[Arm]:
         """The arms, in the scenario's order."""
-        arms = self.resolved.get("arms") or []
-        return [arm for arm in arms if isinstance(arm, dict)]
+        return list(self.resolved.arms) if self.resolved is not None else []
 
     @property
-    def control(self) -> dict[str, Any] | None:
+    def control(self) -> Arm | None:
         """The control arm, if one is marked."""
-        return next((arm for arm in self.arms if arm.get("control")), None)
+        return next((arm for arm in self.arms if arm.control), None)
 
     @property
-    def classes(self) -> dict[str, dict[str, Any]]:
-        """Class -> its settings (SLOs, error budget, ...)."""
-        classes = self.resolved.get("classes") or {}
-        return {name: spec for name, spec in classes.items() if isinstance(spec, dict)}
+    def classes(self) -> dict[str, ClassSpec]:
+        """Class -> its settings (SLOs, error budget, ...), in the canonical order."""
+        if self.resolved is None:
+            return {}
+        return {name: self.resolved.classes.get(name) for name in self.resolved.classes.names()}
 
     @property
     def searched(self) -> bool:
         """Whether the campaign searched its boundary (a ``search`` section) rather than ran fixed stages."""
-        return bool(self.resolved.get("search"))
+        return self.resolved is not None and self.resolved.search is not None
 
 
 class CampaignRecord(_Record):

@@ -6,6 +6,7 @@ import math
 
 import pytest
 from analysis_builders import objectives, stats
+from stored_scenario import resolved
 
 from bench_plugin.analysis.objectives import (
     ClassObjectives,
@@ -74,11 +75,13 @@ def test_nothing_succeeding_fails_the_latency_slo_and_a_zero_budget_any_error() 
 
 
 def test_objectives_come_from_the_stored_scenario() -> None:
-    meta = {"resolved": {"classes": {"llm": {"slo": {"p95_ms": 2000, "ttft_p95_ms": 1000, "tpot_p95_ms": None},
-                                             "error_budget": 0.02}, "asr": None}}}
+    meta = {"resolved": resolved([{"name": "a", "control": True}], {
+        "asr": {"slo": {"p95_ms": 3000}},
+        "llm": {"slo": {"p95_ms": 2000, "ttft_p95_ms": 1000, "tpot_p95_ms": None}, "error_budget": 0.02}})}
     got = objectives_from_scenario(StoredScenario.model_validate(meta))
-    assert list(got) == ["llm"]
+    assert list(got) == ["llm", "asr"]  # in the classes' usual order, each with its own limits
     assert got["llm"].slo.ttft_p95_ms == 1000 and got["llm"].error_budget == 0.02
+    assert got["asr"].slo.p95_ms == 3000 and got["asr"].error_budget == 0.01  # the scenario's default budget
 
 
 def names(criteria: list[Criterion]) -> list[tuple[str, float | None, bool]]:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from stored_scenario import resolved
 
 from bench_plugin.analysis.summary import devices_charged
 from bench_plugin.report.outputs import summarise
@@ -21,14 +22,12 @@ from bench_plugin.results.store import open_store, read_trials
 
 SCENARIO = {
     "name": "hand", "sha256": "0" * 64, "path": "hand.yaml",
-    "resolved": {
-        "arms": [{"name": "exclusive", "control": True, "sharing": "exclusive", "classes": {}},
-                 {"name": "shared", "control": False, "sharing": "time-slicing", "classes": {}}],
-        "classes": {
-            "llm": {"slo": {"p95_ms": 1000.0, "ttft_p95_ms": 200.0, "tpot_p95_ms": 50.0}, "error_budget": 0.1},
-            "embedding": {"slo": {"p95_ms": 500.0, "ttft_p95_ms": None, "tpot_p95_ms": None}, "error_budget": 0.1},
-        },
-    },
+    "resolved": resolved(
+        [{"name": "exclusive", "control": True, "sharing": "exclusive", "classes": {}},
+         {"name": "shared", "control": False, "sharing": "time-slicing", "classes": {}}],
+        {"llm": {"slo": {"p95_ms": 1000.0, "ttft_p95_ms": 200.0, "tpot_p95_ms": 50.0}, "error_budget": 0.1},
+         "embedding": {"slo": {"p95_ms": 500.0, "ttft_p95_ms": None, "tpot_p95_ms": None}, "error_budget": 0.1}},
+    ),
 }
 CONDITIONS = {"backend": {"backend": "local", "driver": "550.54.15",
                           "devices": [{"name": "cuda:0", "model": "NVIDIA H200"}]}}

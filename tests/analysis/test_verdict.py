@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from analysis_builders import objectives, stage, stats, trial
+from stored_scenario import resolved
 
 from bench_plugin.analysis.capacity import capacity_text
 from bench_plugin.analysis.comparison import build_comparison
@@ -114,8 +115,9 @@ def test_not_compared_without_a_control_measurement() -> None:
     assert verdict_of(arm("shared", 9.0, 400.0, 1), control).call == NOT_COMPARED
 
 
-SCENARIO = StoredScenario(resolved={"arms": [{"name": "exclusive", "control": True, "sharing": "exclusive"},
-                                             {"name": "shared", "control": False, "sharing": "time-slicing"}]})
+SCENARIO = StoredScenario.model_validate({"resolved": resolved(
+    [{"name": "exclusive", "control": True, "sharing": "exclusive"},
+     {"name": "shared", "control": False, "sharing": "time-slicing"}], {"llm": {"slo": {"p95_ms": 1000.0}}})})
 CONDITIONS = {"backend": {"backend": "local", "driver": "550.54.15",
                           "devices": [{"name": "cuda:0", "model": "NVIDIA H200"}]}}
 

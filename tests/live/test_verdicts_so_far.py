@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from stored_scenario import resolved
 
 from bench_plugin.live.view import LiveView
 from bench_plugin.report.outputs import summarise
@@ -32,13 +33,10 @@ ARMS = [{"name": "exclusive", "control": True, "sharing": "exclusive"},
         {"name": "mps", "control": False, "sharing": "mps"}]
 SCENARIO = {
     "name": "live", "sha256": "0" * 64, "path": "live.yaml",
-    "resolved": {
-        "arms": ARMS,
-        "classes": {
-            "llm": {"slo": {"p95_ms": 1000.0, "ttft_p95_ms": 300.0, "tpot_p95_ms": 100.0}, "error_budget": 0.05},
-            "embedding": {"slo": {"p95_ms": 500.0, "ttft_p95_ms": None, "tpot_p95_ms": None}, "error_budget": 0.05},
-        },
-    },
+    "resolved": resolved(ARMS, {
+        "llm": {"slo": {"p95_ms": 1000.0, "ttft_p95_ms": 300.0, "tpot_p95_ms": 100.0}, "error_budget": 0.05},
+        "embedding": {"slo": {"p95_ms": 500.0, "ttft_p95_ms": None, "tpot_p95_ms": None}, "error_budget": 0.05},
+    }),
 }
 CONDITIONS = {"backend": {"backend": "local", "devices": [{"name": "cuda:0", "model": "NVIDIA H200"}]}}
 STAGES = [("low", {"llm": 2.0, "embedding": 4.0}), ("high", {"llm": 4.0, "embedding": 8.0})]

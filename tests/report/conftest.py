@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from stored_scenario import resolved
 
 from bench_plugin.report.html import write_report
 from bench_plugin.report.outputs import write_summaries
@@ -61,7 +62,7 @@ def _meta(rec: Recorder) -> None:
     arms = [{"name": "exclusive", "control": True, "sharing": "exclusive"},
             {"name": "shared", "control": False, "sharing": "time-slicing"}]
     rec.set_meta("scenario", {"name": "synthetic", "path": "scenarios/synthetic.yaml", "sha256": "ab" * 32,
-                              "resolved": {"arms": arms, "classes": {n: {"slo": _resolved_slo(n)} for n in CLASSES}}})
+                              "resolved": resolved(arms, {n: {"slo": _resolved_slo(n)} for n in CLASSES})})
     rec.set_meta("overrides", {"arm": None, "repeats": None, "stage_duration": 4})
     rec.set_meta("classes", CLASSES)
     rec.set_meta("request_sets", {n: {"count": 8, "sha256": f"{i}" * 64, "source": f"generated(seed={i})",

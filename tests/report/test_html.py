@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from stored_scenario import resolved
 
 from bench_plugin.report.comparison import NO_COMPARISON
 from bench_plugin.report.html import write_report
@@ -233,7 +234,8 @@ def test_an_interrupted_campaign_still_reports_and_says_so(make_campaign: MakeCa
 def test_a_campaign_that_failed_before_any_stage_still_reports(tmp_path: Path) -> None:
     rec = Recorder(tmp_path / "results.sqlite")
     rec.set_meta("scenario", {"name": "broken", "path": "s.yaml", "sha256": "0" * 64,
-                              "resolved": {"arms": [{"name": "exclusive", "control": True}], "classes": {}}})
+                              "resolved": resolved([{"name": "exclusive", "control": True}],
+                                                   {"llm": {"slo": {"p95_ms": 1000.0}}})})
     rec.add_trial(1, 0, "exclusive", 1, {"name": "exclusive"})
     rec.trial_started(1)
     rec.trial_ended(1, "failed", "llm never answered within 120 s")

@@ -8,6 +8,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from stored_scenario import resolved
 
 from bench_plugin.report.outputs import summarise, write_outputs
 from bench_plugin.results.pod_events import PodEvent
@@ -30,7 +31,8 @@ MESSAGE = "0/1 nodes are available: 1 Insufficient nvidia.com/gpu. preemption: 0
 def campaign(path: Path, pods: bool = True) -> None:
     """One trial of one arm; with ``pods``, its pods' events as the pod watch delivers them (not in time order)."""
     rec = Recorder(path)
-    rec.set_meta("scenario", {"name": "s", "resolved": {"arms": [{"name": "a", "control": True}]}})
+    rec.set_meta("scenario", {"name": "s", "resolved": resolved([{"name": "a", "control": True}],
+                                                                {"llm": {"slo": {"p95_ms": 1000.0}}})})
     rec.add_trial(1, 0, "a", 1, {"name": "a"})
     rec.trial_started(1)
     if pods:

@@ -15,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from stored_scenario import resolved
 
 from bench_plugin.report.outputs import summarise
 from bench_plugin.results.pod_events import PodEvent
@@ -60,7 +61,9 @@ def run_segment(rec: Recorder, trial: int, segment: int, stages: int, *, release
 def campaign(path: Path) -> Recorder:
     """Trial 1 ended (two segments); trial 2 cut short in its segment 0, after its first stage."""
     rec = Recorder(path)
-    rec.set_meta("scenario", {"name": "s", "sha256": "ab" * 32, "resolved": {"arms": [{"name": "a", "control": True}]}})
+    classes = {"llm": {"slo": {"p95_ms": 1000.0}}, "embedding": {"slo": {"p95_ms": 500.0}}}
+    rec.set_meta("scenario", {"name": "s", "sha256": "ab" * 32,
+                              "resolved": resolved([{"name": "a", "control": True}], classes)})
     for trial in (1, 2):
         rec.add_trial(trial, trial - 1, "a", trial, {"name": "a"})
     rec.trial_started(1)
@@ -79,7 +82,7 @@ def test_commits_survive_a_sigkill_and_the_stage_in_flight_reads_as_running(tmp_
     path = tmp_path / "results.sqlite"
     script = textwrap.dedent(f"""
         import os, signal, sys
-        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        sys.path[:0] = [{str(Path(__file__).parent)!r}, {str(Path(__file__).parents[1])!r}]
         from pathlib import Path
         from test_recorder_resume import campaign, sample
         rec = campaign(Path({str(path)!r}))

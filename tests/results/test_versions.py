@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from stored_scenario import resolved
 
 from bench_plugin.report.outputs import summarise
 from bench_plugin.results.recorder import Recorder
@@ -98,7 +99,8 @@ def test_summary_json_is_compared_by_meaning_and_the_first_difference_is_named()
 
 def small_store(path: Path) -> None:
     rec = Recorder(path)
-    rec.set_meta("scenario", {"name": "s", "resolved": {"arms": [{"name": "a", "control": True}]}})
+    rec.set_meta("scenario", {"name": "s", "resolved": resolved([{"name": "a", "control": True}],
+                                                                {"llm": {"slo": {"p95_ms": 1000.0}}})})
     rec.add_trial(1, 0, "a", 1, {"name": "a"})
     rec.trial_started(1)
     rec.trial_ended(1, "completed")
