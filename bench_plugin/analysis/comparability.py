@@ -66,7 +66,7 @@ def fixed_conditions(campaign: Campaign) -> dict[str, Any]:
         out[f"classes.{name}.server"] = spec.get("server")
         out[f"classes.{name}.arrival"] = spec.get("arrival")
     for name, request_set in (summary.request_sets or {}).items():
-        out[f"request_sets.{name}.sha256"] = request_set.get("sha256")
+        out[f"request_sets.{name}.sha256"] = request_set.sha256
     out["stages"] = [{k: v for k, v in stage.items() if k != "name"} for stage in campaign.scenario.get("stages", [])]
     packages = (summary.conditions or {}).get("packages") or {}
     for name in VERSIONED:

@@ -46,6 +46,7 @@ from bench_plugin.results.store import (
     read_trials,
     store_version,
 )
+from bench_plugin.results.summary import Overrides
 from bench_plugin.results.timeline import Resumed
 from bench_plugin.run.schedule import Done, Trial
 
@@ -130,10 +131,10 @@ def options_for(recorded: Recorded, scenario: str | None, results_dir: str | Non
     if results_dir is not None and Path(results_dir).resolve() != recorded.directory.resolve():
         raise recorded.refused(f"--results-dir {results_dir} is another directory (a resumed campaign writes "
                                "into its own)")
-    kept = recorded.record.overrides or {}
+    kept = recorded.record.overrides or Overrides()
     overrides: dict[str, Any] = {}
     for name in OVERRIDES:
-        mine, theirs = given.get(name), kept.get(name)
+        mine, theirs = given.get(name), getattr(kept, name)
         if mine is not None and mine != theirs:
             flag = "--" + name.replace("_", "-")
             raise recorded.refused(f"{flag} {mine} vs {theirs if theirs is not None else 'not given'} (recorded)")

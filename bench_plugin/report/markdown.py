@@ -92,8 +92,8 @@ def _stage_sections(summary: Summary, level: str) -> list[str]:
     return lines
 
 
-def _overrides(summary: Summary) -> dict[str, Any]:
-    return {k: v for k, v in (summary.overrides or {}).items() if v is not None}
+def _overrides(summary: Summary) -> dict[str, str | int | float]:
+    return summary.overrides.given() if summary.overrides else {}
 
 
 def _status(summary: Summary) -> str:
@@ -112,7 +112,7 @@ def render_summary(summary: Summary) -> str:
         f"- overrides: {_overrides(summary) or 'none'}",
     ]
     for name, rs in (summary.request_sets or {}).items():
-        lines.append(f"- request set {name}: {rs['count']} requests, sha256 `{rs['sha256'][:16]}…` ({rs['source']})")
+        lines.append(f"- request set {name}: {rs.count} requests, sha256 `{rs.sha256[:16]}…` ({rs.source})")
     backend = (summary.conditions or {}).get("backend", {})
     lines.append(f"- backend: {backend.get('backend')}; devices: "
                  + ", ".join(f"{d['name']} ({d['model']})" for d in backend.get("devices", [])))
@@ -207,8 +207,7 @@ def _conditions_section(summary: Summary, started_s: float | None,
     for row in resume_rows(summary.status):
         lines.append("- " + "; ".join(f"{column} {value}" for column, value in zip(RESUME_COLUMNS, row, strict=True)))
     for name, rs in (summary.request_sets or {}).items():
-        lines.append(f"- request set {name}: {rs.get('count')} requests, sha256 `{rs.get('sha256')}` "
-                     f"({rs.get('source')})")
+        lines.append(f"- request set {name}: {rs.count} requests, sha256 `{rs.sha256}` ({rs.source})")
     packages = cond.get("packages") or {}
     if packages:
         lines.append("- packages: " + ", ".join(f"{k} {v}" for k, v in sorted(packages.items())))

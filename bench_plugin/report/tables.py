@@ -105,7 +105,7 @@ def conditions_section(summary: Summary, record: CampaignRecord, trials: Sequenc
         _kv([
             ("scenario", scenario.name), ("scenario file", code(scenario.path)),
             ("scenario sha256", code(scenario.sha256)),
-            ("overrides", {k: v for k, v in (summary.overrides or {}).items() if v is not None} or "none"),
+            ("overrides", (summary.overrides.given() if summary.overrides else {}) or "none"),
             ("started", when(record.started_s)), ("ended", when(status.ended_s)),
             ("status", status_text(status)),
             ("command line", code(shlex.join(command) if isinstance(command, list) else command)),
@@ -116,7 +116,7 @@ def conditions_section(summary: Summary, record: CampaignRecord, trials: Sequenc
         *(["<h3>Resumes</h3>", table(list(RESUME_COLUMNS), resume_rows(status))] if status.resumed else []),
         "<h3>Request sets</h3>",
         table(["class", "requests", "sha256", "source"],
-              [[name, rs.get("count"), code(rs.get("sha256")), rs.get("source")]
+              [[name, rs.count, code(rs.sha256), rs.source]
                for name, rs in (summary.request_sets or {}).items()]),
         *([f"<ul>{''.join(f'<li>{esc(line)}</li>' for line in lines)}</ul>"]
           if (lines := output_length_lines(summary)) else []),

@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from bench_plugin.results.summary import Overrides, RequestSetRef
 from bench_plugin.scenario import Arm, ClassSpec, Scenario
 
 
@@ -61,11 +62,11 @@ class CampaignRecord(_Record):
     scenario: StoredScenario = Field(default_factory=StoredScenario)
     classes: list[str] | None = None
     """The classes the campaign sent (those of the scenario its locustfile has a user class of)."""
-    request_sets: dict[str, dict[str, Any]] | None = None
+    request_sets: dict[str, RequestSetRef] | None = None
     """Class -> its request set's description (its sha256 among it)."""
     conditions: dict[str, Any] | None = None
     """Where and how it ran: host, platform, packages, source revision and digest, command, backend."""
-    overrides: dict[str, Any] | None = None
+    overrides: Overrides | None = None
     """``arm``, ``repeats``, ``stage_duration`` as the command line gave them (None where not)."""
     started_s: float | None = None
     status: dict[str, Any] | None = None
@@ -77,4 +78,4 @@ class CampaignRecord(_Record):
 
     def request_set_sha256(self) -> dict[str, str | None]:
         """Class -> its request set's sha256."""
-        return {name: (described or {}).get("sha256") for name, described in (self.request_sets or {}).items()}
+        return {name: described.sha256 for name, described in (self.request_sets or {}).items()}

@@ -655,16 +655,43 @@ class CampaignStatus(Model):
     """Every resume, oldest first (empty: the campaign ran in one process)."""
 
 
+class Overrides(Model):
+    """What the command line overrode of the scenario (None: not given): recorded, and taken again on a resume."""
+
+    arm: str | None = None
+    """``--arm``: the arms run (the rest of the scenario's were left out)."""
+    repeats: int | None = None
+    """``--repeats``."""
+    stage_duration: float | None = None
+    """``--stage-duration``, in seconds."""
+
+    def given(self) -> dict[str, str | int | float]:
+        """The overrides that were given, by name."""
+        return {name: value for name, value in self.model_dump().items() if value is not None}
+
+
+class RequestSetRef(Model):
+    """A class's request set as the campaign recorded it: enough to tell whether another campaign sent the same."""
+
+    workload: str
+    count: int
+    """How many requests it holds."""
+    sha256: str
+    """The hash of its items (scenario/request_sets.py), the same on every load generator."""
+    source: str
+    """Where it came from: a file, or ``generated(seed=N)``."""
+
+
 class Summary(Model):
     """The whole summary.json document."""
 
     schema_: Literal["bench_plugin.summary/2"] = Field(default=SCHEMA, alias="schema")
     scenario: ScenarioRef
     status: CampaignStatus
-    overrides: dict[str, Any] | None = None
+    overrides: Overrides | None = None
     classes: list[str] | None = None
     control: str | None = None
-    request_sets: dict[str, dict[str, Any]] | None = None
+    request_sets: dict[str, RequestSetRef] | None = None
     conditions: dict[str, Any] | None = None
     slo: dict[str, dict[str, float | None] | None] = Field(default_factory=dict)
     trials: list[TrialSummary] = Field(default_factory=list)

@@ -59,7 +59,8 @@ def store(directory: Path, *, status: str | None = None, trial_2: str = "cut") -
     rec.set_meta("scenario", {"name": "s", "path": str(directory / "scenario.yaml"), "sha256": SHA})
     rec.set_meta("overrides", {"arm": None, "repeats": None, "stage_duration": 2.0})
     rec.set_meta("classes", ["embedding"])
-    rec.set_meta("request_sets", {"embedding": {"sha256": "ee" * 32, "count": 4}})
+    rec.set_meta("request_sets", {"embedding": {"workload": "embedding", "sha256": "ee" * 32, "count": 4,
+                                                "source": "generated(seed=2)"}})
     rec.set_meta("conditions", CONDITIONS)
     for trial in plan_trials(scenario()):
         rec.add_trial(trial.id, trial.position, trial.arm.name, trial.repeat, {})
@@ -170,7 +171,8 @@ def test_the_recorded_scenario_and_overrides_are_used_unless_given_and_the_same(
 
 
 def recorded_with(conditions: dict[str, Any]) -> Recorded:
-    meta = {"scenario": {"sha256": SHA}, "classes": ["embedding"], "request_sets": {"embedding": {"sha256": "ee" * 32}},
+    embedding = {"workload": "embedding", "sha256": "ee" * 32, "count": 4, "source": "generated(seed=2)"}
+    meta = {"scenario": {"sha256": SHA}, "classes": ["embedding"], "request_sets": {"embedding": embedding},
             "conditions": conditions}
     return Recorded(Path("r"), "r", CampaignRecord.model_validate(meta), [])
 
