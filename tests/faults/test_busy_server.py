@@ -11,12 +11,14 @@ budget, not a protocol failure and not a server that stopped serving.
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
 from harness import manual_campaign, quirky
+
+from bench_plugin.results.store import open_campaign, read_samples
 
 pytestmark = pytest.mark.slow
 
@@ -30,11 +32,11 @@ def test_a_server_still_loading_is_waited_for(tmp_path: Path) -> None:
         done, results = manual_campaign(tmp_path, url, {"llm": LLM}, {"llm": 4}, duration_s=2)
     assert done.returncode == 0, done.stdout[-3000:]
     assert "Traceback" not in done.stdout
-    with sqlite3.connect(results / "results.sqlite") as db:
-        (ready,) = db.execute("SELECT ready FROM segments").fetchone()
-        samples = db.execute("SELECT ok FROM samples WHERE stage >= 0").fetchall()
-    assert json.loads(ready)["llm"] >= started + 3 - 0.5, (ready, started)  # not before the 503s ended
-    assert samples == [(1,)] * 8, samples
+    with open_campaign(results / "results.sqlite") as reader:
+        ready = reader.trials()[0].segments[0].ready
+        samples = [s.ok for s in read_samples(reader.db) if s.stage >= 0]
+    assert ready["llm"] >= started + 3 - 0.5, (ready, started)  # not before the 503s ended
+    assert samples == [True] * 8, samples
 
 
 def test_load_shed_with_429_is_the_stages_errors(tmp_path: Path) -> None:
@@ -43,9 +45,9 @@ def test_load_shed_with_429_is_the_stages_errors(tmp_path: Path) -> None:
         done, results = manual_campaign(tmp_path, url, {"llm": llm}, {"llm": 20}, duration_s=3)
     assert done.returncode == 0, done.stdout[-3000:]
     assert "Traceback" not in done.stdout
-    with sqlite3.connect(results / "results.sqlite") as db:
-        kinds = dict(db.execute("SELECT coalesce(error, 'ok'), count(*) FROM samples WHERE stage >= 0 GROUP BY 1"))
-        (status,) = db.execute("SELECT status FROM stages").fetchone()
+    with open_campaign(results / "results.sqlite") as reader:
+        kinds = Counter("ok" if s.error is None else s.error for s in read_samples(reader.db) if s.stage >= 0)
+        status = reader.trials()[0].stages[0].status
     assert set(kinds) == {"ok", "http_429"} and sum(kinds.values()) == 60, kinds  # 20 req/s x 3 s, each recorded
     assert status == "completed"
     stage = json.loads((results / "summary.json").read_text())["trials"][0]["stages"][0]["classes"]["llm"]

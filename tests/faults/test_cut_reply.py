@@ -10,11 +10,12 @@ stage is in results.sqlite and counted in summary.json.
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 
 import pytest
 from harness import manual_campaign, quirky
+
+from bench_plugin.results.store import open_campaign, read_samples
 
 pytestmark = pytest.mark.slow
 
@@ -26,10 +27,10 @@ def test_a_reply_cut_off_mid_body_is_a_connection_error_of_its_sample(tmp_path: 
     with quirky(tmp_path, "--cut-every", "2") as url:
         done, results = manual_campaign(tmp_path, url, {"embedding": EMBEDDING}, {"embedding": 8}, duration_s=3)
     assert "Traceback" not in done.stdout, done.stdout[-3000:]
-    with sqlite3.connect(results / "results.sqlite") as db:
-        rows = db.execute("SELECT ok, error, detail FROM samples WHERE stage >= 0").fetchall()
-    assert len(rows) == 24, len(rows)  # 8 req/s x 3 s, each one recorded
-    cut = [(error, detail) for ok, error, detail in rows if not ok]
+    with open_campaign(results / "results.sqlite") as reader:
+        samples = [s for s in read_samples(reader.db) if s.stage >= 0]
+    assert len(samples) == 24, len(samples)  # 8 req/s x 3 s, each one recorded
+    cut = [(s.error, s.detail) for s in samples if not s.ok]
     assert 8 <= len(cut) <= 16, cut  # every second reply of the server's, readiness and warm-up included
     assert {error for error, _ in cut} == {"connection"}, cut
     assert all(detail.startswith("reply cut off while reading its body: ") for _, detail in cut), cut

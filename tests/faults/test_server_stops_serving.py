@@ -10,12 +10,13 @@ stage ``invalid`` so no boundary is read from it, and leave no server process be
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from pathlib import Path
 
 import pytest
 from harness import ROOT, quirky, run_locust, scenario_variant, server_processes
+
+from bench_plugin.results.store import open_campaign, read_samples
 
 pytestmark = pytest.mark.slow
 
@@ -38,10 +39,11 @@ def campaign(tmp_path: Path, url: str | None, warmup: str, llm: dict[str, object
     return done.returncode, done.stdout, results, time.time() - began
 
 
-def stage_rows(results: Path) -> tuple[list[tuple[str, str]], list[tuple[int, str | None]]]:
-    with sqlite3.connect(results / "results.sqlite") as db:
-        stages = db.execute("SELECT status, reason FROM stages ORDER BY stage").fetchall()
-        samples = db.execute("SELECT ok, error FROM samples WHERE stage >= 0").fetchall()
+def stage_rows(results: Path) -> tuple[list[tuple[str, str | None]], list[tuple[bool, str | None]]]:
+    """(status, reason) of every stage, in order, and (ok, error) of every measured sample, as recorded."""
+    with open_campaign(results / "results.sqlite") as reader:
+        stages = [(s.status, s.reason) for trial in reader.trials() for s in trial.stages]
+        samples = [(s.ok, s.error) for s in read_samples(reader.db) if s.stage >= 0]
     return stages, samples
 
 
@@ -72,7 +74,7 @@ def test_streams_that_never_end_in_a_stage_are_timeouts_and_no_boundary(tmp_path
     assert took < 60, took
     stages, samples = stage_rows(results)
     assert [status for status, _ in stages] == ["invalid"], stages
-    assert samples == [(0, "timeout")] * 6  # 2 req/s x 3 s, each one a timeout at 2 s: none lost
+    assert samples == [(False, "timeout")] * 6  # 2 req/s x 3 s, each one a timeout at 2 s: none lost
     stage = json.loads((results / "summary.json").read_text())["trials"][0]["stages"][0]
     assert stage["status"] == "invalid" and stage["classes"]["llm"]["errors"] == 6, stage
     assert "below the lowest" not in out  # not read as the arm's boundary
@@ -85,7 +87,7 @@ def test_a_warm_up_request_that_fails_alone_is_a_warning(tmp_path: Path) -> None
     assert code == 0, out[-3000:]
     assert "warm-up of llm: 1 of 1 requests failed (WarmupTimeout: no whole reply within 2 s)" in out, out[-3000:]
     stages, samples = stage_rows(results)
-    assert [status for status, _ in stages] == ["completed"] and samples == [(1, None)] * 6, (stages, samples)
+    assert [status for status, _ in stages] == ["completed"] and samples == [(True, None)] * 6, (stages, samples)
 
 
 def test_a_server_that_exits_mid_stage_fails_the_campaign_with_its_exit_code_and_log(tmp_path: Path) -> None:
@@ -100,6 +102,6 @@ def test_a_server_that_exits_mid_stage_fails_the_campaign_with_its_exit_code_and
     assert "quirky: dying on chat request 5" in out  # the server's last log lines are in the reason
     stages, samples = stage_rows(results)
     assert [status for status, _ in stages] == ["invalid"], stages
-    assert samples[:2] == [(1, None), (1, None)], samples  # what it served before it died is kept
+    assert samples[:2] == [(True, None), (True, None)], samples  # what it served before it died is kept
     assert all(ok or error == "connection" for ok, error in samples), samples
     assert server_processes(results) == {}, "a server was left running"

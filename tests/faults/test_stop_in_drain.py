@@ -13,10 +13,13 @@ import json
 import signal
 import sqlite3
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
 from harness import quirky, scenario_variant, start_locust, stop_process
+
+from bench_plugin.results.store import StoreError, open_campaign, read_samples
 
 pytestmark = pytest.mark.slow
 
@@ -25,12 +28,16 @@ EMBEDDING = {"model": "bench-synthetic", "requests": {"count": 4, "batch_size": 
 
 
 def stage_status(results: Path) -> str | None:
-    try:
-        with sqlite3.connect(f"file:{results / 'results.sqlite'}?mode=ro", uri=True) as db:
-            row = db.execute("SELECT status FROM stages WHERE stage=0").fetchone()
-    except sqlite3.OperationalError:
+    """The status of stage 0 as the store has it so far; None before it has one."""
+    path = results / "results.sqlite"
+    if not path.exists():
         return None
-    return row[0] if row else None
+    try:
+        with open_campaign(path) as reader:
+            trials = reader.trials()
+    except (StoreError, sqlite3.OperationalError):  # the store is still being created
+        return None
+    return next((s.status for trial in trials for s in trial.stages if s.index == 0), None)
 
 
 def test_ctrl_c_in_the_final_drain_leaves_the_stage_interrupted_not_failed(tmp_path: Path) -> None:
@@ -53,9 +60,10 @@ def test_ctrl_c_in_the_final_drain_leaves_the_stage_interrupted_not_failed(tmp_p
     output = log.read_text()
     assert code == 130, output
     assert "Traceback" not in output, output
-    with sqlite3.connect(results / "results.sqlite") as db:
-        status, reason = db.execute("SELECT status, reason FROM stages WHERE stage=0").fetchone()
-        kinds = dict(db.execute("SELECT coalesce(error, 'ok'), count(*) FROM samples WHERE stage=0 GROUP BY 1"))
+    with open_campaign(results / "results.sqlite") as reader:
+        (stage,) = (s for trial in reader.trials() for s in trial.stages if s.index == 0)
+        kinds = Counter("ok" if s.error is None else s.error for s in read_samples(reader.db) if s.stage == 0)
+    status, reason = stage.status, stage.reason
     assert status == "interrupted", (status, reason)
     assert reason.startswith("the run was stopped while ") and reason.endswith(
         " of its requests were still in flight (Ctrl-C)"), reason
