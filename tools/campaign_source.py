@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench_plugin.results.provenance import digest_sources  # noqa: E402 (the checkout's own package)
 from bench_plugin.results.store import StoreError, open_store, read_record  # noqa: E402
+from bench_plugin.results.summary import Provenance  # noqa: E402
 
 STORE = "results.sqlite"
 
@@ -44,13 +45,13 @@ def recorded(results: Path) -> tuple[str, str | None]:
         store = _store_of(results, Path(scratch))
         try:
             with open_store(store) as db:
-                conditions = read_record(db).conditions or {}
+                conditions = read_record(db).conditions or Provenance()
         except (StoreError, sqlite3.DatabaseError) as exc:
             raise Refused(f"{results}: {exc}") from None
-    digest = conditions.get("source_digest")
+    digest = conditions.source_digest
     if not digest:
         raise Refused(f"{results}: the campaign recorded no bench_plugin source digest (conditions.source_digest)")
-    return str(digest), conditions.get("source_revision")
+    return digest, conditions.source_revision
 
 
 def _store_of(results: Path, scratch: Path) -> Path:

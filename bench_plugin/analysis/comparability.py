@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from bench_plugin.results.summary import Summary
+from bench_plugin.results.summary import Provenance, Summary
 
 VERSIONED = ("bench-plugin", "locust", "torch")
 """Packages whose version is part of the fixed conditions (the load generator and the servers)."""
@@ -68,7 +68,7 @@ def fixed_conditions(campaign: Campaign) -> dict[str, Any]:
     for name, request_set in (summary.request_sets or {}).items():
         out[f"request_sets.{name}.sha256"] = request_set.sha256
     out["stages"] = [{k: v for k, v in stage.items() if k != "name"} for stage in campaign.scenario.get("stages", [])]
-    packages = (summary.conditions or {}).get("packages") or {}
+    packages = (summary.conditions.packages if summary.conditions else None) or {}
     for name in VERSIONED:
         out[f"packages.{name}"] = packages.get(name)
     return out
@@ -76,12 +76,12 @@ def fixed_conditions(campaign: Campaign) -> dict[str, Any]:
 
 def context_conditions(campaign: Campaign) -> dict[str, Any]:
     """Conditions that may legitimately differ (they are what a comparison looks at)."""
-    conditions = campaign.summary.conditions or {}
-    backend = conditions.get("backend") or {}
+    conditions = campaign.summary.conditions or Provenance()
+    backend = conditions.backend or {}
     stages = [stage for trial in campaign.summary.trials for stage in trial.stages]
     others = [stage.host.others_cores for stage in stages if stage.host and stage.host.others_cores is not None]
     return {
-        "host": conditions.get("host"),
+        "host": conditions.host,
         "devices": [d.get("model") for d in backend.get("devices", [])],
         "driver": backend.get("driver"),
         "arms": [a.get("name") for a in campaign.scenario.get("arms", [])],

@@ -20,6 +20,7 @@ from bench_plugin.results.summary import (
     Boundary,
     Comparison,
     Conditions,
+    Provenance,
     StageComparison,
     TrialSummary,
     Verdict,
@@ -67,8 +68,8 @@ def _device_name(placement: dict[str, Any], models: dict[str, Any]) -> str:
 
 
 def _conditions(arm: Arm, control: Arm | None, trials: list[TrialSummary],
-                conditions: dict[str, Any]) -> Conditions:
-    backend = conditions.get("backend") or {}
+                conditions: Provenance) -> Conditions:
+    backend = conditions.backend or {}
     models = {d.get("name"): d.get("model") for d in backend.get("devices") or []}
     used = sorted({_device_name(p, models) for t in trials for p in t.placement.values() if p.get("device")})
     loads: dict[str, list[float]] = {}
@@ -90,7 +91,7 @@ def _conditions(arm: Arm, control: Arm | None, trials: list[TrialSummary],
     )
 
 
-def build_comparison(trials: list[TrialSummary], scenario: StoredScenario, conditions: dict[str, Any],
+def build_comparison(trials: list[TrialSummary], scenario: StoredScenario, conditions: Provenance,
                      objectives: dict[str, ClassObjectives]) -> Comparison:
     """Compare every arm of the stored scenario with its control arm: the summary's ``comparison`` section."""
     arms = scenario.arms
@@ -125,7 +126,7 @@ def build_comparison(trials: list[TrialSummary], scenario: StoredScenario, condi
 
 def _searched_arm(arm: Arm, mine: list[TrialSummary], reference: list[TrialSummary] | None,
                   control: Arm | None, control_trials: list[TrialSummary],
-                  conditions: dict[str, Any]) -> ArmComparison:
+                  conditions: Provenance) -> ArmComparison:
     """An arm of an adaptive campaign: its searched boundary and capacity per device against the control's."""
     capacity = arm_capacity(mine, reference)
     status = "not measured" if capacity is None else capacity.per_repeat[0].status

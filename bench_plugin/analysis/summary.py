@@ -42,6 +42,7 @@ from bench_plugin.results.summary import (
     GeneratorUse,
     HostLoad,
     Interval,
+    Provenance,
     ScenarioRef,
     StageGpu,
     StageSummary,
@@ -408,4 +409,4 @@ def record_comparison(record: CampaignRecord, trials: list[TrialSummary],
 
     build_summary and the live view's verdicts so far (which summarises each trial once, as it ends) both use it.
     """
-    return build_comparison(trials, record.scenario, record.conditions or {}, objectives)
+    return build_comparison(trials, record.scenario, record.conditions or Provenance(), objectives)

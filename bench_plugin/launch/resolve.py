@@ -201,6 +201,7 @@ def resuming(recorded: resume.Recorded, scenario: Scenario, sha256: str, class_n
                                   conditions=conditions)
     except resume.ResumeRefused as exc:
         fail(str(exc))
-    for line in resume.other_units(recorded.record.conditions or {}, conditions):
+    recorded_conditions = recorded.record.conditions
+    for line in resume.other_units(recorded_conditions.model_dump() if recorded_conditions else {}, conditions):
         sys.stderr.write(f"bench_plugin: warning: --resume {recorded.given}: {line}\n")
     return resuming

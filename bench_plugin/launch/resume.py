@@ -161,7 +161,7 @@ def differences(recorded: Recorded, *, scenario_sha256: str, classes: list[str],
     for name in sorted(set(sets) | set(request_sets)):
         if sets.get(name) != request_sets.get(name):
             out.append(f"request set {name}: sha256 {_short(sets.get(name))} vs {_short(request_sets.get(name))}")
-    out += condition_differences(record.conditions or {}, conditions)
+    out += condition_differences(record.conditions.model_dump() if record.conditions else {}, conditions)
     return out
 
 

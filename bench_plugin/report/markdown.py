@@ -37,7 +37,7 @@ from bench_plugin.report.placement import cpus_by_arm
 from bench_plugin.report.protocol import output_length_lines
 from bench_plugin.report.stage_groups import StageGroup, group_rows, stage_groups
 from bench_plugin.report.stage_series import TrialSeries, markdown_section
-from bench_plugin.results.summary import Comparison, Summary
+from bench_plugin.results.summary import Comparison, Provenance, Summary
 
 SPREAD_NOTE = ("Figures are mean ± 95% CI half-width over repeats (Student t; none with one repeat). Ratios to "
                "the control (1.71x [0.90, 3.20]) are geometric means with their 95% CI [lo, hi], computed on the "
@@ -113,7 +113,7 @@ def render_summary(summary: Summary) -> str:
     ]
     for name, rs in (summary.request_sets or {}).items():
         lines.append(f"- request set {name}: {rs.count} requests, sha256 `{rs.sha256[:16]}…` ({rs.source})")
-    backend = (summary.conditions or {}).get("backend", {})
+    backend = (summary.conditions.backend if summary.conditions else None) or {}
     lines.append(f"- backend: {backend.get('backend')}; devices: "
                  + ", ".join(f"{d['name']} ({d['model']})" for d in backend.get("devices", [])))
     lines += ["", f"{SPREAD_NOTE} "
@@ -190,15 +190,15 @@ def _boundary_section(comparison: Comparison) -> list[str]:
 def _conditions_section(summary: Summary, started_s: float | None,
                         arm_settings: dict[str, dict[str, Any]] | None) -> list[str]:
     scenario = summary.scenario
-    cond = summary.conditions or {}
-    backend = cond.get("backend") or {}
-    command = cond.get("command")
+    cond = summary.conditions or Provenance()
+    backend = cond.backend or {}
+    command = cond.command
     started = dt.datetime.fromtimestamp(started_s, tz=dt.UTC).strftime("%Y-%m-%d %H:%M UTC") if started_s else "-"
     lines = [
         "## Conditions", "", *guide.markdown("conditions"),
         f"- scenario: `{scenario.path}` sha256 `{scenario.sha256}`; overrides: {_overrides(summary) or 'none'}",
-        f"- started: {started}; host {cond.get('host')}; {cond.get('platform')}; python {cond.get('python')}",
-        f"- source revision: `{cond.get('source_revision')}`",
+        f"- started: {started}; host {cond.host}; {cond.platform}; python {cond.python}",
+        f"- source revision: `{cond.source_revision}`",
         f"- command: `{shlex.join(command) if isinstance(command, list) else command}`",
         f"- backend: {backend.get('backend')}; devices: "
         + (", ".join(f"{d.get('name')} ({d.get('model')})" for d in backend.get("devices") or []) or "-")
@@ -208,7 +208,7 @@ def _conditions_section(summary: Summary, started_s: float | None,
         lines.append("- " + "; ".join(f"{column} {value}" for column, value in zip(RESUME_COLUMNS, row, strict=True)))
     for name, rs in (summary.request_sets or {}).items():
         lines.append(f"- request set {name}: {rs.count} requests, sha256 `{rs.sha256}` ({rs.source})")
-    packages = cond.get("packages") or {}
+    packages = cond.packages or {}
     if packages:
         lines.append("- packages: " + ", ".join(f"{k} {v}" for k, v in sorted(packages.items())))
     for arm, config in (arm_settings or {}).items():

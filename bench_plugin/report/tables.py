@@ -20,7 +20,7 @@ from bench_plugin.report.placement import cpus_label
 from bench_plugin.report.protocol import output_length_lines
 from bench_plugin.results.record import CampaignRecord
 from bench_plugin.results.store import FailureGroup, StageRecord, TrialRecord
-from bench_plugin.results.summary import Summary
+from bench_plugin.results.summary import Provenance, Summary
 
 
 class Raw(str):
@@ -96,9 +96,9 @@ def _kv(pairs: Iterable[tuple[str, Any]]) -> str:
 def conditions_section(summary: Summary, record: CampaignRecord, trials: Sequence[TrialRecord]) -> str:
     """Everything needed to rerun the campaign, as HTML."""
     scenario = summary.scenario
-    cond = summary.conditions or record.conditions or {}
+    cond = summary.conditions or record.conditions or Provenance()
     status = summary.status
-    command = cond.get("command")
+    command = cond.command
     shown = {"backend", "command", "host", "platform", "python", "packages", "source_revision"}
     parts = [
         "<h3>Campaign</h3>",
@@ -109,9 +109,10 @@ def conditions_section(summary: Summary, record: CampaignRecord, trials: Sequenc
             ("started", when(record.started_s)), ("ended", when(status.ended_s)),
             ("status", status_text(status)),
             ("command line", code(shlex.join(command) if isinstance(command, list) else command)),
-            ("source revision", code(cond.get("source_revision"))),
-            ("host", cond.get("host")), ("platform", cond.get("platform")), ("python", cond.get("python")),
-            *[(k, code(v) if isinstance(v, dict | list) else v) for k, v in sorted(cond.items()) if k not in shown],
+            ("source revision", code(cond.source_revision)),
+            ("host", cond.host), ("platform", cond.platform), ("python", cond.python),
+            *[(k, code(v) if isinstance(v, dict | list) else v) for k, v in sorted(cond.model_dump().items())
+              if k not in shown],
         ]),
         *(["<h3>Resumes</h3>", table(list(RESUME_COLUMNS), resume_rows(status))] if status.resumed else []),
         "<h3>Request sets</h3>",
@@ -120,9 +121,9 @@ def conditions_section(summary: Summary, record: CampaignRecord, trials: Sequenc
                for name, rs in (summary.request_sets or {}).items()]),
         *([f"<ul>{''.join(f'<li>{esc(line)}</li>' for line in lines)}</ul>"]
           if (lines := output_length_lines(summary)) else []),
-        _backend(cond.get("backend") or {}),
+        _backend(cond.backend or {}),
         "<h3>Package versions</h3>",
-        table(["package", "version"], sorted((cond.get("packages") or {}).items())),
+        table(["package", "version"], sorted((cond.packages or {}).items())),
         "<h3>Arms</h3>",
         _arms(trials, summary.control),
         "<h3>Servers (each trial's command lines)</h3>",

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bench_plugin.results.summary import Overrides, RequestSetRef
+from bench_plugin.results.summary import Overrides, Provenance, RequestSetRef
 from bench_plugin.scenario import Arm, ClassSpec, Scenario
 
 
@@ -64,7 +64,7 @@ class CampaignRecord(_Record):
     """The classes the campaign sent (those of the scenario its locustfile has a user class of)."""
     request_sets: dict[str, RequestSetRef] | None = None
     """Class -> its request set's description (its sha256 among it)."""
-    conditions: dict[str, Any] | None = None
+    conditions: Provenance | None = None
     """Where and how it ran: host, platform, packages, source revision and digest, command, backend."""
     overrides: Overrides | None = None
     """``arm``, ``repeats``, ``stage_duration`` as the command line gave them (None where not)."""

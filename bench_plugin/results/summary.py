@@ -30,7 +30,16 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    computed_field,
+    model_serializer,
+    model_validator,
+)
 
 SCHEMA: Literal["bench_plugin.summary/2"] = "bench_plugin.summary/2"
 """The schema this code writes and the only one it reads."""
@@ -673,13 +682,38 @@ class Overrides(Model):
 class RequestSetRef(Model):
     """A class's request set as the campaign recorded it: enough to tell whether another campaign sent the same."""
 
-    workload: str
+    # In the order of their names, as the store keeps them.
     count: int
     """How many requests it holds."""
     sha256: str
     """The hash of its items (scenario/request_sets.py), the same on every load generator."""
     source: str
     """Where it came from: a file, or ``generated(seed=N)``."""
+    workload: str
+
+
+class Provenance(Model):
+    """Where and how the campaign ran (launch/conditions.py): enough to rerun it, and to tell apart the
+    conditions of another campaign. Each fact is written only where it was recorded, so a campaign from
+    before a fact existed (``source_digest``) reads and writes as it was."""
+
+    # In the order of their names, as the store keeps them.
+    backend: dict[str, Any] | None = None
+    """The sharing backend's own description (SharingBackend.describe: its name, devices, driver, ...)."""
+    command: list[str] | None = None
+    host: str | None = None
+    packages: dict[str, str | None] | None = None
+    """Package -> its installed version (None: not installed), for the packages that shape a measurement."""
+    platform: str | None = None
+    python: str | None = None
+    source_digest: str | None = None
+    """The sha256 of bench_plugin's own source files (results/provenance.py)."""
+    source_revision: str | None = None
+    """The git revision of the source that ran, where it was a git checkout."""
+
+    @model_serializer(mode="wrap")
+    def _recorded_only(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return {key: value for key, value in handler(self).items() if key in self.model_fields_set}
 
 
 class Summary(Model):
@@ -692,7 +726,7 @@ class Summary(Model):
     classes: list[str] | None = None
     control: str | None = None
     request_sets: dict[str, RequestSetRef] | None = None
-    conditions: dict[str, Any] | None = None
+    conditions: Provenance | None = None
     slo: dict[str, dict[str, float | None] | None] = Field(default_factory=dict)
     trials: list[TrialSummary] = Field(default_factory=list)
     arms: dict[str, ArmFigures] = Field(default_factory=dict)

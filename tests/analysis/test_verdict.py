@@ -21,7 +21,7 @@ from bench_plugin.analysis.verdict import (
     stage_verdict,
 )
 from bench_plugin.results.record import StoredScenario
-from bench_plugin.results.summary import Capacity, RepeatCapacity, TrialSummary
+from bench_plugin.results.summary import Capacity, Provenance, RepeatCapacity, TrialSummary
 
 OBJ = objectives(p95=1000.0, budget=0.05)
 NOISE = (0.0, 0.1, -0.1)
@@ -118,8 +118,8 @@ def test_not_compared_without_a_control_measurement() -> None:
 SCENARIO = StoredScenario.model_validate({"resolved": resolved(
     [{"name": "exclusive", "control": True, "sharing": "exclusive"},
      {"name": "shared", "control": False, "sharing": "time-slicing"}], {"llm": {"slo": {"p95_ms": 1000.0}}})})
-CONDITIONS = {"backend": {"backend": "local", "driver": "550.54.15",
-                          "devices": [{"name": "cuda:0", "model": "NVIDIA H200"}]}}
+CONDITIONS = Provenance(backend={"backend": "local", "driver": "550.54.15",
+                                 "devices": [{"name": "cuda:0", "model": "NVIDIA H200"}]})
 
 
 def test_overall_worth_it_up_to_a_stage_then_a_trade_off_with_the_numbers_and_conditions() -> None:
