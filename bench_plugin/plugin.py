@@ -409,7 +409,7 @@ def _record_campaign(plugin: BenchPlugin, launch: Launch) -> None:
     rec.set_meta("overrides", dict(launch.overrides))
     rec.set_meta("classes", list(launch.class_names))
     rec.set_meta("request_sets", {name: rs.describe() for name, rs in launch.request_sets.items()})
-    rec.set_meta("conditions", dict(launch.conditions))
+    rec.set_meta("conditions", launch.conditions.model_dump(mode="json"))
     (plugin.results_dir / "scenario.yaml").write_text(launch.scenario_path.read_text(encoding="utf-8"),
                                                       encoding="utf-8")
     (plugin.results_dir / "scenario.resolved.json").write_text(

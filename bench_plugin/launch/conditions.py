@@ -11,21 +11,21 @@ from __future__ import annotations
 import platform
 import socket
 import sys
-from typing import Any
 
 from bench_plugin.results.provenance import package_versions, source_digest, source_revision
+from bench_plugin.results.summary import Provenance
 from bench_plugin.sharing.base import SharingBackend
 
 
-def collect_conditions(backend: SharingBackend) -> dict[str, Any]:
-    """The conditions table of a campaign."""
-    return {
-        "host": socket.gethostname(),
-        "platform": platform.platform(),
-        "python": sys.version.split()[0],
-        "packages": package_versions(),
-        "source_revision": source_revision(),
-        "source_digest": source_digest(),
-        "command": sys.argv,
-        "backend": backend.describe(),
-    }
+def collect_conditions(backend: SharingBackend) -> Provenance:
+    """The conditions of a campaign run by this process, on ``backend``."""
+    return Provenance(
+        host=socket.gethostname(),
+        platform=platform.platform(),
+        python=sys.version.split()[0],
+        packages=package_versions(),
+        source_revision=source_revision(),
+        source_digest=source_digest(),
+        command=list(sys.argv),
+        backend=backend.describe(),
+    )

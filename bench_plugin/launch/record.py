@@ -19,6 +19,7 @@ from locust.env import Environment
 
 from bench_plugin.launch import resolve, resume
 from bench_plugin.launch.conditions import collect_conditions
+from bench_plugin.results.summary import Provenance
 from bench_plugin.scenario import Scenario, ScenarioError, scenario_sha256
 from bench_plugin.scenario.request_sets import RequestSet, build_request_sets
 from bench_plugin.sharing.base import ApplyError, SharingBackend
@@ -38,7 +39,7 @@ class Launch:
     results_dir: Path
     backend: SharingBackend
     telemetry: TelemetryOptions
-    conditions: Mapping[str, Any]
+    conditions: Provenance
     """Where and how the campaign runs (launch/conditions.py)."""
     overrides: Mapping[str, Any]
     """``--arm``, ``--repeats``, ``--stage-duration`` as given (None where not), recorded with the results."""

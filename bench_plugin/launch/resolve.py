@@ -14,13 +14,14 @@ import tempfile
 import time
 from argparse import Namespace
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from locust.env import Environment
 
 from bench_plugin.analysis.planning import sample_warnings
 from bench_plugin.launch import resume
 from bench_plugin.launch.options import BACKENDS, HOST_OPTIONS, check_base_url, parse_service_urls
+from bench_plugin.results.summary import Provenance
 from bench_plugin.run.schedule import plan_trials
 from bench_plugin.scenario import Scenario, ScenarioError, load_scenario
 from bench_plugin.scenario.kubernetes import dns_label_problem
@@ -193,7 +194,7 @@ def check_prometheus(options: TelemetryOptions) -> None:
 
 
 def resuming(recorded: resume.Recorded, scenario: Scenario, sha256: str, class_names: list[str],
-              request_sets: dict[str, RequestSet], conditions: dict[str, Any]) -> resume.Resuming:
+              request_sets: dict[str, RequestSet], conditions: Provenance) -> resume.Resuming:
     """The checked plan of a resume; a different experiment is refused in one line naming what differs."""
     try:
         resuming = resume.prepare(recorded, trials=plan_trials(scenario), scenario_sha256=sha256,
@@ -201,7 +202,6 @@ def resuming(recorded: resume.Recorded, scenario: Scenario, sha256: str, class_n
                                   conditions=conditions)
     except resume.ResumeRefused as exc:
         fail(str(exc))
-    recorded_conditions = recorded.record.conditions
-    for line in resume.other_units(recorded_conditions.model_dump() if recorded_conditions else {}, conditions):
+    for line in resume.other_units(recorded.record.conditions or Provenance(), conditions):
         sys.stderr.write(f"bench_plugin: warning: --resume {recorded.given}: {line}\n")
     return resuming

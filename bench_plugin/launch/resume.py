@@ -46,7 +46,7 @@ from bench_plugin.results.store import (
     read_trials,
     store_version,
 )
-from bench_plugin.results.summary import Overrides
+from bench_plugin.results.summary import Overrides, Provenance
 from bench_plugin.results.timeline import Resumed
 from bench_plugin.run.schedule import Done, Trial
 
@@ -148,7 +148,7 @@ def options_for(recorded: Recorded, scenario: str | None, results_dir: str | Non
 
 
 def differences(recorded: Recorded, *, scenario_sha256: str, classes: list[str], request_sets: dict[str, str],
-                conditions: dict[str, Any]) -> list[str]:
+                conditions: Provenance) -> list[str]:
     """``what: recorded vs now`` for each fixed condition that differs (empty: the same experiment)."""
     record = recorded.record
     out: list[str] = []
@@ -161,14 +161,14 @@ def differences(recorded: Recorded, *, scenario_sha256: str, classes: list[str],
     for name in sorted(set(sets) | set(request_sets)):
         if sets.get(name) != request_sets.get(name):
             out.append(f"request set {name}: sha256 {_short(sets.get(name))} vs {_short(request_sets.get(name))}")
-    out += condition_differences(record.conditions.model_dump() if record.conditions else {}, conditions)
+    out += condition_differences(record.conditions or Provenance(), conditions)
     return out
 
 
-def condition_differences(theirs: dict[str, Any], mine: dict[str, Any]) -> list[str]:
+def condition_differences(theirs: Provenance, mine: Provenance) -> list[str]:
     """Differences of the conditions that shape a measurement: backend, devices, driver, Python, packages, source."""
     out: list[str] = []
-    back_theirs, back_mine = theirs.get("backend") or {}, mine.get("backend") or {}
+    back_theirs, back_mine = theirs.backend or {}, mine.backend or {}
     if back_theirs.get("backend") != back_mine.get("backend"):
         out.append(f"backend {back_theirs.get('backend')} vs {back_mine.get('backend')}")
     dev_theirs, dev_mine = devices(back_theirs), devices(back_mine)
@@ -178,14 +178,14 @@ def condition_differences(theirs: dict[str, Any], mine: dict[str, Any]) -> list[
     for key, label in (("driver", "driver"), ("cuda_driver", "CUDA driver"), ("server_version", "Kubernetes")):
         if back_theirs.get(key) != back_mine.get(key):
             out.append(f"{label} {back_theirs.get(key)} vs {back_mine.get(key)}")
-    if theirs.get("python") != mine.get("python"):
-        out.append(f"python {theirs.get('python')} vs {mine.get('python')}")
-    pkg_theirs, pkg_mine = theirs.get("packages") or {}, mine.get("packages") or {}
+    if theirs.python != mine.python:
+        out.append(f"python {theirs.python} vs {mine.python}")
+    pkg_theirs, pkg_mine = theirs.packages or {}, mine.packages or {}
     for name in sorted(set(pkg_theirs) | set(pkg_mine)):
         if pkg_theirs.get(name) != pkg_mine.get(name):
             out.append(f"package {name}: {pkg_theirs.get(name)} vs {pkg_mine.get(name)}")
-    if theirs.get("source_digest") and theirs.get("source_digest") != mine.get("source_digest"):
-        out.append(f"bench_plugin source {theirs.get('source_digest')} vs {mine.get('source_digest')}")
+    if theirs.source_digest and theirs.source_digest != mine.source_digest:
+        out.append(f"bench_plugin source {theirs.source_digest} vs {mine.source_digest}")
     return out
 
 
@@ -206,11 +206,11 @@ def devices(backend: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def other_units(theirs: dict[str, Any], mine: dict[str, Any]) -> list[str]:
+def other_units(theirs: Provenance, mine: Provenance) -> list[str]:
     """Warnings for devices of the same model that are other units (another UUID): figures may shift a little."""
-    ids = {d.get("name"): d.get("uuid") for d in (theirs.get("backend") or {}).get("devices") or []}
+    ids = {d.get("name"): d.get("uuid") for d in (theirs.backend or {}).get("devices") or []}
     return [f"device {d.get('name')} is another unit of the same model ({ids[d.get('name')]} vs {d.get('uuid')})"
-            for d in (mine.get("backend") or {}).get("devices") or []
+            for d in (mine.backend or {}).get("devices") or []
             if ids.get(d.get("name")) and d.get("uuid") and ids[d.get("name")] != d.get("uuid")]
 
 
@@ -252,7 +252,7 @@ def plan(recorded: Recorded, trials: list[Trial]) -> Plan:
     return Plan(Done(frozenset(done), frozenset(kept)), kept, rerun)
 
 
-def begin(recorded: Recorded, resume_plan: Plan, recorder: Recorder, conditions: dict[str, Any]) -> dict[str, Any]:
+def begin(recorded: Recorded, resume_plan: Plan, recorder: Recorder, conditions: Provenance) -> dict[str, Any]:
     """Supersede the unfinished attempts, and record the resume (meta ``resumes``, a ``resumed`` event).
 
     The previous status is dropped: until this process ends the campaign again, the store reads as
@@ -269,7 +269,7 @@ def begin(recorded: Recorded, resume_plan: Plan, recorder: Recorder, conditions:
         "number": number, "at_s": time.time(), "previous_status": status.get("status"),
         "previous_reason": status.get("reason"), "kept": [list(k) for k in resume_plan.kept],
         "rerun": [list(k) for k in resume_plan.rerun], "superseded": {k: v for k, v in superseded.items() if v},
-        "host": conditions.get("host"), "command": conditions.get("command"),
+        "host": conditions.host, "command": conditions.command,
     }
     recorder.drop_meta("status")
     recorder.set_meta("resumes", [*recorded.resumes, record])
@@ -291,13 +291,13 @@ class Resuming:
 
     recorded: Recorded
     plan: Plan
-    conditions: dict[str, Any]
+    conditions: Provenance
     trials: list[Trial]
     """The campaign's schedule (campaign.plan_trials)."""
 
 
 def prepare(recorded: Recorded, *, trials: list[Trial], scenario_sha256: str, classes: list[str],
-            request_sets: dict[str, str], conditions: dict[str, Any]) -> Resuming:
+            request_sets: dict[str, str], conditions: Provenance) -> Resuming:
     """Check that this process runs the recorded experiment, and plan what is left; ResumeRefused if not."""
     found = differences(recorded, scenario_sha256=scenario_sha256, classes=classes, request_sets=request_sets,
                         conditions=conditions)

@@ -30,6 +30,7 @@ from bench_plugin.launch.resume import (
 from bench_plugin.results.provenance import package_versions, source_digest
 from bench_plugin.results.record import CampaignRecord
 from bench_plugin.results.recorder import Recorder
+from bench_plugin.results.summary import Provenance
 from bench_plugin.run.schedule import Done, plan_trials
 from bench_plugin.scenario import Scenario
 
@@ -177,9 +178,14 @@ def recorded_with(conditions: dict[str, Any]) -> Recorded:
     return Recorded(Path("r"), "r", CampaignRecord.model_validate(meta), [])
 
 
+def compare(theirs: dict[str, Any], mine: dict[str, Any]) -> list[str]:
+    """condition_differences of two conditions given as the store keeps them."""
+    return condition_differences(Provenance.model_validate(theirs), Provenance.model_validate(mine))
+
+
 def test_the_same_experiment_has_no_differences() -> None:
     assert differences(recorded_with(CONDITIONS), scenario_sha256=SHA, classes=["embedding"],
-                       request_sets={"embedding": "ee" * 32}, conditions=copy.deepcopy(CONDITIONS)) == []
+                       request_sets={"embedding": "ee" * 32}, conditions=Provenance.model_validate(CONDITIONS)) == []
 
 
 def test_each_difference_is_named_recorded_vs_now() -> None:
@@ -190,7 +196,8 @@ def test_each_difference_is_named_recorded_vs_now() -> None:
     now["python"] = "3.12.1"
     now["source_digest"] = "0123456789ab"
     found = differences(recorded_with(CONDITIONS), scenario_sha256="ab" * 32, classes=["embedding", "asr"],
-                        request_sets={"embedding": "ff" * 32, "asr": "aa" * 32}, conditions=now)
+                        request_sets={"embedding": "ff" * 32, "asr": "aa" * 32},
+                        conditions=Provenance.model_validate(now))
     assert found == [
         f"scenario sha256 {'5e' * 6}… vs {'ab' * 6}…",
         "classes embedding vs embedding, asr",
@@ -206,31 +213,32 @@ def test_each_difference_is_named_recorded_vs_now() -> None:
 
 def test_backends_cpus_and_cluster_nodes_are_compared() -> None:
     cpu = {"backend": {"backend": "local", "devices": [{"name": "cpu", "model": "Xeon"}], "cpu_count": 2}}
-    assert condition_differences(cpu, {"backend": {**cpu["backend"], "cpu_count": 4}}) == [
+    assert compare(cpu, {"backend": {**cpu["backend"], "cpu_count": 4}}) == [
         "device cpu: Xeon (2 cores) vs Xeon (4 cores)"]
-    assert condition_differences(cpu, {"backend": {"backend": "manual"}}) == [
+    assert compare(cpu, {"backend": {"backend": "manual"}}) == [
         "backend local vs manual", "device cpu: Xeon (2 cores) vs none"]
     node = {"backend": {"backend": "kubernetes", "nodes": [{"name": "g1", "gpu_product": "NVIDIA-H200",
                                                               "gpu_count": "8"}]}}
     other = json.loads(json.dumps(node))
     other["backend"]["nodes"][0]["gpu_count"] = "4"
-    assert condition_differences(node, other) == ["device node g1: NVIDIA-H200 x8 vs NVIDIA-H200 x4"]
+    assert compare(node, other) == ["device node g1: NVIDIA-H200 x8 vs NVIDIA-H200 x4"]
     other["backend"]["nodes"][0].update(gpu_count="8", gpu_product="NVIDIA-H200-SHARED")  # a sharing config on
-    assert condition_differences(node, other) == []
+    assert compare(node, other) == []
     other["backend"]["server_version"] = "v1.32.0"
-    assert condition_differences(node, other) == ["Kubernetes None vs v1.32.0"]
+    assert compare(node, other) == ["Kubernetes None vs v1.32.0"]
 
 
 def test_another_unit_of_the_same_device_is_a_warning_not_a_difference() -> None:
     now = copy.deepcopy(CONDITIONS)
     now["backend"]["devices"][0]["uuid"] = "GPU-bbbb"
-    assert condition_differences(CONDITIONS, now) == []
-    assert other_units(CONDITIONS, now) == ["device cuda:0 is another unit of the same model (GPU-aaaa vs GPU-bbbb)"]
+    assert compare(CONDITIONS, now) == []
+    assert other_units(Provenance.model_validate(CONDITIONS), Provenance.model_validate(now)) == [
+        "device cuda:0 is another unit of the same model (GPU-aaaa vs GPU-bbbb)"]
 
 
 def test_this_process_matches_its_own_record() -> None:
     here = {"packages": package_versions(), "source_digest": source_digest()}
-    assert condition_differences(here, copy.deepcopy(here)) == []
+    assert compare(here, copy.deepcopy(here)) == []
 
 
 def test_beginning_a_resume_supersedes_records_and_drops_the_old_status(tmp_path: Path) -> None:
@@ -238,7 +246,7 @@ def test_beginning_a_resume_supersedes_records_and_drops_the_old_status(tmp_path
     recorded = read_campaign(str(directory))
     resume_plan = plan(recorded, plan_trials(scenario()))
     rec = Recorder(directory / "results.sqlite")
-    record = begin(recorded, resume_plan, rec, {"host": "h2", "command": ["locust", "--resume", "r"]})
+    record = begin(recorded, resume_plan, rec, Provenance(host="h2", command=["locust", "--resume", "r"]))
     rec.close()
     assert (record["number"], record["previous_status"], record["kept"], record["rerun"]) == (
         1, "interrupted", [[1, 0]], [[2, 0]])
@@ -251,11 +259,13 @@ def test_beginning_a_resume_supersedes_records_and_drops_the_old_status(tmp_path
 def test_a_plan_made_stale_by_another_resume_is_refused(tmp_path: Path) -> None:
     directory = store(tmp_path / "r", status="interrupted")
     mine = prepare(read_campaign(str(directory)), trials=plan_trials(scenario()), scenario_sha256=SHA,
-                   classes=["embedding"], request_sets={"embedding": "ee" * 32}, conditions=CONDITIONS)
+                   classes=["embedding"], request_sets={"embedding": "ee" * 32},
+                   conditions=Provenance.model_validate(CONDITIONS))
     confirm(mine)  # nothing happened in between
     other = read_campaign(str(directory))
     rec = Recorder(directory / "results.sqlite")
-    begin(other, plan(other, plan_trials(scenario())), rec, CONDITIONS)  # another process resumed it first
+    # another process resumed it first
+    begin(other, plan(other, plan_trials(scenario())), rec, Provenance.model_validate(CONDITIONS))
     rec.close()
     with pytest.raises(ResumeRefused) as exc:
         confirm(mine)
