@@ -34,8 +34,9 @@ from pydantic import ValidationError
 from bench_plugin.results.pod_events import PodEvent, in_order
 from bench_plugin.results.record import CampaignRecord
 from bench_plugin.results.samples import SAMPLE_FIELDS, Sample
-from bench_plugin.results.summary import SearchResult
+from bench_plugin.results.summary import SearchResult, first_problem
 from bench_plugin.results.telemetry_rows import TelemetryRow
+from bench_plugin.results.timeline import SearchOutcome, TimelineError, parse
 from bench_plugin.scenario import class_rank
 
 FloatArray = npt.NDArray[np.float64]
@@ -283,9 +284,7 @@ def read_record(db: sqlite3.Connection, where: str = "results.sqlite") -> Campai
     try:
         return CampaignRecord.model_validate({k: v for k, v in read_meta(db).items() if v is not None})
     except ValidationError as exc:
-        first = exc.errors()[0]
-        key = ".".join(str(part) for part in first["loc"])
-        raise StoreError(f"{where}: meta.{key}: {first['msg']}") from None
+        raise StoreError(f"{where}: meta.{first_problem(exc)}") from None
 
 
 def has_table(db: sqlite3.Connection, name: str) -> bool:
@@ -548,14 +547,14 @@ class CampaignReader:
 
     def search_results(self, trial: int) -> list[SearchResult]:
         """Adaptive campaigns: each segment's search result, in run order."""
-        out = []
-        for detail in read_events(self.db, trial, "search_result"):
+        out: list[SearchResult] = []
+        for detail in read_events(self.db, trial, SearchOutcome.kind):
             try:
-                out.append(SearchResult.model_validate(detail))
-            except ValidationError as exc:
-                first = exc.errors()[0]
-                key = ".".join(str(part) for part in first["loc"])
-                raise StoreError(f"trial {trial}: search_result.{key}: {first['msg']}") from None
+                entry = parse(SearchOutcome.kind, detail)
+            except TimelineError as exc:
+                raise StoreError(f"trial {trial}: {exc}") from None
+            assert isinstance(entry, SearchOutcome)
+            out.append(entry)
         return out
 
     def disruptions(self, trial: int) -> list[dict[str, Any]]:

@@ -753,6 +753,12 @@ def load_summary(path: Path) -> Summary:
     return parse_summary(data, str(path))
 
 
+def first_problem(exc: ValidationError) -> str:
+    """``place.of.field: message`` of a validation's first problem: one line for a refusal."""
+    first = exc.errors()[0]
+    return f"{'.'.join(str(part) for part in first['loc'])}: {first['msg']}"
+
+
 def parse_summary(data: Any, where: str = "summary.json") -> Summary:
     """A Summary from its JSON form; SummaryError naming the schema when it is not this version's."""
     if not isinstance(data, dict):
@@ -765,6 +771,4 @@ def parse_summary(data: Any, where: str = "summary.json") -> Summary:
     try:
         return Summary.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        place = ".".join(str(p) for p in first["loc"])
-        raise SummaryError(f"{where}: {place}: {first['msg']} ({exc.error_count()} problem(s))") from None
+        raise SummaryError(f"{where}: {first_problem(exc)} ({exc.error_count()} problem(s))") from None

@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from bench_plugin.results.summary import SearchResult
+from bench_plugin.results.summary import SearchResult, first_problem
 
 
 class TimelineError(Exception):
@@ -284,6 +284,4 @@ def parse(kind: str, detail: dict[str, Any]) -> Entry:
     try:
         return model.model_validate(detail)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        key = ".".join(str(part) for part in first["loc"])
-        raise TimelineError(f"timeline: {kind}.{key}: {first['msg']}") from None
+        raise TimelineError(f"timeline: {kind}.{first_problem(exc)}") from None
