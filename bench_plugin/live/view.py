@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,7 @@ from bench_plugin.results.samples import Sample
 from bench_plugin.results.store import CampaignReader, TrialRecord, open_campaign
 from bench_plugin.results.summary import Comparison, TrialSummary
 from bench_plugin.run.events import BenchEvents
-from bench_plugin.scenario import Scenario, Slo
+from bench_plugin.scenario import Scenario
 
 logger = logging.getLogger(__name__)
 
@@ -95,13 +95,9 @@ SHORT_NAMES = {"p95": "p95", "ttft p95": "ttft", "tpot p95": "tpot", "error rate
 """A criterion's name (objectives.Criterion.name) as ``Figures.slo`` shows it."""
 
 
-def figures(samples: Iterable[Sample], span_s: float, slo: Slo | Mapping[str, float | None],
-            error_budget: float, workload: str | None = None) -> Figures:
-    """The figures of one class's ``samples`` over ``span_s`` seconds, judged against its SLO and error budget.
-
-    The judge is the summary's (objectives.figure_criteria): the same figures get the same call in both.
-    ``workload`` is the class (by default the samples' own): TTFT and TPOT are judged for llm only.
-    """
+def figures(samples: Iterable[Sample], span_s: float, workload: str, objectives: ClassObjectives) -> Figures:
+    """The figures of class ``workload``'s ``samples`` over ``span_s`` seconds, judged against its SLO and error
+    budget by the summary's own judge (objectives.figure_criteria): the same figures get the same call in both."""
     items = list(samples)
     ok = [s for s in items if s.ok]
     latency = [s.latency_ms for s in ok]
@@ -115,8 +111,7 @@ def figures(samples: Iterable[Sample], span_s: float, slo: Slo | Mapping[str, fl
     )
     if not items:
         return out
-    objectives = ClassObjectives(slo if isinstance(slo, Slo) else Slo.model_validate(dict(slo)), error_budget)
-    criteria = figure_criteria(workload or items[0].workload, objectives, requests=out.requests,
+    criteria = figure_criteria(workload, objectives, requests=out.requests,
                                error_rate=out.errors / out.requests, p95_ms=out.p95_ms,
                                ttft_p95_ms=out.ttft_p95_ms, tpot_p95_ms=out.tpot_p95_ms)
     missed = [SHORT_NAMES[c.name] for c in criteria if not c.passed]
@@ -237,6 +232,7 @@ class LiveView:
             while recent and recent[0].end_s <= start - WINDOW_S:  # keep one window of slack for late arrivals
                 recent.popleft()
             spec = self.scenario.classes.get(name)
+            judged = ClassObjectives(spec.slo, spec.error_budget)
             in_window = [s for s in recent if start < s.end_s <= end]
             stage_span = max(0.0, min(now, self.stage.end_s) - self.stage.start_s) if self.stage else 0.0
             util, vram = self.gpu.get(name, (None, None))
@@ -244,8 +240,8 @@ class LiveView:
                 name=name,
                 offered=self.stage.offered.get(name) if self.stage else None,
                 arrival=spec.arrival,
-                window=figures(in_window, WINDOW_S, spec.slo, spec.error_budget, name),
-                stage=figures(self.current.get(name, []), stage_span, spec.slo, spec.error_budget, name),
+                window=figures(in_window, WINDOW_S, name, judged),
+                stage=figures(self.current.get(name, []), stage_span, name, judged),
                 gpu_util=util, vram_mib=vram,
             ))
         position = dict(self.position)

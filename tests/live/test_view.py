@@ -12,7 +12,7 @@ from bench_plugin.analysis.summary import class_stats
 from bench_plugin.live.view import SETTLE_S, SHORT_NAMES, WINDOW_S, LiveView, figures
 from bench_plugin.live.webui import campaign_rows, live_rows
 from bench_plugin.results.samples import Sample
-from bench_plugin.scenario import load_scenario
+from bench_plugin.scenario import Slo, load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 SLO = {"p95_ms": 100.0, "ttft_p95_ms": None, "tpot_p95_ms": None}
@@ -23,14 +23,18 @@ def sample(end_s: float, latency_ms: float, ok: bool = True, stage: int = 0, wor
                   intended_s=end_s - latency_ms / 1000, sent_s=end_s - latency_ms / 1000, end_s=end_s, ok=ok)
 
 
+def objectives(slo: dict[str, float | None], error_budget: float) -> ClassObjectives:
+    return ClassObjectives(Slo.model_validate(slo), error_budget)
+
+
 def test_figures_are_over_successful_requests_and_judged() -> None:
     items = [sample(1.0, v) for v in (10, 20, 30, 40)] + [sample(1.0, 500, ok=False)]
-    got = figures(items, 2.0, SLO, error_budget=0.1)
+    got = figures(items, 2.0, "embedding", objectives(SLO, 0.1))
     assert (got.requests, got.errors, got.throughput_rps) == (5, 1, 2.0)
     assert got.p50_ms == pytest.approx(np.percentile([10, 20, 30, 40], 50))
     assert got.slo == "over: errors"
-    assert figures(items[:4], 2.0, {**SLO, "p95_ms": 35.0}, 0.1).slo == "over: p95"
-    assert figures([], 2.0, SLO, 0.1).slo == "-"
+    assert figures(items[:4], 2.0, "embedding", objectives({**SLO, "p95_ms": 35.0}, 0.1)).slo == "over: p95"
+    assert figures([], 2.0, "embedding", objectives(SLO, 0.1)).slo == "-"
 
 
 def test_the_window_is_by_end_time_behind_the_settle_delay_and_freezes_at_the_end() -> None:
