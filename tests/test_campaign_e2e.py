@@ -60,7 +60,7 @@ def test_exclusive_runs_each_class_alone_and_shared_runs_them_together(campaign:
                       ("shared", ["llm", "embedding", "asr"])]
     for _, segment in rows:
         for where in segment.placement.values():
-            assert where["device"] == "cpu" and not pid_alive(where["pid"])
+            assert where.device == "cpu" and where.pid is not None and not pid_alive(where.pid)
 
 
 def test_summary_compares_against_the_control(campaign: tuple[Path, str]) -> None:

@@ -58,7 +58,7 @@ def assert_kept(results: Path) -> None:
     assert trials[0].status == "interrupted"
     for segment in (segment for trial in trials for segment in trial.segments):
         for where in segment.placement.values():
-            assert not pid_alive(where["pid"]), where
+            assert where.pid is not None and not pid_alive(where.pid), where
     summary = json.loads((results / "summary.json").read_text())
     assert summary["status"]["status"] == "interrupted"
     assert summary["trials"][0]["stages"][0]["classes"]["llm"]["requests"] > 0

@@ -6,7 +6,7 @@ This assembles the results of contention (per-stage figures), boundary and verdi
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from bench_plugin.analysis.boundary import arm_boundary, format_offered, load_order
 from bench_plugin.analysis.capacity import arm_capacity, capacity_text, limiting_class
@@ -14,6 +14,7 @@ from bench_plugin.analysis.contention import stage_contention
 from bench_plugin.analysis.objectives import ClassObjectives
 from bench_plugin.analysis.statistics import spread
 from bench_plugin.analysis.verdict import StageVerdict, overall_verdict, stage_verdict
+from bench_plugin.results.placement import ClassPlacement
 from bench_plugin.results.record import StoredScenario
 from bench_plugin.results.summary import (
     ArmComparison,
@@ -59,9 +60,9 @@ METHOD: dict[str, str] = {
 }
 
 
-def _device_name(placement: dict[str, Any], models: dict[str, Any]) -> str:
+def _device_name(placement: ClassPlacement, models: Mapping[str | None, str | None]) -> str:
     """``cuda:0 (NVIDIA H200)``; a MIG instance also names the GPU under it."""
-    device, gpu = str(placement.get("device")), placement.get("gpu")
+    device, gpu = str(placement.device), placement.gpu
     where = f"{device} on {gpu}" if gpu and gpu != device else device
     model = models.get(gpu or device)
     return f"{where} ({model})" if model else where
@@ -71,7 +72,7 @@ def _conditions(arm: Arm, control: Arm | None, trials: list[TrialSummary],
                 conditions: Provenance) -> Conditions:
     backend = conditions.backend or {}
     models = {d.get("name"): d.get("model") for d in backend.get("devices") or []}
-    used = sorted({_device_name(p, models) for t in trials for p in t.placement.values() if p.get("device")})
+    used = sorted({_device_name(p, models) for t in trials for p in t.placement.values() if p.device})
     loads: dict[str, list[float]] = {}
     arrival: dict[str, str] = {}
     for trial in trials:

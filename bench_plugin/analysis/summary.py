@@ -42,6 +42,7 @@ from bench_plugin.results.summary import (
     GeneratorUse,
     HostLoad,
     Interval,
+    PlacedClass,
     Provenance,
     ScenarioRef,
     StageGpu,
@@ -141,7 +142,7 @@ def devices_charged(trial: TrialRecord) -> int:
     where it is recorded, else its ``device``, so MIG slices of one GPU are charged one GPU. A placement
     that names neither (the manual backend) counts as one device.
     """
-    return sum(len({where.get("gpu") or where.get("device") for where in seg.placement.values()})
+    return sum(len({where.charged for where in seg.placement.values()})
                for seg in trial.segments)
 
 
@@ -159,10 +160,10 @@ def trial_summary(reader: CampaignReader, trial: TrialRecord,
     by_key: dict[tuple[int, int, str], list[Sample]] = {}
     for s in reader.samples(trial.id):
         by_key.setdefault((s.segment, s.stage, s.workload), []).append(s)
-    placement: dict[str, Any] = {}
+    placement: dict[str, PlacedClass] = {}
     for seg in trial.segments:
         for name, where in seg.placement.items():
-            placement[name] = {**where, "segment": seg.index, "ready": seg.ready.get(name)}
+            placement[name] = PlacedClass(**dict(where), segment=seg.index, ready=seg.ready.get(name))
     processes = reader.gpu_processes(trial.id)
     search = reader.search_results(trial.id)
     grouped: list[tuple[int, list[StageRecord]]] = []

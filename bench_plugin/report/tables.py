@@ -157,10 +157,10 @@ def _servers(trials: Sequence[TrialRecord]) -> str:
     for t in trials:
         for seg in t.segments:
             for cls, where in seg.placement.items():
-                command = where.get("command")
-                rows.append([t.id, t.arm, t.repeat, seg.index, cls, where.get("device"), cpus_label(where) or "-",
-                             where.get("url"), code(shlex.join(command) if isinstance(command, list) else command),
-                             code(where.get("env")) if where.get("env") else "-"])
+                command = where.command
+                rows.append([t.id, t.arm, t.repeat, seg.index, cls, where.device, cpus_label(where) or "-",
+                             where.url, code(shlex.join(command) if command is not None else command),
+                             code(where.env) if where.env else "-"])
     if not rows:
         return "<p>No server placement was recorded.</p>"
     body = table(["trial", "arm", "repeat", "segment", "class", "device", "cpus", "url", "command line",

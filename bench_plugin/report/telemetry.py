@@ -65,8 +65,8 @@ def process_names(trial: TrialRecord) -> dict[str, str]:
     names: dict[str, str] = {}
     for seg in trial.segments:
         for cls, where in seg.placement.items():
-            if where.get("pid") is not None:
-                names[str(where["pid"])] = cls
+            if where.pid is not None:
+                names[str(where.pid)] = cls
     return names
 
 

@@ -88,7 +88,7 @@ def _placement_panel(ax: Axes, trial: TrialRecord, t0: float, end: float, classe
             row = classes.index(cls)
             colour = class_colour(cls)
             ready_s = seg.ready.get(cls)
-            ax.annotate(f"{cls} on {where_label(seg.placement.get(cls, {}))}", xy=(applied, row), xytext=(3, 5),
+            ax.annotate(f"{cls} on {where_label(seg.placement.get(cls))}", xy=(applied, row), xytext=(3, 5),
                         textcoords="offset points", fontsize=8, va="bottom", color=colour)
             if ready_s is None:
                 ax.plot([applied, released], [row, row], color=colour, linestyle=":", linewidth=1.5)

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_plugin.results.offloop import OffLoop
+from bench_plugin.results.placement import Placement
 from bench_plugin.results.pod_events import PodEvent
 from bench_plugin.results.samples import SAMPLE_FIELDS, Sample
 from bench_plugin.results.store import (
@@ -191,11 +192,11 @@ class Recorder:
             "UPDATE trials SET ended_s=?, status=?, reason=? WHERE id=?", (time.time(), status, reason, trial_id)
         )
 
-    def segment_applied(self, trial: int, segment: int, classes: list[str], placement: dict[str, Any]) -> None:
+    def segment_applied(self, trial: int, segment: int, classes: list[str], placement: Placement) -> None:
         """Record where a segment's classes run once the backend applied the arm."""
         self._execute(
             "INSERT OR REPLACE INTO segments (trial, segment, classes, placement, applied_s) VALUES (?,?,?,?,?)",
-            (trial, segment, json.dumps(classes), json.dumps(placement, sort_keys=True), time.time()),
+            (trial, segment, json.dumps(classes), json.dumps(placement.to_json(), sort_keys=True), time.time()),
         )
 
     def segment_ready(self, trial: int, segment: int, ready: dict[str, float]) -> None:

@@ -29,8 +29,9 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
+from bench_plugin.results.placement import ClassPlacement
 from bench_plugin.results.pod_events import PodEvent, in_order
 from bench_plugin.results.record import CampaignRecord
 from bench_plugin.results.samples import SAMPLE_FIELDS, Sample
@@ -176,7 +177,7 @@ class SegmentRecord:
 
     index: int
     classes: list[str]
-    placement: dict[str, dict[str, Any]]
+    placement: dict[str, ClassPlacement]
     applied_s: float | None
     ready: dict[str, float]
     released_s: float | None
@@ -314,7 +315,7 @@ def read_trials(db: sqlite3.Connection) -> list[TrialRecord]:
         for seg in db.execute("SELECT * FROM segments WHERE trial=? ORDER BY segment", (trial.id,)):
             trial.segments.append(SegmentRecord(
                 index=seg["segment"], classes=json.loads(seg["classes"]),
-                placement=json.loads(seg["placement"] or "{}"), applied_s=seg["applied_s"],
+                placement=_placement(trial.id, seg["segment"], seg["placement"]), applied_s=seg["applied_s"],
                 ready=json.loads(seg["ready"] or "{}"), released_s=seg["released_s"],
                 warmup={name: ClassWarmup.from_dict(data)
                         for name, data in json.loads(_column(seg, "warmup") or "{}").items()},
@@ -331,6 +332,14 @@ def read_trials(db: sqlite3.Connection) -> list[TrialRecord]:
             ))
         trials.append(trial)
     return trials
+
+
+def _placement(trial: int, segment: int, text: str | None) -> dict[str, ClassPlacement]:
+    """A segment's stored placement; StoreError naming the segment and the field that is not of its form."""
+    try:
+        return TypeAdapter(dict[str, ClassPlacement]).validate_python(json.loads(text or "{}"))
+    except ValidationError as exc:
+        raise StoreError(f"segments (trial {trial}, segment {segment}): placement.{first_problem(exc)}") from None
 
 
 def even_indices(n: int, k: int) -> npt.NDArray[np.intp]:

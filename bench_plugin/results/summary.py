@@ -41,6 +41,8 @@ from pydantic import (
     model_validator,
 )
 
+from bench_plugin.results.placement import ClassPlacement
+
 SCHEMA: Literal["bench_plugin.summary/2"] = "bench_plugin.summary/2"
 """The schema this code writes and the only one it reads."""
 
@@ -401,6 +403,14 @@ class PodSummary(Model):
     """The pods of the cluster's other work this pod preempted: ``preempted pod <ns>/<name> on node <node>``."""
 
 
+class PlacedClass(ClassPlacement):
+    """Where a class's server ran in a trial (its last segment's placement), the segment and when it was ready."""
+
+    segment: int
+    ready: float | None
+    """Epoch seconds when it first answered its own real request; None where it never did."""
+
+
 class TrialSummary(Model):
     """One trial: an arm run once."""
 
@@ -409,7 +419,7 @@ class TrialSummary(Model):
     repeat: int
     status: str
     reason: str | None
-    placement: dict[str, dict[str, Any]]
+    placement: dict[str, PlacedClass]
     """Class -> where its server ran (device, node, pid, url, ...), its segment and when it was ready."""
     stages: list[StageSummary]
     devices_charged: int = 0

@@ -29,6 +29,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from bench_plugin.results.placement import ClassPlacement
 from bench_plugin.results.summary import SearchResult, first_problem
 
 
@@ -64,11 +65,11 @@ class TrialStop(Entry):
 
 
 class ArmApplied(Entry):
-    """The backend applied the arm for a segment: where each class runs (Placement.to_dict)."""
+    """The backend applied the arm for a segment: where each class runs."""
 
     kind: ClassVar[str] = "arm_applied"
     segment: int
-    placement: dict[str, dict[str, Any]]
+    placement: dict[str, ClassPlacement]
 
 
 class Ready(Entry):

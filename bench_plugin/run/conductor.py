@@ -35,6 +35,7 @@ from bench_plugin.loadgen.arrivals import OPEN_LOOP, arrival_offsets
 from bench_plugin.loadgen.fleet import LOCAL, Fleet, NoLoadGenerators, on_this_host
 from bench_plugin.loadgen.ledger import StageKey, StageLedger
 from bench_plugin.loadgen.state import ClassLoad, StageAssignment
+from bench_plugin.results.placement import Placement
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.samples import Sample
 from bench_plugin.results.store import StoreWriteError
@@ -65,7 +66,7 @@ from bench_plugin.run.schedule import Done, Trial
 from bench_plugin.run.warmup import Builder, warm_up
 from bench_plugin.scenario import ASRClass, LLMClass, Scenario, Search, Stage
 from bench_plugin.scenario.request_sets import RequestSet
-from bench_plugin.sharing.base import ApplyError, Placement, SharingBackend
+from bench_plugin.sharing.base import ApplyError, SharingBackend
 from bench_plugin.telemetry.campaign import CampaignTelemetry
 from bench_plugin.telemetry.hostload import HostLoad, HostMonitor, with_extra_own
 

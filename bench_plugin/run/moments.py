@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from bench_plugin.results.placement import Placement
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.timeline import (
     ArmApplied,
@@ -35,7 +36,6 @@ from bench_plugin.results.timeline import (
 from bench_plugin.run.events import BenchEvents
 from bench_plugin.run.schedule import Trial
 from bench_plugin.run.warmup import ClassWarmup
-from bench_plugin.sharing.base import Placement
 
 
 class Moments:
@@ -53,9 +53,8 @@ class Moments:
 
     def segment_applied(self, trial: Trial, segment: int, classes: list[str], placement: Placement) -> None:
         """The backend applied the arm for ``classes`` (no hook yet: ``arm_applied`` waits for readiness)."""
-        where = placement.to_dict()
-        self.recorder.segment_applied(trial.id, segment, classes, where)
-        self.recorder.note(ArmApplied(segment=segment, placement=where), trial.id)
+        self.recorder.segment_applied(trial.id, segment, classes, placement)
+        self.recorder.note(ArmApplied(segment=segment, placement=placement.classes), trial.id)
 
     def segment_ready(self, trial: Trial, segment: int, placement: Placement, ready: Mapping[str, float],
                       protocol: Mapping[str, Mapping[str, str | None]]) -> None:
@@ -66,7 +65,7 @@ class Moments:
             self.recorder.segment_protocol(trial.id, segment, protocol)
         for name, t in ready.items():
             self.recorder.note(Ready(segment=segment, workload=name, t=t, **protocol.get(name, {})), trial.id)
-        self.events.arm_applied.fire(trial=trial, segment=segment, placement=placement.to_dict(), ready=dict(ready))
+        self.events.arm_applied.fire(trial=trial, segment=segment, placement=placement.to_json(), ready=dict(ready))
 
     def segment_warming(self, trial: Trial, segment: int, requests: str) -> None:
         """The segment's unmeasured warm-up begins (timeline only: its row is written when it ends)."""

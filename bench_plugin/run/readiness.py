@@ -31,9 +31,9 @@ from typing import Any
 import requests
 
 from bench_plugin.loadgen.state import ClassLoad
+from bench_plugin.results.placement import Placement
 from bench_plugin.results.samples import RETRYABLE_STATUSES, Sample
 from bench_plugin.scenario.request_sets import RequestSet
-from bench_plugin.sharing.base import Placement
 from bench_plugin.users.llm import fixed_output_fields
 
 Prober = Callable[[ClassLoad, dict[str, Any]], Sample]

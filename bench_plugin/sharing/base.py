@@ -10,65 +10,14 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from bench_plugin.results.placement import Placement
 from bench_plugin.scenario import Arm, Disruption, Scenario
 
 
 class ApplyError(Exception):
     """An arm that could not be applied; the message says which class and why."""
-
-
-@dataclass(frozen=True)
-class ClassPlacement:
-    """Where one class runs during a segment."""
-
-    url: str
-    device: str | None = None
-    """The host's name for the device: ``cpu``, ``cuda:N``, or a MIG instance's UUID."""
-    pid: int | None = None
-    command: list[str] | None = None
-    env: dict[str, str] = field(default_factory=dict)
-    """Every environment variable the backend set for this server (device pinning, sharing knobs)."""
-    log: str | None = None
-    device_uuid: str | None = None
-    """The GPU or MIG UUID the server was pinned to (its CUDA_VISIBLE_DEVICES)."""
-    gpu: str | None = None
-    """The physical GPU under the device (a MIG instance's parent), so shares of one GPU count once."""
-    mps_daemon_pid: int | None = None
-    """The MPS control daemon this server was a client of (sharing ``mps``)."""
-    cpus: str | None = None
-    """The CPU cores the server may run on, read back from /proc/<pid>/status (local backend): the arm's
-    ``cpu_affinity`` where it sets one, else what the server inherited."""
-    numa_node: int | None = None
-    """The NUMA node of the arm's ``cpu_affinity`` (local backend)."""
-    numa_membind: bool | None = None
-    """With ``numa_node``: whether the server's memory is bound to it (``numactl --membind``; false: no numactl)."""
-    node: str | None = None
-    """The Kubernetes node the class's pod ran on (kubernetes backend)."""
-    pod: str | None = None
-    """The class's pod, ``namespace/name`` (kubernetes backend)."""
-    resources: dict[str, str] = field(default_factory=dict)
-    """The GPU resources the pod asked (requests equal limits), e.g. ``{"nvidia.com/gpu.shared": "1"}``."""
-
-
-@dataclass(frozen=True)
-class Placement:
-    """Where every class of a segment runs."""
-
-    classes: dict[str, ClassPlacement]
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form for the results store and the timeline (the backend-specific fields only where set)."""
-        return {name: {key: value for key, value in asdict(p).items()
-                       if key not in _OPTIONAL_FIELDS or value not in (None, {}, "")}
-                for name, p in self.classes.items()}
-
-
-_OPTIONAL_FIELDS = ("node", "pod", "resources", "cpus", "numa_node", "numa_membind")
-"""ClassPlacement fields only one backend sets (the kubernetes backend's node, pod and resources; the local
-backend's CPU placement); stored only where set, so other placements read as before."""
 
 
 class SharingBackend(ABC):

@@ -28,9 +28,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from bench_plugin.results.placement import ClassPlacement, Placement
 from bench_plugin.scenario import Arm, Scenario, format_cpulist
 from bench_plugin.sharing.affinity import check_affinity, host_cpus, pins, read_cores
-from bench_plugin.sharing.base import ApplyError, ClassPlacement, Placement, SharingBackend
+from bench_plugin.sharing.base import ApplyError, SharingBackend
 from bench_plugin.sharing.devices import Device, host_devices
 from bench_plugin.sharing.mps import (
     DEFAULT_PIPE_DIRECTORY,

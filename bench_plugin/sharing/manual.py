@@ -8,8 +8,9 @@ URL (one process) different cores is refused, since no setup matches it.
 
 from __future__ import annotations
 
+from bench_plugin.results.placement import ClassPlacement, Placement
 from bench_plugin.scenario import Arm, CpuPlacement, Scenario
-from bench_plugin.sharing.base import ApplyError, ClassPlacement, Placement, SharingBackend
+from bench_plugin.sharing.base import ApplyError, SharingBackend
 
 
 class ManualBackend(SharingBackend):

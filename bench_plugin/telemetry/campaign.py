@@ -18,10 +18,10 @@ import logging
 import time
 from dataclasses import dataclass, field
 
+from bench_plugin.results.placement import Placement
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.telemetry_rows import DeviceInfo
 from bench_plugin.results.timeline import Telemetry, TelemetryUnavailable
-from bench_plugin.sharing.base import Placement
 from bench_plugin.telemetry import fields as F
 from bench_plugin.telemetry.dcgm import DcgmScraper
 from bench_plugin.telemetry.nvml import NvmlSampler

@@ -10,6 +10,7 @@ import pytest
 from bench_plugin.analysis.disruption import RECOVERY_RULE, class_interruption
 from bench_plugin.report.markdown import render_report
 from bench_plugin.report.outputs import summarise
+from bench_plugin.results.placement import ClassPlacement, Placement
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.samples import Sample
 from bench_plugin.results.timeline import Disruption
@@ -44,7 +45,8 @@ def llm_samples() -> list[Sample]:
 def record(tmp_path: Path, samples: list[Sample]) -> None:
     rec = Recorder(tmp_path / "results.sqlite")
     rec.add_trial(1, 0, "a", 1, {"name": "a"})
-    rec.segment_applied(1, 0, ["llm", "embedding"], {"llm": {"url": "x"}, "embedding": {"url": "y"}})
+    rec.segment_applied(1, 0, ["llm", "embedding"], Placement({"llm": ClassPlacement(url="x"),
+                                                                "embedding": ClassPlacement(url="y")}))
     rec.stage_started(1, 0, 0, None, {"llm": 10.0, "embedding": 2.0}, {"llm": "poisson", "embedding": "poisson"},
                       START, planned_s=STAGE_S, arrivals={"llm": 200, "embedding": 40})
     rec.note(Disruption(segment=0, stage=0, at_s=5.0, action="start", disruption="rollout-restart", target="llm",

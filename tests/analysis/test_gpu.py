@@ -9,6 +9,7 @@ import pytest
 
 from bench_plugin.analysis.gpu import stage_gpu
 from bench_plugin.report.outputs import summarise
+from bench_plugin.results.placement import ClassPlacement, Placement
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.telemetry_rows import TelemetryRow
 from bench_plugin.results.timeline import Telemetry
@@ -48,8 +49,9 @@ def test_no_rows_no_figures() -> None:
 def test_summary_json_carries_each_stage_s_gpu_figures(tmp_path: Path) -> None:
     rec = Recorder(tmp_path / "results.sqlite")
     rec.add_trial(1, 0, "a", 1, {"name": "a"})
-    rec.segment_applied(1, 0, ["llm", "embedding"], {"llm": {"device": "cuda:0", "pid": 11},
-                                                      "embedding": {"device": "cuda:0", "pid": 21}})
+    rec.segment_applied(1, 0, ["llm", "embedding"], Placement({
+        "llm": ClassPlacement(url="http://127.0.0.1:1", device="cuda:0", pid=11),
+        "embedding": ClassPlacement(url="http://127.0.0.1:2", device="cuda:0", pid=21)}))
     for stage, start in enumerate((100.0, 110.0)):
         rec.stage_started(1, 0, stage, None, {"llm": 1.0, "embedding": 1.0},
                           {"llm": "poisson", "embedding": "poisson"}, start, planned_s=5.0,

@@ -16,6 +16,7 @@ from stored_scenario import resolved
 
 from bench_plugin.analysis.summary import devices_charged
 from bench_plugin.report.outputs import summarise
+from bench_plugin.results.placement import ClassPlacement, Placement
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.samples import Sample
 from bench_plugin.results.store import open_store, read_trials
@@ -48,7 +49,8 @@ def embedding(trial: int, segment: int, seq: int, latency_ms: float) -> Sample:
 
 def segment(rec: Recorder, trial: int, seg: int, samples: list[Sample]) -> None:
     classes = sorted({s.workload for s in samples}, key=["llm", "embedding"].index)
-    rec.segment_applied(trial, seg, classes, {name: {"url": "http://x", "device": "cuda:0"} for name in classes})
+    rec.segment_applied(trial, seg, classes, Placement(
+        {name: ClassPlacement(url="http://x", device="cuda:0") for name in classes}))
     rec.stage_started(trial, seg, 0, "only", {n: {"llm": 1.0, "embedding": 2.0}[n] for n in classes},
                       {n: "poisson" for n in classes}, START)
     rec.add_samples(samples)
@@ -158,14 +160,15 @@ def test_the_control_carries_only_its_own_figures(summary: dict[str, Any]) -> No
 def test_mig_slices_of_one_gpu_are_charged_once_and_unnamed_devices_as_one(tmp_path: Path) -> None:
     rec = Recorder(tmp_path / "r.sqlite")
     rec.add_trial(1, 0, "mig", 1, {"name": "mig"})
-    rec.segment_applied(1, 0, ["llm", "embedding", "asr"], {
-        "llm": {"url": "u", "device": "MIG-a", "gpu": "cuda:0"}, "embedding": {"url": "u", "device": "MIG-b",
-                                                                                "gpu": "cuda:0"},
-        "asr": {"url": "u", "device": "cuda:1"}})
+    rec.segment_applied(1, 0, ["llm", "embedding", "asr"], Placement({
+        "llm": ClassPlacement(url="u", device="MIG-a", gpu="cuda:0"),
+        "embedding": ClassPlacement(url="u", device="MIG-b", gpu="cuda:0"),
+        "asr": ClassPlacement(url="u", device="cuda:1")}))
     rec.trial_started(1)
     rec.add_trial(2, 1, "manual", 1, {"name": "manual"})
     rec.trial_started(2)
-    rec.segment_applied(2, 0, ["llm", "asr"], {"llm": {"url": "u"}, "asr": {"url": "v"}})
+    rec.segment_applied(2, 0, ["llm", "asr"], Placement({"llm": ClassPlacement(url="u"),
+                                                          "asr": ClassPlacement(url="v")}))
     rec.close()
     with open_store(tmp_path / "r.sqlite") as db:
         trials = {t.id: t for t in read_trials(db)}

@@ -21,7 +21,7 @@ from bench_plugin.analysis.verdict import (
     stage_verdict,
 )
 from bench_plugin.results.record import StoredScenario
-from bench_plugin.results.summary import Capacity, Provenance, RepeatCapacity, TrialSummary
+from bench_plugin.results.summary import Capacity, PlacedClass, Provenance, RepeatCapacity, TrialSummary
 
 OBJ = objectives(p95=1000.0, budget=0.05)
 NOISE = (0.0, 0.1, -0.1)
@@ -126,7 +126,8 @@ def test_overall_worth_it_up_to_a_stage_then_a_trade_off_with_the_numbers_and_co
     control = arm("exclusive", 10.0, 300.0, 2, stages=3)
     shared = arm("shared", 9.0, 400.0, 1, p95_llm=210.0, stages=3)
     for t in shared:
-        t.placement = {"llm": {"device": "cuda:0"}, "embedding": {"device": "cuda:0"}}
+        t.placement = {name: PlacedClass(url="http://127.0.0.1:1", device="cuda:0", segment=0, ready=None)
+                       for name in ("llm", "embedding")}
     comparison = build_comparison([*control, *shared], SCENARIO, CONDITIONS, OBJ)
     result = comparison.arms["shared"]
     assert [s.verdict for s in result.stages if s.verdict] == [WORTH_IT, WORTH_IT, TRADE_OFF]

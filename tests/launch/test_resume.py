@@ -27,6 +27,7 @@ from bench_plugin.launch.resume import (
     prepare,
     read_campaign,
 )
+from bench_plugin.results.placement import Placement
 from bench_plugin.results.provenance import package_versions, source_digest
 from bench_plugin.results.record import CampaignRecord
 from bench_plugin.results.recorder import Recorder
@@ -67,7 +68,7 @@ def store(directory: Path, *, status: str | None = None, trial_2: str = "cut") -
         rec.add_trial(trial.id, trial.position, trial.arm.name, trial.repeat, {})
     for trial in (1, 2):
         rec.trial_started(trial)
-        rec.segment_applied(trial, 0, ["embedding"], {})
+        rec.segment_applied(trial, 0, ["embedding"], Placement({}))
         for stage in (0, 1):
             rec.stage_started(trial, 0, stage, None, {"embedding": 1.0}, {"embedding": "poisson"}, 1.0)
             if trial == 2 and trial_2 == "cut" and stage == 1:

@@ -19,6 +19,7 @@ from stored_scenario import resolved
 
 from bench_plugin.live.view import LiveView
 from bench_plugin.report.outputs import summarise
+from bench_plugin.results.placement import ClassPlacement, Placement
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.samples import Sample
 from bench_plugin.results.store import CampaignReader, open_store
@@ -66,7 +67,8 @@ def samples(trial: int, segment: int, stage: int, name: str, arm: str, rng: np.r
 def run_segment(rec: Recorder, trial: int, segment: int, classes: list[str], arm: str, rng: np.random.Generator,
                 cut_at: int | None = None) -> None:
     """A segment's stages, its requests recorded; ``cut_at``: stopped in that stage (unreleased)."""
-    rec.segment_applied(trial, segment, classes, {name: {"url": "http://x", "device": "cuda:0"} for name in classes})
+    rec.segment_applied(trial, segment, classes, Placement(
+        {name: ClassPlacement(url="http://x", device="cuda:0") for name in classes}))
     for stage, (label, load) in enumerate(STAGES):
         started = START + 1000 * trial + 100 * segment + 20 * stage
         rec.stage_started(trial, segment, stage, label, {n: load[n] for n in classes}, {n: "poisson" for n in classes},

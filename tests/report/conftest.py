@@ -25,6 +25,7 @@ from stored_scenario import resolved
 
 from bench_plugin.report.html import write_report
 from bench_plugin.report.outputs import write_summaries
+from bench_plugin.results.placement import ClassPlacement, Placement
 from bench_plugin.results.pod_events import PodEvent
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.samples import Sample
@@ -99,10 +100,10 @@ def _samples(name: str, trial: int, segment: int, stage: int, start: float, rate
 
 def _segment(rec: Recorder, db_times: list[tuple[str, tuple[Any, ...]]], trial: int, segment: int, classes: list[str],
              t: float, rng: np.random.Generator, shared: bool, abort_at: int | None, interrupt_at: int | None) -> float:
-    placement = {n: {"device": "gpu0", "node": "bench-host", "pid": 1000 + trial * 10 + i,
-                     "url": f"http://127.0.0.1:{9000 + i}",
-                     "command": ["python", "-m", "bench_plugin.servers", n, "--device", "cuda:0"]}
-                 for i, n in enumerate(classes)}
+    placement = Placement({n: ClassPlacement(device="gpu0", node="bench-host", pid=1000 + trial * 10 + i,
+                                             url=f"http://127.0.0.1:{9000 + i}",
+                                             command=["python", "-m", "bench_plugin.servers", n, "--device", "cuda:0"])
+                           for i, n in enumerate(classes)})
     rec.segment_applied(trial, segment, classes, placement)
     db_times.append(("UPDATE segments SET applied_s=? WHERE trial=? AND segment=?", (t, trial, segment)))
     rec.segment_ready(trial, segment, {n: t + LOAD_S + 0.3 * i for i, n in enumerate(classes)})

@@ -18,6 +18,7 @@ import pytest
 from stored_scenario import resolved
 
 from bench_plugin.report.outputs import summarise
+from bench_plugin.results.placement import ClassPlacement, Placement
 from bench_plugin.results.pod_events import PodEvent
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.samples import Sample
@@ -44,8 +45,9 @@ def sample(trial: int, segment: int, stage: int, seq: int, workload: str = "llm"
 def run_segment(rec: Recorder, trial: int, segment: int, stages: int, *, release: bool, workload: str = "llm") -> None:
     """One segment of ``stages`` stages of 5 samples of ``workload`` each, released (ended) or not."""
     base = T + 100 * trial + 10 * segment
-    rec.segment_applied(trial, segment, [workload], {workload: {"device": "cpu"}})
-    rec.note(ArmApplied(segment=segment, placement={workload: {"device": "cpu"}}), trial)
+    where = {workload: ClassPlacement(url="http://127.0.0.1:1", device="cpu")}
+    rec.segment_applied(trial, segment, [workload], Placement(where))
+    rec.note(ArmApplied(segment=segment, placement=where), trial)
     # Telemetry is found by time (the segment's start is the clock's now): a row just after it.
     rec.add_telemetry(trial, [TelemetryRow(time.time(), "cpu", "DCGM_FI_DEV_GPU_UTIL", 50.0, None)])
     for stage in range(stages):

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from bench_plugin.results.placement import ClassPlacement, Placement
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.store import ClassWarmup, open_campaign
 from bench_plugin.results.timeline import KINDS, Entry, StageStart, TimelineError, parse
@@ -20,7 +21,6 @@ from bench_plugin.run.events import BenchEvents
 from bench_plugin.run.moments import Moments
 from bench_plugin.run.schedule import Trial
 from bench_plugin.scenario.models import Arm
-from bench_plugin.sharing.base import ClassPlacement, Placement
 
 HOOKS = ("trial_start", "arm_applied", "stage_start", "stage_end", "trial_stop")
 

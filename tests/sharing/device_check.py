@@ -30,8 +30,9 @@ from typing import Any
 import requests
 import yaml
 
+from bench_plugin.results.placement import Placement
 from bench_plugin.scenario import load_scenario
-from bench_plugin.sharing.base import ApplyError, Placement
+from bench_plugin.sharing.base import ApplyError
 from bench_plugin.sharing.local import LocalBackend
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -160,7 +161,7 @@ def check_mps(tmp: Path, result: dict[str, Any]) -> None:
     placement = b.apply(arm, CLASSES, 1, 0)
     assert b.mps is not None
     daemon = b.mps
-    result["mps_placement"] = placement.to_dict()
+    result["mps_placement"] = placement.to_json()
     result["mps_ready_s"] = wait_ready(placement, ["llm", "embedding"])
     result["mps_probe"] = wait_file(probe_out)
     servers_list = daemon.command("get_server_list").stdout.split()
@@ -200,7 +201,7 @@ def check_time_slicing(tmp: Path, result: dict[str, Any]) -> None:
     arm = b.scenario.arm("ts")
     b.check(arm)
     placement = b.apply(arm, CLASSES, 3, 0)
-    result["ts_placement"] = placement.to_dict()
+    result["ts_placement"] = placement.to_json()
     result["ts_ready_s"] = wait_ready(placement, CLASSES)
     result["ts_server_lines"] = {
         name: [line for line in Path(placement.classes[name].log or "").read_text().splitlines()

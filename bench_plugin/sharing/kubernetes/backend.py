@@ -24,8 +24,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from bench_plugin.results.placement import ClassPlacement, Placement
 from bench_plugin.scenario import Arm, Disruption, KubernetesSettings, Scenario
-from bench_plugin.sharing.base import ApplyError, ClassPlacement, Placement, SharingBackend
+from bench_plugin.sharing.base import ApplyError, SharingBackend
 from bench_plugin.sharing.kubernetes import api as k8s
 from bench_plugin.sharing.kubernetes import deviceplugin as dp
 from bench_plugin.sharing.kubernetes import manifests as m
