@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from bench_plugin.results.facts import BackendFacts
 from bench_plugin.results.summary import Provenance, Summary
 
 VERSIONED = ("bench-plugin", "locust", "torch")
@@ -77,13 +78,13 @@ def fixed_conditions(campaign: Campaign) -> dict[str, Any]:
 def context_conditions(campaign: Campaign) -> dict[str, Any]:
     """Conditions that may legitimately differ (they are what a comparison looks at)."""
     conditions = campaign.summary.conditions or Provenance()
-    backend = conditions.backend or {}
+    backend = conditions.backend or BackendFacts()
     stages = [stage for trial in campaign.summary.trials for stage in trial.stages]
     others = [stage.host.others_cores for stage in stages if stage.host and stage.host.others_cores is not None]
     return {
         "host": conditions.host,
-        "devices": [d.get("model") for d in backend.get("devices", [])],
-        "driver": backend.get("driver"),
+        "devices": [d.model for d in backend.devices or []],
+        "driver": backend.driver,
         "arms": [a.get("name") for a in campaign.scenario.get("arms", [])],
         "load_generators": max((len(stage.generators) for stage in stages), default=None),
         "host.other_work_cores_max": round(max(others), 2) if others else None,

@@ -14,6 +14,7 @@ from bench_plugin.analysis.contention import stage_contention
 from bench_plugin.analysis.objectives import ClassObjectives
 from bench_plugin.analysis.statistics import spread
 from bench_plugin.analysis.verdict import StageVerdict, overall_verdict, stage_verdict
+from bench_plugin.results.facts import BackendFacts
 from bench_plugin.results.placement import ClassPlacement
 from bench_plugin.results.record import StoredScenario
 from bench_plugin.results.summary import (
@@ -60,7 +61,7 @@ METHOD: dict[str, str] = {
 }
 
 
-def _device_name(placement: ClassPlacement, models: Mapping[str | None, str | None]) -> str:
+def _device_name(placement: ClassPlacement, models: Mapping[str, str | None]) -> str:
     """``cuda:0 (NVIDIA H200)``; a MIG instance also names the GPU under it."""
     device, gpu = str(placement.device), placement.gpu
     where = f"{device} on {gpu}" if gpu and gpu != device else device
@@ -70,8 +71,8 @@ def _device_name(placement: ClassPlacement, models: Mapping[str | None, str | No
 
 def _conditions(arm: Arm, control: Arm | None, trials: list[TrialSummary],
                 conditions: Provenance) -> Conditions:
-    backend = conditions.backend or {}
-    models = {d.get("name"): d.get("model") for d in backend.get("devices") or []}
+    backend = conditions.backend or BackendFacts()
+    models = backend.device_models()
     used = sorted({_device_name(p, models) for t in trials for p in t.placement.values() if p.device})
     loads: dict[str, list[float]] = {}
     arrival: dict[str, str] = {}
@@ -81,9 +82,9 @@ def _conditions(arm: Arm, control: Arm | None, trials: list[TrialSummary],
             for name, load in stage.load.items():
                 loads.setdefault(name, []).append(load)
     return Conditions(
-        backend=backend.get("backend"),
+        backend=backend.backend,
         devices=used,
-        driver=backend.get("driver"),
+        driver=backend.driver,
         sharing=arm.sharing,
         control_sharing=control.sharing if control else None,
         load_range={name: (min(v), max(v)) for name, v in loads.items()},

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench_plugin.results.facts import BackendFacts
 from bench_plugin.results.record import CampaignRecord
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.store import (
@@ -168,16 +169,18 @@ def differences(recorded: Recorded, *, scenario_sha256: str, classes: list[str],
 def condition_differences(theirs: Provenance, mine: Provenance) -> list[str]:
     """Differences of the conditions that shape a measurement: backend, devices, driver, Python, packages, source."""
     out: list[str] = []
-    back_theirs, back_mine = theirs.backend or {}, mine.backend or {}
-    if back_theirs.get("backend") != back_mine.get("backend"):
-        out.append(f"backend {back_theirs.get('backend')} vs {back_mine.get('backend')}")
-    dev_theirs, dev_mine = devices(back_theirs), devices(back_mine)
+    back_theirs, back_mine = theirs.backend or BackendFacts(), mine.backend or BackendFacts()
+    if back_theirs.backend != back_mine.backend:
+        out.append(f"backend {back_theirs.backend} vs {back_mine.backend}")
+    dev_theirs, dev_mine = back_theirs.device_identities(), back_mine.device_identities()
     for name in sorted(set(dev_theirs) | set(dev_mine)):
         if dev_theirs.get(name) != dev_mine.get(name):
             out.append(f"device {name}: {dev_theirs.get(name) or 'none'} vs {dev_mine.get(name) or 'none'}")
-    for key, label in (("driver", "driver"), ("cuda_driver", "CUDA driver"), ("server_version", "Kubernetes")):
-        if back_theirs.get(key) != back_mine.get(key):
-            out.append(f"{label} {back_theirs.get(key)} vs {back_mine.get(key)}")
+    for label, a, b in (("driver", back_theirs.driver, back_mine.driver),
+                        ("CUDA driver", back_theirs.cuda_driver, back_mine.cuda_driver),
+                        ("Kubernetes", back_theirs.server_version, back_mine.server_version)):
+        if a != b:
+            out.append(f"{label} {a} vs {b}")
     if theirs.python != mine.python:
         out.append(f"python {theirs.python} vs {mine.python}")
     pkg_theirs, pkg_mine = theirs.packages or {}, mine.packages or {}
@@ -189,29 +192,12 @@ def condition_differences(theirs: Provenance, mine: Provenance) -> list[str]:
     return out
 
 
-def devices(backend: dict[str, Any]) -> dict[str, str]:
-    """Device (or cluster GPU node) -> what makes it the same device for a measurement: model, memory, cores."""
-    out: dict[str, str] = {}
-    for device in backend.get("devices") or []:
-        text = str(device.get("model"))
-        if device.get("memory_mib"):
-            text += f" {device['memory_mib']} MiB"
-        if device.get("name") == "cpu" and backend.get("cpu_count"):
-            text += f" ({backend['cpu_count']} cores)"
-        out[str(device.get("name"))] = text
-    for node in backend.get("nodes") or []:
-        # GPU feature discovery marks a product shared (-SHARED) while a sharing config is applied: same GPU.
-        product = str(node.get("gpu_product")).removesuffix("-SHARED")
-        out[f"node {node.get('name')}"] = f"{product} x{node.get('gpu_count')}"
-    return out
-
-
 def other_units(theirs: Provenance, mine: Provenance) -> list[str]:
     """Warnings for devices of the same model that are other units (another UUID): figures may shift a little."""
-    ids = {d.get("name"): d.get("uuid") for d in (theirs.backend or {}).get("devices") or []}
-    return [f"device {d.get('name')} is another unit of the same model ({ids[d.get('name')]} vs {d.get('uuid')})"
-            for d in (mine.backend or {}).get("devices") or []
-            if ids.get(d.get("name")) and d.get("uuid") and ids[d.get("name")] != d.get("uuid")]
+    ids = {d.name: d.uuid for d in (theirs.backend.devices if theirs.backend else None) or []}
+    return [f"device {d.name} is another unit of the same model ({ids[d.name]} vs {d.uuid})"
+            for d in (mine.backend.devices if mine.backend else None) or []
+            if ids.get(d.name) and d.uuid and ids[d.name] != d.uuid]
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from bench_plugin.report.placement import cpus_by_arm
 from bench_plugin.report.protocol import output_length_lines
 from bench_plugin.report.stage_groups import StageGroup, group_rows, stage_groups
 from bench_plugin.report.stage_series import TrialSeries, markdown_section
+from bench_plugin.results.facts import BackendFacts
 from bench_plugin.results.summary import Comparison, Provenance, Summary
 
 SPREAD_NOTE = ("Figures are mean ± 95% CI half-width over repeats (Student t; none with one repeat). Ratios to "
@@ -113,9 +114,9 @@ def render_summary(summary: Summary) -> str:
     ]
     for name, rs in (summary.request_sets or {}).items():
         lines.append(f"- request set {name}: {rs.count} requests, sha256 `{rs.sha256[:16]}…` ({rs.source})")
-    backend = (summary.conditions.backend if summary.conditions else None) or {}
-    lines.append(f"- backend: {backend.get('backend')}; devices: "
-                 + ", ".join(f"{d['name']} ({d['model']})" for d in backend.get("devices", [])))
+    backend = (summary.conditions.backend if summary.conditions else None) or BackendFacts()
+    lines.append(f"- backend: {backend.backend}; devices: "
+                 + ", ".join(f"{d.name} ({d.model})" for d in backend.devices or []))
     lines += ["", f"{SPREAD_NOTE} "
               "Latency is measured from each request's intended send time; percentiles come from exact samples. "
               "Throughput counts successful requests over the time it took to serve the stage's requests "
@@ -191,7 +192,7 @@ def _conditions_section(summary: Summary, started_s: float | None,
                         arm_settings: dict[str, dict[str, Any]] | None) -> list[str]:
     scenario = summary.scenario
     cond = summary.conditions or Provenance()
-    backend = cond.backend or {}
+    backend = cond.backend or BackendFacts()
     command = cond.command
     started = dt.datetime.fromtimestamp(started_s, tz=dt.UTC).strftime("%Y-%m-%d %H:%M UTC") if started_s else "-"
     lines = [
@@ -200,9 +201,10 @@ def _conditions_section(summary: Summary, started_s: float | None,
         f"- started: {started}; host {cond.host}; {cond.platform}; python {cond.python}",
         f"- source revision: `{cond.source_revision}`",
         f"- command: `{shlex.join(command) if isinstance(command, list) else command}`",
-        f"- backend: {backend.get('backend')}; devices: "
-        + (", ".join(f"{d.get('name')} ({d.get('model')})" for d in backend.get("devices") or []) or "-")
-        + "".join(f"; {k}: {backend[k]}" for k in ("driver", "nvml", "cuda") if backend.get(k)),
+        f"- backend: {backend.backend}; devices: "
+        + (", ".join(f"{d.name} ({d.model})" for d in backend.devices or []) or "-")
+        + "".join(f"; {label}: {value}" for label, value in (("driver", backend.driver), ("nvml", backend.nvml))
+                  if value),
     ]
     for row in resume_rows(summary.status):
         lines.append("- " + "; ".join(f"{column} {value}" for column, value in zip(RESUME_COLUMNS, row, strict=True)))

@@ -18,6 +18,7 @@ from typing import Any
 from bench_plugin.report.comparison import RESUME_COLUMNS, resume_rows, status_text
 from bench_plugin.report.placement import cpus_label
 from bench_plugin.report.protocol import output_length_lines
+from bench_plugin.results.facts import BackendFacts
 from bench_plugin.results.record import CampaignRecord
 from bench_plugin.results.store import FailureGroup, StageRecord, TrialRecord
 from bench_plugin.results.summary import Provenance, Summary
@@ -121,7 +122,7 @@ def conditions_section(summary: Summary, record: CampaignRecord, trials: Sequenc
                for name, rs in (summary.request_sets or {}).items()]),
         *([f"<ul>{''.join(f'<li>{esc(line)}</li>' for line in lines)}</ul>"]
           if (lines := output_length_lines(summary)) else []),
-        _backend(cond.backend or {}),
+        _backend(cond.backend or BackendFacts()),
         "<h3>Package versions</h3>",
         table(["package", "version"], sorted((cond.packages or {}).items())),
         "<h3>Arms</h3>",
@@ -132,12 +133,12 @@ def conditions_section(summary: Summary, record: CampaignRecord, trials: Sequenc
     return "\n".join(parts)
 
 
-def _backend(backend: dict[str, Any]) -> str:
-    devices = backend.get("devices") or []
+def _backend(facts: BackendFacts) -> str:
+    devices = [d.model_dump() for d in facts.devices or []]
     columns = sorted({k for d in devices for k in d}, key=lambda k: (k not in ("name", "model"), k))
     parts = ["<h3>Backend and devices</h3>",
-             _kv([(k, code(v) if isinstance(v, dict | list) else v) for k, v in sorted(backend.items())
-                  if k != "devices"])]
+             _kv([(k, code(v) if isinstance(v, dict | list) else v)
+                  for k, v in sorted(facts.model_dump(exclude={"devices"}).items())])]
     if devices:
         parts.append(table(columns, [[d.get(c) for c in columns] for d in devices]))
     return "\n".join(parts)

@@ -34,13 +34,12 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    SerializerFunctionWrapHandler,
     ValidationError,
     computed_field,
-    model_serializer,
     model_validator,
 )
 
+from bench_plugin.results.facts import BackendFacts, Recorded
 from bench_plugin.results.placement import ClassPlacement
 
 SCHEMA: Literal["bench_plugin.summary/2"] = "bench_plugin.summary/2"
@@ -702,13 +701,13 @@ class RequestSetRef(Model):
     workload: str
 
 
-class Provenance(Model):
+class Provenance(Recorded):
     """Where and how the campaign ran (launch/conditions.py): enough to rerun it, and to tell apart the
     conditions of another campaign. Each fact is written only where it was recorded, so a campaign from
     before a fact existed (``source_digest``) reads and writes as it was."""
 
     # In the order of their names, as the store keeps them.
-    backend: dict[str, Any] | None = None
+    backend: BackendFacts | None = None
     """The sharing backend's own description (SharingBackend.describe: its name, devices, driver, ...)."""
     command: list[str] | None = None
     host: str | None = None
@@ -720,10 +719,6 @@ class Provenance(Model):
     """The sha256 of bench_plugin's own source files (results/provenance.py)."""
     source_revision: str | None = None
     """The git revision of the source that ran, where it was a git checkout."""
-
-    @model_serializer(mode="wrap")
-    def _recorded_only(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return {key: value for key, value in handler(self).items() if key in self.model_fields_set}
 
 
 class Summary(Model):

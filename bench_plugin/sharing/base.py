@@ -12,6 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any
 
+from bench_plugin.results.facts import BackendFacts
 from bench_plugin.results.placement import Placement
 from bench_plugin.scenario import Arm, Disruption, Scenario
 
@@ -68,9 +69,9 @@ class SharingBackend(ABC):
         """Put back what the last disruption changed (a cordoned node, a failed one not rejoined)."""
         return None
 
-    def describe(self) -> dict[str, Any]:
-        """Facts about the devices this backend uses, for the conditions table."""
-        return {"backend": self.name}
+    def describe(self) -> BackendFacts:
+        """Facts about this backend and the devices it uses, for the campaign's conditions."""
+        return BackendFacts(backend=self.name)
 
     def restore(self) -> None:
         """Leave the host as it was before the campaign; safe to call more than once."""

@@ -13,10 +13,13 @@ instances.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import platform
 from dataclasses import dataclass
 from typing import Any
+
+from bench_plugin.results.facts import BackendFacts
 
 MIB = 1024 * 1024
 
@@ -102,16 +105,16 @@ def _mig_enabled(nvml: Any, handle: Any) -> bool:
     return bool(current == nvml.NVML_DEVICE_MIG_ENABLE)
 
 
-def gpus() -> tuple[list[Device], dict[str, Any]]:
+def gpus() -> tuple[list[Device], BackendFacts]:
     """The NVIDIA GPUs and their MIG instances (empty without NVML), and driver facts."""
     try:
         import pynvml
     except ImportError:
-        return [], {"nvml": "nvidia-ml-py not installed"}
+        return [], BackendFacts(nvml="nvidia-ml-py not installed")
     try:
         pynvml.nvmlInit()
     except pynvml.NVMLError as exc:
-        return [], {"nvml": f"unavailable: {exc}"}
+        return [], BackendFacts(nvml=f"unavailable: {exc}")
     try:
         found: list[Device] = []
         mig_modes: dict[str, str] = {}
@@ -125,16 +128,18 @@ def gpus() -> tuple[list[Device], dict[str, Any]]:
             mig_modes[gpu.name] = "enabled" if enabled else "disabled"
             if enabled:
                 found.extend(mig_instances(pynvml, handle, gpu))
-        info = {"driver": _text(pynvml.nvmlSystemGetDriverVersion()),
-                "cuda_driver": pynvml.nvmlSystemGetCudaDriverVersion(), "mig_mode": mig_modes}
+        info = BackendFacts(driver=_text(pynvml.nvmlSystemGetDriverVersion()),
+                            cuda_driver=pynvml.nvmlSystemGetCudaDriverVersion(), mig_mode=mig_modes)
         return found, info
     finally:
         pynvml.nvmlShutdown()
 
 
-def host_devices() -> tuple[list[Device], dict[str, Any]]:
-    """The GPUs (and MIG instances) if there are any, else the CPU as a single device; plus facts."""
+def host_devices() -> tuple[list[Device], BackendFacts]:
+    """The GPUs (and MIG instances) if there are any, else the CPU as a single device; plus facts: the
+    driver's (or why NVML could not be read), the CPU's and the devices themselves."""
     found, info = gpus()
     cpu = Device("cpu", cpu_model())
-    info = {**info, "cpu": cpu.model, "cpu_count": os.cpu_count()}
-    return (found or [cpu]), info
+    devices = found or [cpu]
+    return devices, BackendFacts.model_validate({**info.model_dump(), "cpu": cpu.model, "cpu_count": os.cpu_count(),
+                                                 "devices": [dataclasses.asdict(d) for d in devices]})

@@ -26,8 +26,8 @@ import shlex
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
+from bench_plugin.results.facts import BackendFacts
 from bench_plugin.results.placement import ClassPlacement, Placement
 from bench_plugin.scenario import Arm, Scenario, format_cpulist
 from bench_plugin.sharing.affinity import check_affinity, host_cpus, pins, read_cores
@@ -89,14 +89,9 @@ class LocalBackend(SharingBackend):
         self.running: list[ServerProcess] = []
         self.mps: MpsDaemon | None = None
 
-    def describe(self) -> dict[str, Any]:
-        return {
-            "backend": self.name,
-            "devices": [d.__dict__ for d in self.devices],
-            "mps_control": self.mps_control,
-            **self.host_cpus.describe(),
-            **self.device_info,
-        }
+    def describe(self) -> BackendFacts:
+        return BackendFacts.model_validate({**self.device_info.model_dump(), "backend": self.name,
+                                            "mps_control": self.mps_control, **self.host_cpus.describe()})
 
     def check(self, arm: Arm) -> None:
         names = self.scenario.classes.names()

@@ -220,7 +220,7 @@ def main() -> int:
     result: dict[str, Any] = {"modes_before": gpu_modes(), "mps_processes_before": mps_processes()}
     tmp = Path(tempfile.mkdtemp(prefix="device-check-"))
     b = backend(tmp, [{"name": "control", "control": True}, {"name": "mig", "sharing": "mig"}], {})
-    result["devices"] = b.describe()
+    result["devices"] = b.describe().model_dump(mode="json")
     try:
         b.check(b.scenario.arm("mig"))
         result["mig_check"] = "accepted"

@@ -164,7 +164,7 @@ def test_apply_pins_every_thread_of_each_server_and_records_what_proc_says(tmp_p
         assert (got["embedding"].cpus, got["embedding"].numa_node) == ("1", 0)
         assert got["embedding"].numa_membind is (b.host_cpus.numactl is not None)
         assert got["asr"].cpus == format_cpulist(os.sched_getaffinity(0))  # unpinned: what it inherited
-        stored = placement.to_dict()
+        stored = placement.to_json()
         assert stored["llm"]["cpus"] == "0" and "numa_node" not in stored["llm"]
         memory = "bound" if b.host_cpus.numactl else "not bound (no numactl)"
         assert f"# cpus 1, numa node 0, memory {memory}" in Path(got["embedding"].log or "").read_text()

@@ -82,15 +82,15 @@ def test_mig_instances_are_listed_by_uuid_and_their_gpu_is_not_given_whole(monke
         Device("cuda:1", "NVIDIA H200", "GPU-b", 143771),
         Device("cuda:2", "NVIDIA L4", "GPU-c", 23034),
     ]
-    assert info["mig_mode"] == {"cuda:0": "enabled", "cuda:1": "disabled", "cuda:2": "disabled"}
-    assert info["driver"] == "580.159.04"
+    assert info.mig_mode == {"cuda:0": "enabled", "cuda:1": "disabled", "cuda:2": "disabled"}
+    assert info.driver == "580.159.04"
     assert [d.is_gpu for d in found] == [True] * 5 and [d.gpu for d in found][:3] == ["cuda:0"] * 3
 
 
 def test_no_nvml_means_the_cpu_is_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", None)  # import fails as if not installed
     devices, info = host_devices()
-    assert [d.name for d in devices] == ["cpu"] and info["nvml"] == "nvidia-ml-py not installed"
+    assert [d.name for d in devices] == ["cpu"] and info.nvml == "nvidia-ml-py not installed"
     assert not devices[0].is_gpu
 
 

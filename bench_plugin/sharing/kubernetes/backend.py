@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from bench_plugin.results.facts import BackendFacts, DevicePluginFacts, NodeFacts
 from bench_plugin.results.placement import ClassPlacement, Placement
 from bench_plugin.scenario import Arm, Disruption, KubernetesSettings, Scenario
 from bench_plugin.sharing.base import ApplyError, SharingBackend
@@ -413,29 +414,29 @@ class KubernetesBackend(SharingBackend):
     def leftovers(self) -> list[str]:
         return list(self._leftovers)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> BackendFacts:
         plugin = self.section.device_plugin
-        out: dict[str, Any] = {
-            "backend": self.name, "campaign": self.campaign, "namespace": self.namespace,
-            "device_plugin": {"config_map": f"{plugin.namespace}/{plugin.config_map}", "replicas": plugin.replicas},
-            "node_selector": dict(self.section.node_selector), "service_urls": dict(self.options.service_urls),
-        }
+        cluster: dict[str, Any]
         try:
-            out.update(kubeconfig=self.api.source, server=self.api.server,
-                       server_version=self.api.request("GET", k8s.VERSION).get("gitVersion"),
-                       nodes=[_describe_node(node) for node in self._gpu_nodes()])
+            cluster = {"kubeconfig": self.api.source, "server": self.api.server,
+                       "server_version": self.api.request("GET", k8s.VERSION).get("gitVersion"),
+                       "nodes": [_describe_node(node) for node in self._gpu_nodes()]}
         except KubeError as exc:
-            out["error"] = str(exc)
-        return out
+            cluster = {"error": str(exc)}
+        return BackendFacts(
+            backend=self.name, campaign=self.campaign, namespace=self.namespace,
+            device_plugin=DevicePluginFacts(config_map=f"{plugin.namespace}/{plugin.config_map}",
+                                            replicas=plugin.replicas),
+            node_selector=dict(self.section.node_selector), service_urls=dict(self.options.service_urls), **cluster)
 
 
-def _describe_node(node: Json) -> dict[str, Any]:
+def _describe_node(node: Json) -> NodeFacts:
     node_labels = node["metadata"].get("labels") or {}
-    return {
-        "name": node["metadata"]["name"],
-        "gpu_product": node_labels.get(dp.PRODUCT_LABEL),
-        "gpu_count": node_labels.get(dp.COUNT_LABEL),
-        "device_plugin_config": node_labels.get(dp.CONFIG_LABEL),
-        "allocatable": {k: v for k, v in (node.get("status", {}).get("allocatable") or {}).items()
-                        if k.startswith("nvidia.com/")},
-    }
+    return NodeFacts(
+        name=node["metadata"]["name"],
+        gpu_product=node_labels.get(dp.PRODUCT_LABEL),
+        gpu_count=node_labels.get(dp.COUNT_LABEL),
+        device_plugin_config=node_labels.get(dp.CONFIG_LABEL),
+        allocatable={k: v for k, v in (node.get("status", {}).get("allocatable") or {}).items()
+                     if k.startswith("nvidia.com/")},
+    )
