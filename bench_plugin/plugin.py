@@ -133,8 +133,7 @@ class BenchPlugin:
             sys.stderr.write(f"bench_plugin: {resume.describe(resuming, record)}\n")
         else:
             for trial in trials:
-                self.recorder.add_trial(trial.id, trial.position, trial.arm.name, trial.repeat,
-                                        trial.arm.model_dump(mode="json"))
+                self.recorder.add_trial(trial.id, trial.position, trial.arm, trial.repeat)
 
     @property
     def finished(self) -> bool:

@@ -93,10 +93,10 @@ def write_report(results_dir: Path, summary: Summary | None = None, max_points: 
     with open_store(results_dir / "results.sqlite") as db:
         page = render_html(summary, db, max_points)
         record = read_record(db)
-        arm_settings: dict[str, dict[str, Any]] = {}
+        arm_settings: dict[str, str] = {}
         trials = read_trials(db)
         for trial in trials:
-            arm_settings.setdefault(trial.arm, trial.arm_config)
+            arm_settings.setdefault(trial.arm, trial.settings)
         stage_series = read_trial_series(db, trials)
     out = results_dir / "report.html"
     out.write_text(page, encoding="utf-8")

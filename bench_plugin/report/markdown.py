@@ -12,7 +12,6 @@ summary (bench_plugin.results.summary.Summary) only.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import shlex
 from collections.abc import Sequence
 from typing import Any
@@ -189,7 +188,7 @@ def _boundary_section(comparison: Comparison) -> list[str]:
 
 
 def _conditions_section(summary: Summary, started_s: float | None,
-                        arm_settings: dict[str, dict[str, Any]] | None) -> list[str]:
+                        arm_settings: dict[str, str] | None) -> list[str]:
     scenario = summary.scenario
     cond = summary.conditions or Provenance()
     backend = cond.backend or BackendFacts()
@@ -213,8 +212,8 @@ def _conditions_section(summary: Summary, started_s: float | None,
     packages = cond.packages or {}
     if packages:
         lines.append("- packages: " + ", ".join(f"{k} {v}" for k, v in sorted(packages.items())))
-    for arm, config in (arm_settings or {}).items():
-        lines.append(f"- arm {arm}: `{json.dumps(config, sort_keys=True)}`")
+    for arm, settings in (arm_settings or {}).items():
+        lines.append(f"- arm {arm}: `{settings}`")
     for arm, classes in cpus_by_arm((t.arm, t.placement) for t in summary.trials).items():
         lines.append(f"- arm {arm}, CPU cores of each server (read back at its start): "
                      + "; ".join(f"{name} {' / '.join(labels)}" for name, labels in classes.items()))
@@ -224,12 +223,12 @@ def _conditions_section(summary: Summary, started_s: float | None,
 
 
 def render_report(summary: Summary, *, started_s: float | None = None,
-                  arm_settings: dict[str, dict[str, Any]] | None = None,
+                  arm_settings: dict[str, str] | None = None,
                   stage_series: Sequence[TrialSeries] = ()) -> str:
     """The markdown text of report.md: verdict first, then per-stage tables, boundaries and conditions.
 
     ``started_s`` (the campaign start, epoch seconds), ``arm_settings`` (each arm's settings as
-    recorded in trials.arm_config) and ``stage_series`` (report.stage_series.read_trial_series) come
+    recorded in trials.arm_config, as JSON text) and ``stage_series`` (report.stage_series.read_trial_series) come
     from results.sqlite; all are optional.
     """
     comparison = summary.comparison

@@ -145,11 +145,10 @@ def _backend(facts: BackendFacts) -> str:
 
 
 def _arms(trials: Sequence[TrialRecord], control: str | None) -> str:
-    seen: dict[str, dict[str, Any]] = {}
+    seen: dict[str, str] = {}
     for t in trials:
-        seen.setdefault(t.arm, t.arm_config)
-    rows = [[arm + (" (control)" if arm == control else ""), code(json.dumps(config, sort_keys=True))]
-            for arm, config in seen.items()]
+        seen.setdefault(t.arm, t.settings)
+    rows = [[arm + (" (control)" if arm == control else ""), code(settings)] for arm, settings in seen.items()]
     return table(["arm", "settings (trials.arm_config)"], rows)
 
 

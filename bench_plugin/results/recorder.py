@@ -52,6 +52,7 @@ from bench_plugin.results.store import (
 )
 from bench_plugin.results.telemetry_rows import TelemetryRow
 from bench_plugin.results.timeline import Entry
+from bench_plugin.scenario import Arm
 
 logger = logging.getLogger(__name__)
 
@@ -169,11 +170,12 @@ class Recorder:
         """Store one campaign-wide fact (JSON-encoded)."""
         self._execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, json.dumps(value, sort_keys=True)))
 
-    def add_trial(self, trial_id: int, position: int, arm: str, repeat: int, arm_config: dict[str, Any]) -> None:
-        """Register a planned trial (status ``planned``)."""
+    def add_trial(self, trial_id: int, position: int, arm: Arm, repeat: int) -> None:
+        """Register a planned trial of ``arm`` (status ``planned``); its settings are kept as they were planned."""
         self._execute(
             "INSERT OR REPLACE INTO trials (id, position, arm, repeat, arm_config, status) VALUES (?,?,?,?,?,?)",
-            (trial_id, position, arm, repeat, json.dumps(arm_config, sort_keys=True), "planned"),
+            (trial_id, position, arm.name, repeat, json.dumps(arm.model_dump(mode="json"), sort_keys=True),
+             "planned"),
         )
 
     def trial_started(self, trial_id: int) -> None:

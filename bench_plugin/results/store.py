@@ -38,7 +38,7 @@ from bench_plugin.results.samples import SAMPLE_FIELDS, Sample
 from bench_plugin.results.summary import SearchResult, first_problem
 from bench_plugin.results.telemetry_rows import TelemetryRow
 from bench_plugin.results.timeline import SearchOutcome, TimelineError, parse
-from bench_plugin.scenario import class_rank
+from bench_plugin.scenario import Arm, class_rank
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -221,13 +221,19 @@ class TrialRecord:
     position: int
     arm: str
     repeat: int
-    arm_config: dict[str, Any]
+    arm_config: Arm
+    """The arm's settings as planned (trials.arm_config)."""
     status: str
     reason: str | None
     started_s: float | None
     ended_s: float | None
     segments: list[SegmentRecord] = field(default_factory=list)
     stages: list[StageRecord] = field(default_factory=list)
+
+    @property
+    def settings(self) -> str:
+        """The arm's settings as the store keeps them (JSON, keys sorted), for the report."""
+        return json.dumps(self.arm_config.model_dump(mode="json", exclude_unset=True), sort_keys=True)
 
 
 @dataclass(frozen=True)
@@ -309,7 +315,7 @@ def read_trials(db: sqlite3.Connection) -> list[TrialRecord]:
     for row in db.execute("SELECT * FROM trials WHERE status != 'planned' ORDER BY position"):
         trial = TrialRecord(
             id=row["id"], position=row["position"], arm=row["arm"], repeat=row["repeat"],
-            arm_config=json.loads(row["arm_config"] or "{}"), status=row["status"], reason=row["reason"],
+            arm_config=_arm(row["id"], row["arm_config"]), status=row["status"], reason=row["reason"],
             started_s=row["started_s"], ended_s=row["ended_s"],
         )
         for seg in db.execute("SELECT * FROM segments WHERE trial=? ORDER BY segment", (trial.id,)):
@@ -332,6 +338,14 @@ def read_trials(db: sqlite3.Connection) -> list[TrialRecord]:
             ))
         trials.append(trial)
     return trials
+
+
+def _arm(trial: int, text: str) -> Arm:
+    """A trial's stored arm settings; StoreError naming the trial and the field that is not of its form."""
+    try:
+        return Arm.model_validate(json.loads(text))
+    except ValidationError as exc:
+        raise StoreError(f"trials (trial {trial}): arm_config.{first_problem(exc)}") from None
 
 
 def _placement(trial: int, segment: int, text: str | None) -> dict[str, ClassPlacement]:

@@ -14,6 +14,7 @@ from bench_plugin.results.placement import ClassPlacement, Placement
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.samples import Sample
 from bench_plugin.results.timeline import Disruption
+from bench_plugin.scenario import Arm
 
 START = 100.0
 STAGE_S = 20.0
@@ -44,7 +45,7 @@ def llm_samples() -> list[Sample]:
 
 def record(tmp_path: Path, samples: list[Sample]) -> None:
     rec = Recorder(tmp_path / "results.sqlite")
-    rec.add_trial(1, 0, "a", 1, {"name": "a"})
+    rec.add_trial(1, 0, Arm(name="a"), 1)
     rec.segment_applied(1, 0, ["llm", "embedding"], Placement({"llm": ClassPlacement(url="x"),
                                                                 "embedding": ClassPlacement(url="y")}))
     rec.stage_started(1, 0, 0, None, {"llm": 10.0, "embedding": 2.0}, {"llm": "poisson", "embedding": "poisson"},
@@ -99,7 +100,7 @@ def test_recovery_needs_two_stable_seconds_before_the_end() -> None:
 
 def test_a_stage_without_disruption_has_none(tmp_path: Path) -> None:
     rec = Recorder(tmp_path / "results.sqlite")
-    rec.add_trial(1, 0, "a", 1, {"name": "a"})
+    rec.add_trial(1, 0, Arm(name="a"), 1)
     rec.stage_started(1, 0, 0, None, {"llm": 1.0}, {"llm": "poisson"}, START, planned_s=5.0, arrivals={"llm": 5})
     rec.stage_ended(1, 0, 0, START + 5.0, "completed")
     rec.trial_ended(1, "completed")

@@ -13,6 +13,7 @@ from bench_plugin.results.placement import ClassPlacement, Placement
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.telemetry_rows import TelemetryRow
 from bench_plugin.results.timeline import Telemetry
+from bench_plugin.scenario import Arm
 from bench_plugin.telemetry import fields as F
 
 
@@ -48,7 +49,7 @@ def test_no_rows_no_figures() -> None:
 
 def test_summary_json_carries_each_stage_s_gpu_figures(tmp_path: Path) -> None:
     rec = Recorder(tmp_path / "results.sqlite")
-    rec.add_trial(1, 0, "a", 1, {"name": "a"})
+    rec.add_trial(1, 0, Arm(name="a"), 1)
     rec.segment_applied(1, 0, ["llm", "embedding"], Placement({
         "llm": ClassPlacement(url="http://127.0.0.1:1", device="cuda:0", pid=11),
         "embedding": ClassPlacement(url="http://127.0.0.1:2", device="cuda:0", pid=21)}))

@@ -20,6 +20,7 @@ from bench_plugin.results.placement import ClassPlacement, Placement
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.samples import Sample
 from bench_plugin.results.store import open_store, read_trials
+from bench_plugin.scenario import Arm
 
 SCENARIO = {
     "name": "hand", "sha256": "0" * 64, "path": "hand.yaml",
@@ -66,7 +67,7 @@ def summary(tmp_path: Path) -> dict[str, Any]:
     for repeat in (1, 2):
         for arm in ("exclusive", "shared"):
             trial = position + 1
-            rec.add_trial(trial, position, arm, repeat, {"name": arm})
+            rec.add_trial(trial, position, Arm(name=arm), repeat)
             rec.trial_started(trial)
             if arm == "exclusive":
                 # llm: 10 requests, all 500 ms (TPOT 400/8 = 50 ms: at its limit); embedding: 20 x 100 ms
@@ -159,13 +160,13 @@ def test_the_control_carries_only_its_own_figures(summary: dict[str, Any]) -> No
 
 def test_mig_slices_of_one_gpu_are_charged_once_and_unnamed_devices_as_one(tmp_path: Path) -> None:
     rec = Recorder(tmp_path / "r.sqlite")
-    rec.add_trial(1, 0, "mig", 1, {"name": "mig"})
+    rec.add_trial(1, 0, Arm(name="mig"), 1)
     rec.segment_applied(1, 0, ["llm", "embedding", "asr"], Placement({
         "llm": ClassPlacement(url="u", device="MIG-a", gpu="cuda:0"),
         "embedding": ClassPlacement(url="u", device="MIG-b", gpu="cuda:0"),
         "asr": ClassPlacement(url="u", device="cuda:1")}))
     rec.trial_started(1)
-    rec.add_trial(2, 1, "manual", 1, {"name": "manual"})
+    rec.add_trial(2, 1, Arm(name="manual"), 1)
     rec.trial_started(2)
     rec.segment_applied(2, 0, ["llm", "asr"], Placement({"llm": ClassPlacement(url="u"),
                                                           "asr": ClassPlacement(url="v")}))

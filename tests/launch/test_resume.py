@@ -65,7 +65,7 @@ def store(directory: Path, *, status: str | None = None, trial_2: str = "cut") -
                                                 "source": "generated(seed=2)"}})
     rec.set_meta("conditions", CONDITIONS)
     for trial in plan_trials(scenario()):
-        rec.add_trial(trial.id, trial.position, trial.arm.name, trial.repeat, {})
+        rec.add_trial(trial.id, trial.position, trial.arm, trial.repeat)
     for trial in (1, 2):
         rec.trial_started(trial)
         rec.segment_applied(trial, 0, ["embedding"], Placement({}))

@@ -130,7 +130,7 @@ def test_each_trial_is_summarised_once_and_the_verdicts_equal_the_full_summary(t
     rec.set_meta("conditions", CONDITIONS)
     trials = [Trial(id=i + 1, position=i, arm=Arm.model_validate(ARMS[i % 3]), repeat=i // 3 + 1) for i in range(9)]
     for t in trials:
-        rec.add_trial(t.id, t.position, t.arm.name, t.repeat, t.arm.model_dump(mode="json"))
+        rec.add_trial(t.id, t.position, t.arm, t.repeat)
     events = BenchEvents()
     view = LiveView(load_scenario(ROOT / "scenarios" / "calibration.yaml"), ["llm", "embedding"], trials=len(trials))
     view.watch(events, path)

@@ -42,6 +42,7 @@ from bench_plugin.results.summary import (
     Verdict,
     save_summary,
 )
+from bench_plugin.scenario import Arm
 from bench_plugin.scenario.models import Slo
 
 T0 = 1_800_000_000.0
@@ -215,8 +216,8 @@ def build_store(results: Path, telemetry: bool = True, interrupted: bool = False
     t = T0
     plan = [(1, "exclusive", 1), (2, "shared", 1), (3, "exclusive", 2), (4, "shared", 2)]
     for position, (trial, arm, repeat) in enumerate(plan):
-        rec.add_trial(trial, position, arm, repeat, {"name": arm, "sharing": "exclusive" if arm == "exclusive"
-                                                     else "time-slicing", "control": arm == "exclusive"})
+        rec.add_trial(trial, position, Arm(name=arm, sharing="exclusive" if arm == "exclusive" else "time-slicing",
+                                           control=arm == "exclusive"), repeat)
         rec.trial_started(trial)
         start = t
         shared = arm == "shared"

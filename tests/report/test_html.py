@@ -30,6 +30,7 @@ from bench_plugin.results.store import (
     read_samples,
 )
 from bench_plugin.results.summary import load_summary, save_summary
+from bench_plugin.scenario import Arm
 
 MakeCampaign = Callable[..., Path]  # the make_campaign fixture of this folder's conftest.py
 
@@ -236,7 +237,7 @@ def test_a_campaign_that_failed_before_any_stage_still_reports(tmp_path: Path) -
     rec.set_meta("scenario", {"name": "broken", "path": "s.yaml", "sha256": "0" * 64,
                               "resolved": resolved([{"name": "exclusive", "control": True}],
                                                    {"llm": {"slo": {"p95_ms": 1000.0}}})})
-    rec.add_trial(1, 0, "exclusive", 1, {"name": "exclusive"})
+    rec.add_trial(1, 0, Arm(name="exclusive"), 1)
     rec.trial_started(1)
     rec.trial_ended(1, "failed", "llm never answered within 120 s")
     rec.set_meta("status", {"status": "failed", "reason": "trial 1: llm never answered", "ended_s": 1.0})
@@ -301,8 +302,9 @@ def test_a_large_campaign_renders_each_timeline_thinned(make_campaign: MakeCampa
 def test_markdown_written_beside_matches_render_report(default_results: Path, default_report: Path) -> None:
     results = default_results
     summary = load_summary(results / "summary.json")
-    arms = {"exclusive": {"control": True, "name": "exclusive", "sharing": "exclusive"},
-            "shared": {"control": False, "name": "shared", "sharing": "time-slicing"}}
+    arms = {arm.name: json.dumps(arm.model_dump(mode="json"), sort_keys=True)  # as the fixture planned them
+            for arm in (Arm(name="exclusive", control=True, sharing="exclusive"),
+                        Arm(name="shared", control=False, sharing="time-slicing"))}
     expected = render_report(summary, started_s=1_800_000_000.0, arm_settings=arms)
     assert (results / "report.md").read_text(encoding="utf-8") == expected
 

@@ -28,7 +28,7 @@ def summary_of(results: Path) -> Summary:
 
 def test_verdict_comes_first_then_stages_then_boundaries_then_conditions(default_results: Path) -> None:
     text = render_report(summary_of(default_results), started_s=1_800_000_000.0,
-                         arm_settings={"shared": {"sharing": "time-slicing"}})
+                         arm_settings={"shared": '{"sharing": "time-slicing"}'})
     order = [text.index(h) for h in ("## Verdict", "## Per-stage figures", "## Operating boundary per arm",
                                      "## Conditions")]
     assert order == sorted(order)

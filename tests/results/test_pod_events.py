@@ -22,6 +22,7 @@ from bench_plugin.results.store import (
     store_version,
 )
 from bench_plugin.results.summary import load_summary, parse_summary
+from bench_plugin.scenario import Arm
 
 T = 1_800_000_000.0
 MESSAGE = "0/1 nodes are available: 1 Insufficient nvidia.com/gpu. preemption: 0/1 nodes are available: 1 " \
@@ -33,7 +34,7 @@ def campaign(path: Path, pods: bool = True) -> None:
     rec = Recorder(path)
     rec.set_meta("scenario", {"name": "s", "resolved": resolved([{"name": "a", "control": True}],
                                                                 {"llm": {"slo": {"p95_ms": 1000.0}}})})
-    rec.add_trial(1, 0, "a", 1, {"name": "a"})
+    rec.add_trial(1, 0, Arm(name="a"), 1)
     rec.trial_started(1)
     if pods:
         for event in (PodEvent(T + 2, "scheduled", "bench-llm-x", "u1", "llm", "gpu-a",

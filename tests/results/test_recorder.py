@@ -12,6 +12,7 @@ from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.samples import Sample
 from bench_plugin.results.store import StoreWriteError, open_campaign, read_samples
 from bench_plugin.results.telemetry_rows import TelemetryRow
+from bench_plugin.scenario import Arm
 
 
 def sample(seq: int) -> Sample:
@@ -27,7 +28,7 @@ def on_disk(path: Path) -> int:
 
 def test_samples_are_committed_at_stage_end_and_read_back(tmp_path: Path) -> None:
     rec = Recorder(tmp_path / "r.sqlite")
-    rec.add_trial(1, 0, "a", 1, {"name": "a"})
+    rec.add_trial(1, 0, Arm(name="a"), 1)
     rec.stage_started(1, 0, 0, "low", {"llm": 1.0}, {"llm": "poisson"}, 10.0)
     rec.add_samples([sample(i) for i in range(5)])
     assert on_disk(tmp_path / "r.sqlite") == 0
@@ -48,7 +49,7 @@ def test_writes_are_on_disk_when_they_return_though_they_ran_off_the_event_loop(
     path = tmp_path / "r.sqlite"
     rec = Recorder(path)
     try:
-        rec.add_trial(1, 0, "a", 1, {"name": "a"})
+        rec.add_trial(1, 0, Arm(name="a"), 1)
         rows = [TelemetryRow(100.0 + i / 5, "cuda:0", "DCGM_FI_DEV_GPU_UTIL", float(i)) for i in range(1000)]
         rec.add_telemetry(1, rows)
         with open_campaign(path) as reader:
@@ -67,7 +68,7 @@ def test_samples_whose_write_failed_stay_buffered_for_the_next_commit(tmp_path: 
     path = tmp_path / "r.sqlite"
     rec = Recorder(path)
     try:
-        rec.add_trial(1, 0, "a", 1, {"name": "a"})
+        rec.add_trial(1, 0, Arm(name="a"), 1)
         other = sqlite3.connect(path, isolation_level=None)
         other.execute("CREATE TRIGGER refuse BEFORE INSERT ON samples BEGIN SELECT RAISE(ABORT, 'no room'); END")
         rec.add_samples([sample(i) for i in range(3)])

@@ -32,6 +32,7 @@ from bench_plugin.results.store import (
 )
 from bench_plugin.results.telemetry_rows import TelemetryRow
 from bench_plugin.results.timeline import ArmApplied, StageEnd
+from bench_plugin.scenario import Arm
 
 T = 1_800_000_000.0
 
@@ -67,7 +68,7 @@ def campaign(path: Path) -> Recorder:
     rec.set_meta("scenario", {"name": "s", "sha256": "ab" * 32,
                               "resolved": resolved([{"name": "a", "control": True}], classes)})
     for trial in (1, 2):
-        rec.add_trial(trial, trial - 1, "a", trial, {"name": "a"})
+        rec.add_trial(trial, trial - 1, Arm(name="a"), trial)
     rec.trial_started(1)
     run_segment(rec, 1, 0, 2, release=True)
     run_segment(rec, 1, 1, 2, release=True, workload="embedding")  # each class alone in turn
@@ -150,7 +151,7 @@ def test_superseding_moves_every_row_of_the_attempt_and_nothing_else(tmp_path: P
 def test_a_later_segment_takes_the_trials_telemetry_from_its_start_only(tmp_path: Path) -> None:
     path = tmp_path / "results.sqlite"
     rec = Recorder(path)
-    rec.add_trial(1, 0, "a", 1, {"name": "a"})
+    rec.add_trial(1, 0, Arm(name="a"), 1)
     rec.trial_started(1)
     run_segment(rec, 1, 0, 1, release=True)
     run_segment(rec, 1, 1, 1, release=False)

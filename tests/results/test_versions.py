@@ -19,6 +19,7 @@ from bench_plugin.report.outputs import summarise
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.store import STORE_VERSION, StoreError, open_store, store_version
 from bench_plugin.results.summary import SCHEMA, SummaryError, load_summary, parse_summary
+from bench_plugin.scenario import Arm
 
 ROOT = Path(__file__).resolve().parents[2]
 H200 = ROOT / "docs" / "results" / "h200-day19"
@@ -101,7 +102,7 @@ def small_store(path: Path) -> None:
     rec = Recorder(path)
     rec.set_meta("scenario", {"name": "s", "resolved": resolved([{"name": "a", "control": True}],
                                                                 {"llm": {"slo": {"p95_ms": 1000.0}}})})
-    rec.add_trial(1, 0, "a", 1, {"name": "a"})
+    rec.add_trial(1, 0, Arm(name="a"), 1)
     rec.trial_started(1)
     rec.trial_ended(1, "completed")
     rec.set_meta("status", {"status": "completed", "reason": None})

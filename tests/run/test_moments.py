@@ -53,7 +53,7 @@ def test_a_trials_moments_come_as_row_then_entry_then_hook(tmp_path: Path) -> No
         getattr(events, hook).add_listener(listener(hook))
     moments = Moments(recorder, events)
     trial = Trial(id=1, position=0, arm=Arm(name="mps"), repeat=1)
-    recorder.add_trial(1, 0, "mps", 1, {"name": "mps"})
+    recorder.add_trial(1, 0, Arm(name="mps"), 1)
     placement = Placement({"llm": ClassPlacement(url="http://127.0.0.1:1", device="cpu", pid=42)})
 
     moments.trial_started(trial)
@@ -106,7 +106,7 @@ def test_a_failed_row_write_says_nothing_on_the_timeline_or_the_hook(tmp_path: P
     heard: list[str] = []
     events.stage_end.add_listener(lambda **_: heard.append("stage_end"))
     trial = Trial(id=1, position=0, arm=Arm(name="mps"), repeat=1)
-    recorder.add_trial(1, 0, "mps", 1, {"name": "mps"})
+    recorder.add_trial(1, 0, Arm(name="mps"), 1)
     moments = Moments(recorder, events)
     moments.stage_started(trial, 0, 0, None, {"llm": 1.0}, {"llm": "poisson"}, 100.0, 101.0, 1.0, {"llm": 1})
 
