@@ -47,9 +47,11 @@ from bench_plugin.loadgen.fleet import Fleet, Inbox
 from bench_plugin.loadgen.protocol import Hello, Identity
 from bench_plugin.loadgen.state import LoadState
 from bench_plugin.loadgen.worker import WorkerLink
+from bench_plugin.results.record import CampaignRecord, Restore, StoredScenario
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.samples import Sample
 from bench_plugin.results.store import StoreError, StoreWriteError
+from bench_plugin.results.summary import Ending, RequestSetRef
 from bench_plugin.results.timeline import Entry, FinalAccounting
 from bench_plugin.run.conductor import Conductor
 from bench_plugin.run.events import BenchEvents
@@ -159,7 +161,7 @@ class BenchPlugin:
         """Start the conductor (once per campaign)."""
         if self.greenlet is None:
             if self.resuming is None:  # a resumed campaign keeps its first start (each resume has its own)
-                self.recorder.set_meta("started_s", time.time())
+                self.recorder.record(CampaignRecord(started_s=time.time()))
             collector.settle()
             self.greenlet = gevent.spawn(self.conductor.run)
             if self.launch.progress:
@@ -209,10 +211,10 @@ class BenchPlugin:
         leftovers = self.backend.leftovers()
         try:
             if self.conductor.status == "interrupted":
-                self.recorder.set_meta("status", {"status": "interrupted", "reason": self.conductor.reason,
-                                                  "ended_s": time.time()})
-            self.recorder.set_meta("restore", {"backend": self.backend.name, "leftovers": leftovers})
-            self.recorder.set_meta("load_generators", self.fleet.describe())
+                self.recorder.record(CampaignRecord(status=Ending(status="interrupted", reason=self.conductor.reason,
+                                                                  ended_s=time.time())))
+            self.recorder.record(CampaignRecord(restore=Restore(backend=self.backend.name, leftovers=leftovers),
+                                                load_generators=self.fleet.describe()))
             self.recorder.close()
             summary = write_outputs(self.results_dir, report=not self.no_report)
         except Exception as exc:  # Locust would swallow it: say it and fail the exit code instead
@@ -401,14 +403,13 @@ def register(environment: Environment) -> BenchPlugin | None:
 def _record_campaign(plugin: BenchPlugin, launch: Launch) -> None:
     rec = plugin.recorder
     scenario = launch.scenario
-    rec.set_meta("scenario", {
-        "name": scenario.name, "path": str(launch.scenario_path), "sha256": launch.scenario_sha256,
-        "resolved": scenario.model_dump(mode="json"),
-    })
-    rec.set_meta("overrides", dict(launch.overrides))
-    rec.set_meta("classes", list(launch.class_names))
-    rec.set_meta("request_sets", {name: rs.describe() for name, rs in launch.request_sets.items()})
-    rec.set_meta("conditions", launch.conditions.model_dump(mode="json"))
+    rec.record(CampaignRecord(
+        scenario=StoredScenario(name=scenario.name, path=str(launch.scenario_path), sha256=launch.scenario_sha256,
+                                resolved=scenario),
+        overrides=launch.overrides, classes=list(launch.class_names),
+        request_sets={name: RequestSetRef(workload=rs.workload, count=len(rs), sha256=rs.sha256, source=rs.source)
+                      for name, rs in launch.request_sets.items()},
+        conditions=launch.conditions))
     (plugin.results_dir / "scenario.yaml").write_text(launch.scenario_path.read_text(encoding="utf-8"),
                                                       encoding="utf-8")
     (plugin.results_dir / "scenario.resolved.json").write_text(

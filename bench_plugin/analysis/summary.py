@@ -39,6 +39,7 @@ from bench_plugin.results.summary import (
     CampaignStatus,
     ClassStats,
     Comparison,
+    Ending,
     GeneratorUse,
     HostLoad,
     Interval,
@@ -388,10 +389,10 @@ def build_summary(reader: CampaignReader) -> Summary:
     arm_names = [a.name for a in scenario.arms]
     control_arm = scenario.control
     control = control_arm.name if control_arm is not None else None
-    status = record.status or {"status": "interrupted", "reason": "the run ended without closing the store"}
+    status = record.status or Ending(status="interrupted", reason="the run ended without closing the store")
     return Summary(
         scenario=ScenarioRef(name=scenario.name, sha256=scenario.sha256, path=scenario.path),
-        status=CampaignStatus.model_validate({**status, "resumed": record.resumes}),
+        status=CampaignStatus(**dict(status), resumed=record.resumes),
         overrides=record.overrides,
         classes=record.classes,
         control=control,

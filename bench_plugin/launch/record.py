@@ -13,13 +13,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from locust.env import Environment
 
 from bench_plugin.launch import resolve, resume
 from bench_plugin.launch.conditions import collect_conditions
-from bench_plugin.results.summary import Provenance
+from bench_plugin.results.summary import Overrides, Provenance
 from bench_plugin.scenario import Scenario, ScenarioError, scenario_sha256
 from bench_plugin.scenario.request_sets import RequestSet, build_request_sets
 from bench_plugin.sharing.base import ApplyError, SharingBackend
@@ -41,7 +40,7 @@ class Launch:
     telemetry: TelemetryOptions
     conditions: Provenance
     """Where and how the campaign runs (launch/conditions.py)."""
-    overrides: Mapping[str, Any]
+    overrides: Overrides
     """``--arm``, ``--repeats``, ``--stage-duration`` as given (None where not), recorded with the results."""
     resuming: resume.Resuming | None
     """The checked resume of the campaign in ``results_dir`` (``--resume``); None for a new one."""
@@ -58,7 +57,8 @@ def build(environment: Environment) -> Launch:
     each refusal (resolve.fail) before anything starts."""
     options = environment.parsed_options
     recorded = resolve.recorded_campaign(environment)
-    scenario, path = resolve.load(environment, recorded)
+    overrides = Overrides(**{name: getattr(options, name, None) for name in resume.OVERRIDES})
+    scenario, path = resolve.load(environment, recorded, overrides)
     resolve.warn_short_stages(scenario, path)
     class_names = resolve.class_names(environment, scenario, path)
     try:
@@ -82,7 +82,7 @@ def build(environment: Environment) -> Launch:
     return Launch(
         scenario=scenario, scenario_path=path, scenario_sha256=sha256, class_names=tuple(class_names),
         request_sets=request_sets, results_dir=results_dir, backend=backend, telemetry=telemetry,
-        conditions=conditions, overrides={name: getattr(options, name, None) for name in resume.OVERRIDES},
+        conditions=conditions, overrides=overrides,
         resuming=resuming, headless=headless, progress=headless and not getattr(options, "only_summary", False),
         no_report=bool(getattr(options, "no_report", False)),
     )

@@ -21,7 +21,7 @@ from locust.env import Environment
 from bench_plugin.analysis.planning import sample_warnings
 from bench_plugin.launch import resume
 from bench_plugin.launch.options import BACKENDS, HOST_OPTIONS, check_base_url, parse_service_urls
-from bench_plugin.results.summary import Provenance
+from bench_plugin.results.summary import Overrides, Provenance
 from bench_plugin.run.schedule import plan_trials
 from bench_plugin.scenario import Scenario, ScenarioError, load_scenario
 from bench_plugin.scenario.kubernetes import dns_label_problem
@@ -60,16 +60,16 @@ def recorded_campaign(environment: Environment) -> resume.Recorded | None:
         fail(str(exc))
 
 
-def load(environment: Environment, recorded: resume.Recorded | None) -> tuple[Scenario, Path]:
-    """The scenario to run: the command line's; resuming, the recorded one with the recorded overrides."""
+def load(environment: Environment, recorded: resume.Recorded | None, given: Overrides) -> tuple[Scenario, Path]:
+    """The scenario to run: the command line's; resuming, the recorded one with the recorded overrides (those
+    ``given`` on the command line must match them)."""
     options = environment.parsed_options
     if recorded is None:
         return load_from(options)
     try:
         path, overrides = resume.options_for(recorded, getattr(options, "scenario", None),
-                                             getattr(options, "results_dir", None),
-                                             **{name: getattr(options, name, None) for name in resume.OVERRIDES})
-        return load_scenario(path, **overrides), path
+                                             getattr(options, "results_dir", None), given)
+        return load_scenario(path, **overrides.model_dump()), path
     except (resume.ResumeRefused, ScenarioError) as exc:
         fail(str(exc))
 

@@ -47,7 +47,7 @@ from bench_plugin.results.store import (
     read_trials,
     store_version,
 )
-from bench_plugin.results.summary import Overrides, Provenance
+from bench_plugin.results.summary import Ending, Overrides, Provenance, Resume
 from bench_plugin.results.timeline import Resumed
 from bench_plugin.run.schedule import Done, Trial
 
@@ -80,12 +80,12 @@ class Recorded:
         return ResumeRefused(f"--resume {self.given}: {why}")
 
     @property
-    def status(self) -> dict[str, Any] | None:
+    def status(self) -> Ending | None:
         """How the last process left the campaign (None: it was killed before it could say)."""
         return self.record.status
 
     @property
-    def resumes(self) -> list[dict[str, Any]]:
+    def resumes(self) -> list[Resume]:
         """The resumes recorded so far, oldest first."""
         return list(self.record.resumes)
 
@@ -116,15 +116,14 @@ def read_campaign(given: str) -> Recorded:
         raise ResumeRefused(f"{where}: not a campaign's results directory ({STORE} records no scenario)")
     recorded = Recorded(directory, given, record, trials)
     status = recorded.status
-    if status is not None and status.get("status") == "completed":
-        ended = status.get("ended_s")
-        at = f" at {_when(ended)}" if isinstance(ended, int | float) else ""
+    if status is not None and status.status == "completed":
+        at = f" at {_when(status.ended_s)}" if status.ended_s is not None else ""
         raise recorded.refused(f"the campaign completed{at}: nothing to resume")
     return recorded
 
 
 def options_for(recorded: Recorded, scenario: str | None, results_dir: str | None,
-                **given: Any) -> tuple[Path, dict[str, Any]]:
+                given: Overrides) -> tuple[Path, Overrides]:
     """The scenario file and overrides a resume runs with: the recorded ones, or given ones that match them.
 
     ``given`` holds the command line's ``arm``, ``repeats`` and ``stage_duration`` (None: not given).
@@ -135,17 +134,17 @@ def options_for(recorded: Recorded, scenario: str | None, results_dir: str | Non
     kept = recorded.record.overrides or Overrides()
     overrides: dict[str, Any] = {}
     for name in OVERRIDES:
-        mine, theirs = given.get(name), getattr(kept, name)
+        mine, theirs = getattr(given, name), getattr(kept, name)
         if mine is not None and mine != theirs:
             flag = "--" + name.replace("_", "-")
             raise recorded.refused(f"{flag} {mine} vs {theirs if theirs is not None else 'not given'} (recorded)")
         overrides[name] = theirs if mine is None else mine
     if scenario is not None:
-        return Path(scenario), overrides
+        return Path(scenario), Overrides(**overrides)
     path = recorded.record.scenario.path
     if not path or not Path(path).is_file():
         raise recorded.refused(f"the scenario it ran ({path}) is not there: name it with --scenario")
-    return Path(path), overrides
+    return Path(path), Overrides(**overrides)
 
 
 def differences(recorded: Recorded, *, scenario_sha256: str, classes: list[str], request_sets: dict[str, str],
@@ -238,7 +237,7 @@ def plan(recorded: Recorded, trials: list[Trial]) -> Plan:
     return Plan(Done(frozenset(done), frozenset(kept)), kept, rerun)
 
 
-def begin(recorded: Recorded, resume_plan: Plan, recorder: Recorder, conditions: Provenance) -> dict[str, Any]:
+def begin(recorded: Recorded, resume_plan: Plan, recorder: Recorder, conditions: Provenance) -> Resume:
     """Supersede the unfinished attempts, and record the resume (meta ``resumes``, a ``resumed`` event).
 
     The previous status is dropped: until this process ends the campaign again, the store reads as
@@ -249,17 +248,15 @@ def begin(recorded: Recorded, resume_plan: Plan, recorder: Recorder, conditions:
     for trial, segment in resume_plan.rerun:
         for table, rows in recorder.supersede_segment(trial, segment, number).items():
             superseded[table] = superseded.get(table, 0) + rows
-    status = recorded.status or {"status": "unfinished", "reason": "the process ended without recording how "
-                                                                  "(killed, or its machine stopped)"}
-    record: dict[str, Any] = {
-        "number": number, "at_s": time.time(), "previous_status": status.get("status"),
-        "previous_reason": status.get("reason"), "kept": [list(k) for k in resume_plan.kept],
-        "rerun": [list(k) for k in resume_plan.rerun], "superseded": {k: v for k, v in superseded.items() if v},
-        "host": conditions.host, "command": conditions.command,
-    }
-    recorder.drop_meta("status")
-    recorder.set_meta("resumes", [*recorded.resumes, record])
-    recorder.note(Resumed(**record))
+    status = recorded.status or Ending(status="unfinished", reason="the process ended without recording how "
+                                                                   "(killed, or its machine stopped)")
+    record = Resume(number=number, at_s=time.time(), previous_status=status.status, previous_reason=status.reason,
+                    kept=list(resume_plan.kept), rerun=list(resume_plan.rerun),
+                    superseded={k: v for k, v in superseded.items() if v}, host=conditions.host,
+                    command=conditions.command)
+    recorder.reopen()
+    recorder.record(CampaignRecord(resumes=[*recorded.resumes, record]))
+    recorder.note(Resumed(**dict(record)))
     return record
 
 
@@ -304,15 +301,15 @@ def confirm(resuming: Resuming) -> None:
                             "run --resume again")
 
 
-def describe(resuming: Resuming, record: dict[str, Any]) -> str:
+def describe(resuming: Resuming, record: Resume) -> str:
     """One line for the console: what a resume keeps and runs again."""
     kept, rerun = resuming.plan.kept, resuming.plan.rerun
     trials = len(resuming.plan.done.trials)
-    samples = record["superseded"].get("samples", 0)
+    samples = record.superseded.get("samples", 0)
     again = (f"; runs again from its start: {', '.join(f'trial {t} segment {s}' for t, s in rerun)} "
              f"({samples} samples of the earlier attempt superseded)") if rerun else ""
-    return (f"resuming {resuming.recorded.given} (resume {record['number']}, after status "
-            f"{record['previous_status']}): keeps {_count(len(kept), 'segment')} ({_count(trials, 'trial')} done)"
+    return (f"resuming {resuming.recorded.given} (resume {record.number}, after status "
+            f"{record.previous_status}): keeps {_count(len(kept), 'segment')} ({_count(trials, 'trial')} done)"
             f"{again}")
 
 

@@ -13,6 +13,7 @@ the same fleet has one member, this process, reached by direct calls instead of 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import socket
 import sys
@@ -31,6 +32,7 @@ from bench_plugin.loadgen.ledger import StageKey, StageLedger
 from bench_plugin.loadgen.protocol import Hello, Identity, hello_differences
 from bench_plugin.loadgen.shares import plan_shares, unsent
 from bench_plugin.loadgen.state import LoadState, StageAssignment
+from bench_plugin.results.record import GeneratorFacts
 from bench_plugin.results.samples import Sample
 from bench_plugin.results.timeline import Entry, WorkerAccepted, WorkerConnected, WorkerLost, WorkerRefused
 from bench_plugin.scenario.request_sets import RequestSet
@@ -363,10 +365,10 @@ class Fleet:
                            if states.count(s))
         return f"{len(states)} worker(s): {counts or 'none yet'}"
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, GeneratorFacts]:
         """Every member with its state, the classes it can send and its identity: the campaign's load generators."""
-        return {mid: {"state": m.state, "classes": sorted(m.classes), "reason": m.reason,
-                      "identity": m.identity.__dict__ if m.identity else None}
+        return {mid: GeneratorFacts(state=m.state, classes=sorted(m.classes), reason=m.reason,
+                                    identity=dataclasses.asdict(m.identity) if m.identity else None)
                 for mid, m in self.members.items()}
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bench_plugin.results.summary import Overrides, Provenance, RequestSetRef
+from bench_plugin.results.summary import Ending, Overrides, Provenance, RequestSetRef, Resume
 from bench_plugin.scenario import Arm, ClassSpec, Scenario
 
 
@@ -56,6 +56,26 @@ class StoredScenario(_Record):
         return self.resolved is not None and self.resolved.search is not None
 
 
+class Restore(_Record):
+    """How the backend left the host or cluster at the campaign's end."""
+
+    backend: str
+    leftovers: list[str] = Field(default_factory=list)
+    """What it could not put back, one line each."""
+
+
+class GeneratorFacts(_Record):
+    """A load generator as the campaign ended: whether it took part, what it could send, who it was."""
+
+    state: str
+    """connected, accepted, refused or lost."""
+    classes: list[str] = Field(default_factory=list)
+    reason: str | None = None
+    """Why it was refused or lost."""
+    identity: dict[str, Any] | None = None
+    """What it said of itself in its hello (host, pid, versions: loadgen/protocol.Identity, as sent)."""
+
+
 class CampaignRecord(_Record):
     """Every fact a campaign records about itself (see the module); absent facts are None or empty."""
 
@@ -69,12 +89,14 @@ class CampaignRecord(_Record):
     overrides: Overrides | None = None
     """``arm``, ``repeats``, ``stage_duration`` as the command line gave them (None where not)."""
     started_s: float | None = None
-    status: dict[str, Any] | None = None
-    """How it ended (``status``, ``reason``, ``ended_s``); None while it runs, or when it was killed."""
-    resumes: list[dict[str, Any]] = Field(default_factory=list)
+    status: Ending | None = None
+    """How it ended; None while it runs, or when it was killed."""
+    resumes: list[Resume] = Field(default_factory=list)
     """Each resume, oldest first."""
-    restore: dict[str, Any] | None = None
-    load_generators: Any = None
+    restore: Restore | None = None
+    """What the backend could not put back at the end (nothing: ``leftovers`` empty)."""
+    load_generators: dict[str, GeneratorFacts] | None = None
+    """Load generator (``local``, or a worker's id) -> how it took part, as the campaign ended."""
 
     def request_set_sha256(self) -> dict[str, str | None]:
         """Class -> its request set's sha256."""

@@ -40,6 +40,7 @@ from typing import Any
 from bench_plugin.results.offloop import OffLoop
 from bench_plugin.results.placement import Placement
 from bench_plugin.results.pod_events import PodEvent
+from bench_plugin.results.record import CampaignRecord
 from bench_plugin.results.samples import SAMPLE_FIELDS, Sample
 from bench_plugin.results.store import (
     SCHEMA,
@@ -162,12 +163,17 @@ class Recorder:
         if done < log:
             logger.info("results.sqlite: %d of %d log frames folded in; a reader holds the rest", done, log)
 
-    def drop_meta(self, key: str) -> None:
-        """Remove one campaign-wide fact (a resumed campaign's status until it ends again)."""
-        self._execute("DELETE FROM meta WHERE key=?", (key,))
+    def record(self, facts: CampaignRecord) -> None:
+        """Store the campaign-wide facts that ``facts`` sets (results/record.py), each under its own name."""
+        for key, value in facts.model_dump(mode="json", include=facts.model_fields_set).items():
+            self.set_meta(key, value)
+
+    def reopen(self) -> None:
+        """A resumed campaign runs again: how it ended is forgotten until it ends again."""
+        self._execute("DELETE FROM meta WHERE key='status'")
 
     def set_meta(self, key: str, value: Any) -> None:
-        """Store one campaign-wide fact (JSON-encoded)."""
+        """Store one campaign-wide fact (JSON-encoded); the campaign itself records them through ``record``."""
         self._execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, json.dumps(value, sort_keys=True)))
 
     def add_trial(self, trial_id: int, position: int, arm: Arm, repeat: int) -> None:

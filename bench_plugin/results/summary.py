@@ -661,14 +661,17 @@ class Resume(Model):
     command: list[str] | None = None
 
 
-class CampaignStatus(Model):
-    """How the campaign ended, and each time it was resumed."""
-
-    model_config = ConfigDict(extra="allow")
+class Ending(Model):
+    """How a campaign's last process ended it: completed, failed or interrupted, why, and when."""
 
     status: str
     reason: str | None = None
     ended_s: float | None = None
+
+
+class CampaignStatus(Ending):
+    """How the campaign ended, and each time it was resumed."""
+
     resumed: list[Resume] = Field(default_factory=list)
     """Every resume, oldest first (empty: the campaign ran in one process)."""
 

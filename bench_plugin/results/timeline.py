@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bench_plugin.results.placement import ClassPlacement
-from bench_plugin.results.summary import SearchResult, first_problem
+from bench_plugin.results.summary import Resume, SearchResult, first_problem
 
 
 class TimelineError(Exception):
@@ -223,19 +223,12 @@ class TelemetryUnavailable(Entry):
     reason: str
 
 
-class Resumed(Entry):
-    """The campaign was resumed (launch/resume.py): what was kept, what runs again, what was superseded."""
+class Resumed(Entry, Resume):
+    """The campaign was resumed (launch/resume.py): what was kept, what runs again, what was superseded; the
+    same record as the store's ``resumes`` fact and summary.json's ``status.resumed``."""
 
+    model_config = ConfigDict(extra="forbid", frozen=True)
     kind: ClassVar[str] = "resumed"
-    number: int
-    at_s: float
-    previous_status: str | None
-    previous_reason: str | None
-    kept: list[list[int]]
-    rerun: list[list[int]]
-    superseded: dict[str, int]
-    host: str | None
-    command: list[str] | None
 
 
 class WorkerConnected(Entry):

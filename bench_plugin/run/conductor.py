@@ -36,10 +36,11 @@ from bench_plugin.loadgen.fleet import LOCAL, Fleet, NoLoadGenerators, on_this_h
 from bench_plugin.loadgen.ledger import StageKey, StageLedger
 from bench_plugin.loadgen.state import ClassLoad, StageAssignment
 from bench_plugin.results.placement import Placement
+from bench_plugin.results.record import CampaignRecord
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.samples import Sample
 from bench_plugin.results.store import StoreWriteError
-from bench_plugin.results.summary import StageSummary
+from bench_plugin.results.summary import Ending, StageSummary
 from bench_plugin.results.timeline import (
     DrainTimeout,
     ObserveProblem,
@@ -177,8 +178,8 @@ class Conductor:
             finally:  # whatever fails here, the campaign has ended: the shape must see it (or it waits for ever)
                 try:
                     self.recorder.commit()
-                    self.recorder.set_meta("status", {"status": self.status, "reason": self.reason,
-                                                      "ended_s": time.time()})
+                    self.recorder.record(CampaignRecord(status=Ending(status=self.status, reason=self.reason,
+                                                                      ended_s=time.time())))
                 except StoreWriteError as exc:
                     logger.error("the campaign's end could not be recorded: %s", exc)
                 finally:

@@ -49,10 +49,6 @@ class RequestSet:
     def __len__(self) -> int:
         return len(self.items)
 
-    def describe(self) -> dict[str, Any]:
-        """A JSON-ready description for the results store."""
-        return {"workload": self.workload, "count": len(self.items), "sha256": self.sha256, "source": self.source}
-
     def to_message(self) -> dict[str, Any]:
         """The whole set (items and clips) as a message payload, for a worker that has no files."""
         return {"workload": self.workload, "items": self.items, "sha256": self.sha256, "source": self.source,

@@ -31,7 +31,7 @@ from bench_plugin.results.placement import Placement
 from bench_plugin.results.provenance import package_versions, source_digest
 from bench_plugin.results.record import CampaignRecord
 from bench_plugin.results.recorder import Recorder
-from bench_plugin.results.summary import Provenance
+from bench_plugin.results.summary import Overrides, Provenance
 from bench_plugin.run.schedule import Done, plan_trials
 from bench_plugin.scenario import Scenario
 
@@ -149,25 +149,23 @@ def test_what_is_not_a_campaign_to_resume_is_refused_in_one_line(tmp_path: Path)
 
 def test_the_recorded_scenario_and_overrides_are_used_unless_given_and_the_same(tmp_path: Path) -> None:
     recorded = read_campaign(str(store(tmp_path / "r")))
-    path, overrides = options_for(recorded, None, None, arm=None, repeats=None, stage_duration=None)
-    assert path == tmp_path / "r" / "scenario.yaml" and overrides == {"arm": None, "repeats": None,
-                                                                       "stage_duration": 2.0}
-    path, overrides = options_for(recorded, "other.yaml", str(tmp_path / "r"), arm=None, repeats=None,
-                                  stage_duration=2)
-    assert path == Path("other.yaml") and overrides["stage_duration"] == 2
+    path, overrides = options_for(recorded, None, None, Overrides())
+    assert path == tmp_path / "r" / "scenario.yaml" and overrides == Overrides(stage_duration=2.0)
+    path, overrides = options_for(recorded, "other.yaml", str(tmp_path / "r"), Overrides(stage_duration=2))
+    assert path == Path("other.yaml") and overrides.stage_duration == 2
     where = f"--resume {tmp_path / 'r'}: "
     for given, why in [({"stage_duration": 3.0}, "--stage-duration 3.0 vs 2.0 (recorded)"),
                        ({"repeats": 5}, "--repeats 5 vs not given (recorded)")]:
         with pytest.raises(ResumeRefused) as exc:
-            options_for(recorded, None, None, **given)
+            options_for(recorded, None, None, Overrides(**given))
         assert refusal(exc) == where + why
     with pytest.raises(ResumeRefused) as exc:
-        options_for(recorded, None, str(tmp_path / "elsewhere"))
+        options_for(recorded, None, str(tmp_path / "elsewhere"), Overrides())
     assert refusal(exc) == where + f"--results-dir {tmp_path / 'elsewhere'} is another directory (a resumed " \
                                    "campaign writes into its own)"
     (tmp_path / "r" / "scenario.yaml").unlink()
     with pytest.raises(ResumeRefused) as exc:
-        options_for(recorded, None, None)
+        options_for(recorded, None, None, Overrides())
     assert refusal(exc) == where + f"the scenario it ran ({tmp_path / 'r' / 'scenario.yaml'}) is not there: " \
                                    "name it with --scenario"
 
@@ -249,9 +247,8 @@ def test_beginning_a_resume_supersedes_records_and_drops_the_old_status(tmp_path
     rec = Recorder(directory / "results.sqlite")
     record = begin(recorded, resume_plan, rec, Provenance(host="h2", command=["locust", "--resume", "r"]))
     rec.close()
-    assert (record["number"], record["previous_status"], record["kept"], record["rerun"]) == (
-        1, "interrupted", [[1, 0]], [[2, 0]])
-    assert record["superseded"] == {"stages": 2, "segments": 1}
+    assert (record.number, record.previous_status, record.kept, record.rerun) == (1, "interrupted", [(1, 0)], [(2, 0)])
+    assert record.superseded == {"stages": 2, "segments": 1}
     again = read_campaign(str(directory))
     assert again.status is None and again.resumes == [record]  # a second resume numbers itself 2
     assert [(t.id, [s.index for s in t.stages]) for t in again.trials] == [(1, [0, 1]), (2, [])]
