@@ -18,7 +18,7 @@ import logging
 import socket
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +34,7 @@ from bench_plugin.loadgen.shares import plan_shares, unsent
 from bench_plugin.loadgen.state import LoadState, StageAssignment
 from bench_plugin.results.record import GeneratorFacts
 from bench_plugin.results.samples import Sample
+from bench_plugin.results.summary import GeneratorStalls
 from bench_plugin.results.timeline import Entry, WorkerAccepted, WorkerConnected, WorkerLost, WorkerRefused
 from bench_plugin.scenario.request_sets import RequestSet
 
@@ -184,7 +185,8 @@ class Fleet:
             self._finished(member.id, (trial, segment, stage), workload, sent, note)
         for (trial, segment, stage), cpu_s, wall_s, *stalls in msg.data.get("usage", []):
             # [key, cpu_s, wall_s, stalls]; a worker from before the stall monitor sends the first three
-            self._usage(member.id, (trial, segment, stage), cpu_s, wall_s, stalls[0] if stalls else None)
+            self._usage(member.id, (trial, segment, stage), cpu_s, wall_s,
+                        GeneratorStalls.model_validate(stalls[0]) if stalls and stalls[0] is not None else None)
 
     def _sample(self, sample: Sample) -> None:
         ledger = self.ledgers.get((sample.trial, sample.segment, sample.stage))
@@ -198,12 +200,12 @@ class Fleet:
             ledger.finish(member, workload, sent, note)
 
     def _usage(self, member: str, key: StageKey, cpu_s: float, wall_s: float,
-               stalls: Mapping[str, Any] | None = None) -> None:
+               stalls: GeneratorStalls | None = None) -> None:
         ledger = self.ledgers.get(key)
         if ledger is not None:
             ledger.usage[member] = (float(cpu_s), float(wall_s))
             if stalls is not None:
-                ledger.stalls[member] = dict(stalls)
+                ledger.stalls[member] = stalls
 
     # --- membership -----------------------------------------------------------------------------
 
@@ -384,5 +386,5 @@ class _LocalReporter:
     def finished(self, key: StageKey, workload: str, sent: int, note: str | None) -> None:
         self.fleet._finished(LOCAL, key, workload, sent, note)
 
-    def usage(self, key: StageKey, cpu_s: float, wall_s: float, stalls: Mapping[str, Any] | None = None) -> None:
+    def usage(self, key: StageKey, cpu_s: float, wall_s: float, stalls: GeneratorStalls | None = None) -> None:
         self.fleet._usage(LOCAL, key, cpu_s, wall_s, stalls)

@@ -17,6 +17,7 @@ from typing import Any
 
 from bench_plugin.loadgen.shares import Share
 from bench_plugin.results.samples import Sample
+from bench_plugin.results.summary import GeneratorStalls
 
 StageKey = tuple[int, int, int]
 """(trial, segment, stage)."""
@@ -58,7 +59,7 @@ class StageLedger:
                 self.tallies[(worker, name)] = ShareTally(share, None if n is None else len(share.of(n)))
         self.usage: dict[str, tuple[float, float]] = {}
         """Process -> (CPU seconds, wall seconds) it used while sending its shares (Reporter.usage)."""
-        self.stalls: dict[str, dict[str, Any]] = {}
+        self.stalls: dict[str, GeneratorStalls] = {}
         """Process -> what its stall monitor saw while it sent its shares (Reporter.usage's ``stalls``;
         absent for a worker from before the monitor)."""
 

@@ -56,6 +56,8 @@ from typing import Any
 import gevent
 from gevent import monkey
 
+from bench_plugin.results.summary import GeneratorStalls
+
 THRESHOLD_MS = 5.0
 """A stretch of the loop longer than this (ms) without polling is a block."""
 LOOK_S = 0.010
@@ -250,8 +252,9 @@ class StallMonitor:
         """The blocks that overlap epoch ``start_s`` .. ``end_s``, oldest first."""
         return [b for b in list(self.blocks) if b.start_s < end_s and b.end_s > start_s]
 
-    def report(self, start_s: float, end_s: float) -> dict[str, Any]:
-        """The blocks of one sending window as Reporter.usage ships them (results.summary.GeneratorStalls)."""
+    def report(self, start_s: float, end_s: float, busy_s: float | None = None) -> GeneratorStalls:
+        """The blocks of one sending window as Reporter.usage ships them; ``busy_s``: the seconds the loop's
+        thread was on a CPU or waiting for one meanwhile (None: unknown)."""
         blocks = self.between(start_s, end_s)
         causes: dict[str, list[float]] = {}
         for b in blocks:
@@ -259,9 +262,8 @@ class StallMonitor:
             entry[0] += 1
             entry[1] += b.ms
         listed = sorted(sorted(blocks, key=lambda b: -b.ms)[:MAX_LISTED], key=lambda b: b.start_s)
-        return {
-            "threshold_ms": self.threshold_ms, "count": len(blocks), "total_ms": sum(b.ms for b in blocks),
-            "max_ms": max((b.ms for b in blocks), default=0.0),
-            "causes": {cause: [int(n), ms] for cause, (n, ms) in causes.items()},
-            "blocks": [[b.start_s, b.ms] for b in listed],
-        }
+        return GeneratorStalls(
+            threshold_ms=self.threshold_ms, count=len(blocks), total_ms=sum(b.ms for b in blocks),
+            max_ms=max((b.ms for b in blocks), default=0.0),
+            causes={cause: (int(n), ms) for cause, (n, ms) in causes.items()},
+            blocks=[(b.start_s, b.ms) for b in listed], busy_s=busy_s)

@@ -27,6 +27,7 @@ from bench_plugin.loadgen.ledger import StageKey
 from bench_plugin.loadgen.shares import Share
 from bench_plugin.loadgen.stalls import StallMonitor, thread_busy_s
 from bench_plugin.results.samples import Sample
+from bench_plugin.results.summary import GeneratorStalls
 from bench_plugin.scenario.request_sets import RequestSet
 
 
@@ -99,12 +100,9 @@ class Reporter(Protocol):
     def finished(self, key: StageKey, workload: str, sent: int, note: str | None) -> None:
         """The loop of ``workload`` in stage ``key`` ended having sent ``sent`` requests."""
 
-    def usage(self, key: StageKey, cpu_s: float, wall_s: float, stalls: Mapping[str, Any] | None = None) -> None:
-        """This process used ``cpu_s`` CPU seconds over the ``wall_s`` seconds it spent sending stage ``key``.
-
-        ``stalls``: what its stall monitor saw meanwhile (StallMonitor.report, plus ``busy_s``: the
-        seconds its loop's thread was on a CPU or waiting for one, None where the kernel does not say).
-        """
+    def usage(self, key: StageKey, cpu_s: float, wall_s: float, stalls: GeneratorStalls | None = None) -> None:
+        """This process used ``cpu_s`` CPU seconds over the ``wall_s`` seconds it spent sending stage ``key``;
+        ``stalls``: what its stall monitor saw meanwhile (StallMonitor.report)."""
 
 
 class Sender(Protocol):
@@ -185,8 +183,8 @@ class LoadState:
             self._sending[key] = (left - 1, began_s, began_cpu_s, began_busy_s)
         elif left == 1 and self.reporter is not None:
             now_s, busy_s = time.time(), thread_busy_s()
-            stalls = self.stalls.report(began_s, now_s)
-            stalls["busy_s"] = busy_s - began_busy_s if busy_s is not None and began_busy_s is not None else None
+            stalls = self.stalls.report(
+                began_s, now_s, busy_s - began_busy_s if busy_s is not None and began_busy_s is not None else None)
             self.reporter.usage(key, time.process_time() - began_cpu_s, now_s - began_s, stalls)
 
     def finish(self, key: StageKey, workload: str, note: str | None = None) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import Mapping
 from typing import Any
 
 import gevent
@@ -27,6 +26,7 @@ from bench_plugin.loadgen.ledger import StageKey
 from bench_plugin.loadgen.protocol import Hello, Identity
 from bench_plugin.loadgen.state import LoadState, StageAssignment
 from bench_plugin.results.samples import Sample
+from bench_plugin.results.summary import GeneratorStalls
 from bench_plugin.scenario.request_sets import RequestSet, RequestSetError
 
 logger = logging.getLogger(__name__)
@@ -53,8 +53,8 @@ class Courier:
     def finished(self, key: StageKey, workload: str, sent: int, note: str | None) -> None:
         self.done.append([list(key), workload, sent, note])
 
-    def usage(self, key: StageKey, cpu_s: float, wall_s: float, stalls: Mapping[str, Any] | None = None) -> None:
-        self.used.append([list(key), cpu_s, wall_s, dict(stalls) if stalls is not None else None])
+    def usage(self, key: StageKey, cpu_s: float, wall_s: float, stalls: GeneratorStalls | None = None) -> None:
+        self.used.append([list(key), cpu_s, wall_s, stalls.model_dump(mode="json") if stalls is not None else None])
 
     def run(self) -> None:
         """Ship what there is every REPORT_INTERVAL_S (the worker's lifetime)."""

@@ -51,6 +51,7 @@ from bench_plugin.results.store import (
     StoreWriteError,
     store_version,
 )
+from bench_plugin.results.summary import GeneratorUse, HostLoad
 from bench_plugin.results.telemetry_rows import TelemetryRow
 from bench_plugin.results.timeline import Entry
 from bench_plugin.scenario import Arm
@@ -267,12 +268,13 @@ class Recorder:
              json.dumps(dict(arrivals)) if arrivals is not None else None),
         )
 
-    def stage_checked(self, trial: int, segment: int, stage: int, generators: Mapping[str, Any],
-                      host: Mapping[str, Any] | None) -> None:
+    def stage_checked(self, trial: int, segment: int, stage: int, generators: Mapping[str, GeneratorUse],
+                      host: HostLoad | None) -> None:
         """Store a stage's self-check: each load generator's CPU use while sending, and the host's own load."""
+        used = {member: use.model_dump(mode="json", exclude_unset=True) for member, use in generators.items()}
         self._execute(
             "UPDATE stages SET generators=?, host=? WHERE trial=? AND segment=? AND stage=?",
-            (json.dumps(dict(generators), sort_keys=True), json.dumps(dict(host)) if host is not None else None,
+            (json.dumps(used, sort_keys=True), json.dumps(host.model_dump()) if host is not None else None,
              trial, segment, stage),
         )
 

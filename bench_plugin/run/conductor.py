@@ -40,7 +40,7 @@ from bench_plugin.results.record import CampaignRecord
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.samples import Sample
 from bench_plugin.results.store import StoreWriteError
-from bench_plugin.results.summary import Ending, StageSummary
+from bench_plugin.results.summary import Ending, GeneratorUse, StageSummary
 from bench_plugin.results.timeline import (
     DrainTimeout,
     ObserveProblem,
@@ -469,7 +469,7 @@ class Conductor:
                 host = with_extra_own(host, sum(cpu for member, (cpu, _) in ledger.usage.items()
                                                 if member != LOCAL and on_this_host(member)))
             self.recorder.stage_checked(*key, generators=_generators(ledger),
-                                        host=host.model_dump() if host is not None else None)
+                                        host=host)
             self.recorder.note(StageAccounting(segment=key[1], stage=key[2], shares=self.fleet.ledgers[key].describe(),
                                                problems=problems), trial.id)
             if problems:
@@ -480,14 +480,13 @@ class Conductor:
             raise StageInvalid("; ".join(invalid))
 
 
-def _generators(ledger: StageLedger) -> dict[str, dict[str, Any]]:
+def _generators(ledger: StageLedger) -> dict[str, GeneratorUse]:
     """Load generator -> its CPU seconds, wall seconds and mean cores used while sending the stage, and
-    what its stall monitor saw (``stalls``, where it sent that: results.summary.GeneratorStalls)."""
-    out: dict[str, dict[str, Any]] = {}
+    what its stall monitor saw (``stalls``, where it sent that)."""
+    out: dict[str, GeneratorUse] = {}
     for member, (cpu_s, wall_s) in sorted(ledger.usage.items()):
-        out[member] = {"cpu_s": cpu_s, "wall_s": wall_s, "cores": cpu_s / wall_s if wall_s > 0 else 0.0}
-        if member in ledger.stalls:
-            out[member]["stalls"] = ledger.stalls[member]
+        stalls = {"stalls": ledger.stalls[member]} if member in ledger.stalls else {}
+        out[member] = GeneratorUse(cpu_s=cpu_s, wall_s=wall_s, cores=cpu_s / wall_s if wall_s > 0 else 0.0, **stalls)
     return out
 
 

@@ -26,6 +26,7 @@ from bench_plugin.loadgen.fleet import Fleet, Member
 from bench_plugin.loadgen.ledger import StageLedger
 from bench_plugin.loadgen.shares import Share
 from bench_plugin.loadgen.stalls import GC_CAUSE, HUB, StallMonitor, describe, thread_busy_s
+from bench_plugin.results.summary import GeneratorStalls
 
 LIBC = ctypes.CDLL(None)
 HOLD_MS = 15
@@ -60,12 +61,12 @@ def test_a_c_sleep_on_the_loop_is_a_block_named_by_the_function_that_made_it() -
     assert named, [b.cause for b in held]
     assert all(b.cause.startswith(f"{__name__}.hold_the_loop (test_stalls.py:") for b in named), named
     report = monitor.report(start_s, end_s)
-    assert report["count"] == len(monitor.between(start_s, end_s)) >= 6
-    assert report["max_ms"] >= 0.8 * HOLD_MS and report["total_ms"] >= 6 * 0.8 * HOLD_MS
-    assert sum(n for n, _ in report["causes"].values()) == report["count"]
-    assert len(report["blocks"]) == report["count"]
-    assert [start for start, _ in report["blocks"]] == sorted(start for start, _ in report["blocks"])
-    assert monitor.report(end_s + 1, end_s + 2)["count"] == 0
+    assert report.count == len(monitor.between(start_s, end_s)) >= 6
+    assert report.max_ms >= 0.8 * HOLD_MS and report.total_ms >= 6 * 0.8 * HOLD_MS
+    assert sum(n for n, _ in report.causes.values()) == report.count
+    assert len(report.blocks) == report.count
+    assert [start for start, _ in report.blocks] == sorted(start for start, _ in report.blocks)
+    assert monitor.report(end_s + 1, end_s + 2).count == 0
 
 
 def test_a_loop_that_only_sleeps_has_no_block() -> None:
@@ -173,7 +174,8 @@ def test_a_workers_stalls_travel_with_its_usage_and_an_old_workers_entry_still_r
     fleet, ledger = fleet_with_worker()
     fleet._on_report(report([[[1, 0, 0], 0.5, 10.0, stalls]]))
     assert ledger.usage == {"w1": (0.5, 10.0)}
-    assert ledger.stalls == {"w1": stalls}
+    assert ledger.stalls == {"w1": GeneratorStalls.model_validate(stalls)}
+    assert ledger.stalls["w1"].model_dump(mode="json") == stalls  # as it was sent
     fleet, ledger = fleet_with_worker()
     fleet._on_report(report([[[1, 0, 0], 0.5, 10.0]]))  # a worker from before the stall monitor
     assert ledger.usage == {"w1": (0.5, 10.0)} and ledger.stalls == {}
