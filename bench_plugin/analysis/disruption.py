@@ -13,12 +13,12 @@ Requests are placed in time by their intended send time, as every latency is mea
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 
 from bench_plugin.results.samples import Sample
 from bench_plugin.results.summary import ClassInterruption, StageDisruption
+from bench_plugin.results.timeline import Disruption
 
 WINDOW_S = 1.0
 STEP_S = 0.5
@@ -66,17 +66,15 @@ def class_interruption(samples: Sequence[Sample], start_s: float, end_s: float) 
         spike=peak / p95_before if peak is not None and p95_before else None, recovered_s=recovered)
 
 
-def stage_disruption(events: Sequence[Mapping[str, Any]], samples: Mapping[str, Sequence[Sample]],
+def stage_disruption(events: Sequence[Disruption], samples: Mapping[str, Sequence[Sample]],
                      end_s: float) -> StageDisruption | None:
-    """The stage's disruption from its events (in time order) and its samples per class; None without events."""
+    """The stage's disruption from its steps (in time order) and its samples per class; None without steps."""
     if not events:
         return None
-    start = next((e for e in events if e.get("action") == "start" and e.get("t") is not None), None)
+    start = next((e for e in events if e.action == "start" and e.t is not None), None)
     first = events[0]
-    out = StageDisruption(kind=str(first.get("disruption") or ""), at_s=float(first.get("at_s") or 0.0),
-                          started_s=float(start["t"]) if start else None,
-                          actions=[{k: v for k, v in e.items() if k not in ("segment", "stage", "at_s", "disruption")}
-                                   for e in events], rule=RECOVERY_RULE)
+    out = StageDisruption(kind=first.disruption, at_s=first.at_s, started_s=start.t if start else None,
+                          actions=[e.step() for e in events], rule=RECOVERY_RULE)
     if start is not None:
         out.classes = {name: class_interruption(mine, out.started_s or 0.0, end_s) for name, mine in samples.items()}
     return out

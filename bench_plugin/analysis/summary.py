@@ -184,7 +184,7 @@ def trial_summary(reader: CampaignReader, trial: TrialRecord,
             for name, resolved in protocol.get(row.segment, {}).items():
                 if name in stage.classes and name in row.offered and resolved.get("output_lengths"):
                     stage.classes[name].output_lengths = resolved["output_lengths"]
-            mine = [e for e in disruptions if e.get("segment") == row.segment and e.get("stage") == row.index]
+            mine = [e for e in disruptions if e.segment == row.segment and e.stage == row.index]
             end_s = row.ended_s or (row.started_s or 0.0) + (row.duration_s or 0.0)
             found = stage_disruption(mine, {name: by_key.get((row.segment, row.index, name), [])
                                             for name in row.offered}, end_s)

@@ -25,7 +25,7 @@ def disrupted(summary: Summary) -> list[tuple[TrialSummary, int, StageDisruption
 
 
 def _target(d: StageDisruption) -> str:
-    targets = [str(a.get("target")) for a in d.actions if a.get("action") in MAIN_ACTIONS]
+    targets = [a.target for a in d.actions if a.action in MAIN_ACTIONS]
     return ", ".join(dict.fromkeys(targets)) or "-"
 
 
@@ -48,7 +48,7 @@ def rows(stage: int, d: StageDisruption) -> Iterator[list[str]]:
 def steps(d: StageDisruption) -> Iterator[list[str]]:
     """The recorded steps of a disruption."""
     for a in d.actions:
-        yield [str(a.get("action", "")), str(a.get("target", "")), str(a.get("result", ""))]
+        yield [a.action, a.target, a.result if a.result is not None else ""]
 
 
 def intro(d: StageDisruption) -> str:

@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -37,8 +37,10 @@ from bench_plugin.results.record import CampaignRecord
 from bench_plugin.results.samples import SAMPLE_FIELDS, Sample
 from bench_plugin.results.summary import SearchResult, first_problem
 from bench_plugin.results.telemetry_rows import TelemetryRow
-from bench_plugin.results.timeline import SearchOutcome, TimelineError, parse
+from bench_plugin.results.timeline import Disruption, Entry, SearchOutcome, Telemetry, TimelineError, parse
 from bench_plugin.scenario import Arm, class_rank
+
+E = TypeVar("E", bound=Entry)
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -568,26 +570,30 @@ class CampaignReader:
         """Every sample of ``trial``."""
         return read_samples(self.db, "trial=?", (trial,))
 
-    def search_results(self, trial: int) -> list[SearchResult]:
-        """Adaptive campaigns: each segment's search result, in run order."""
-        out: list[SearchResult] = []
-        for detail in read_events(self.db, trial, SearchOutcome.kind):
+    def entries(self, trial: int, model: type[E]) -> list[E]:
+        """``trial``'s timeline entries of one kind (``model``), in time order; StoreError naming the trial, the
+        kind and the field where one is not of its kind."""
+        out: list[E] = []
+        for detail in read_events(self.db, trial, model.kind):
             try:
-                entry = parse(SearchOutcome.kind, detail)
+                entry = parse(model.kind, detail)
             except TimelineError as exc:
                 raise StoreError(f"trial {trial}: {exc}") from None
-            assert isinstance(entry, SearchOutcome)
+            assert isinstance(entry, model)
             out.append(entry)
         return out
 
-    def disruptions(self, trial: int) -> list[dict[str, Any]]:
+    def search_results(self, trial: int) -> list[SearchResult]:
+        """Adaptive campaigns: each segment's search result, in run order."""
+        return list(self.entries(trial, SearchOutcome))
+
+    def disruptions(self, trial: int) -> list[Disruption]:
         """``trial``'s disruption steps (kubernetes backend), in time order."""
-        return read_events(self.db, trial, "disruption")
+        return self.entries(trial, Disruption)
 
     def gpu_processes(self, trial: int) -> dict[int, dict[str, str]]:
         """Segment -> GPU process (pid as text) -> class, as the telemetry sampler attributed them."""
-        return {int(e.get("segment", 0)): dict(e.get("processes") or {})
-                for e in read_events(self.db, trial, "telemetry")}
+        return {entry.segment: dict(entry.processes) for entry in self.entries(trial, Telemetry)}
 
     def pod_events(self, trial: int) -> list[PodEvent]:
         """What the cluster did to ``trial``'s workload pods, in time order ([] where nothing was watched)."""

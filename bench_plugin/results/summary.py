@@ -288,6 +288,20 @@ class ClassInterruption(Model):
     """Seconds from the disruption to recovery (RECOVERY_RULE); None: not recovered within the stage."""
 
 
+class DisruptionStep(Recorded):
+    """One step of a disruption as the backend did it: the action, its target, how it went and when, and the
+    action's own facts (``node``, ``refusals``, ...); each written only where it was recorded."""
+
+    model_config = ConfigDict(extra="allow")
+
+    # In the order of their names, as the store keeps them.
+    action: str
+    result: str | None = None
+    t: float | None = None
+    """Epoch seconds of the step, where the backend timed it."""
+    target: str
+
+
 class StageDisruption(Model):
     """The disruption of one stage: what was done, when, and the interruption per class."""
 
@@ -295,8 +309,8 @@ class StageDisruption(Model):
     at_s: float
     started_s: float | None
     """When it began (epoch seconds); None: it never did."""
-    actions: list[dict[str, Any]] = Field(default_factory=list)
-    """Each recorded step: action, target, result (and its own fields)."""
+    actions: list[DisruptionStep] = Field(default_factory=list)
+    """Each recorded step, in time order."""
     classes: dict[str, ClassInterruption] = Field(default_factory=dict)
     rule: str = ""
     """How recovery is decided, in words."""

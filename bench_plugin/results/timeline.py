@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bench_plugin.results.placement import ClassPlacement
-from bench_plugin.results.summary import Resume, SearchResult, first_problem
+from bench_plugin.results.summary import DisruptionStep, Resume, SearchResult, first_problem
 
 
 class TimelineError(Exception):
@@ -185,8 +185,8 @@ class ObserveProblem(Entry):
     problem: str
 
 
-class Disruption(Entry):
-    """One step of a stage's disruption (kubernetes backend): what was done to what, and how it went."""
+class Disruption(Entry, DisruptionStep):
+    """One step of a stage's disruption (kubernetes backend): the step itself, and where in the campaign."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
     kind: ClassVar[str] = "disruption"
@@ -196,11 +196,10 @@ class Disruption(Entry):
     """The scenario's disruption kind."""
     at_s: float
     """When in the stage it was planned, in seconds from the stage's start."""
-    action: str
-    target: str
-    result: str | None = None
-    t: float | None = None
-    """Epoch seconds of the step, where the backend timed it."""
+
+    def step(self) -> DisruptionStep:
+        """The step alone, as the stage's disruption lists it."""
+        return DisruptionStep.model_validate(self.model_dump(exclude={"segment", "stage", "disruption", "at_s"}))
 
 
 class Telemetry(Entry):
