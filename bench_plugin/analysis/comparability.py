@@ -55,9 +55,10 @@ class Campaign:
     scenario: dict[str, Any]
 
 
-def fixed_conditions(campaign: Campaign) -> dict[str, Any]:
-    """The conditions of a campaign that must match for a comparison, flattened to name -> value."""
-    out: dict[str, Any] = {}
+def fixed_conditions(campaign: Campaign) -> dict[str, object]:
+    """The conditions of a campaign that must match for a comparison, flattened to name -> value (JSON values,
+    only compared and shown)."""
+    out: dict[str, object] = {}
     summary = campaign.summary
     classes = campaign.scenario.get("classes") or {}
     for name, spec in classes.items():
@@ -75,7 +76,7 @@ def fixed_conditions(campaign: Campaign) -> dict[str, Any]:
     return out
 
 
-def context_conditions(campaign: Campaign) -> dict[str, Any]:
+def context_conditions(campaign: Campaign) -> dict[str, object]:
     """Conditions that may legitimately differ (they are what a comparison looks at)."""
     conditions = campaign.summary.conditions or Provenance()
     backend = conditions.backend or BackendFacts()

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from bench_plugin.analysis.comparison import build_comparison
 from bench_plugin.analysis.disruption import stage_disruption
@@ -52,6 +52,8 @@ from bench_plugin.results.summary import (
     TrialSummary,
 )
 from bench_plugin.scenario import WORKLOAD_CLASSES
+
+V = TypeVar("V")
 
 __all__ = ["arm_stage_runs", "build_summary", "class_stats", "devices_charged", "is_searched", "load_key", "measured",
            "record_comparison", "trial_summary"]
@@ -267,7 +269,7 @@ def protocol_failure(classes: dict[str, ClassStats], reasons: Sequence[str | Non
     return "; ".join(found) or None
 
 
-def _ordered(mapping: dict[str, Any]) -> dict[str, Any]:
+def _ordered(mapping: Mapping[str, V]) -> dict[str, V]:
     return {name: mapping[name] for name in WORKLOAD_CLASSES if name in mapping}
 
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from bench_plugin.loadgen.shares import Share
 from bench_plugin.results.samples import Sample
 from bench_plugin.results.summary import GeneratorStalls
+from bench_plugin.results.timeline import ShareAccount
 
 StageKey = tuple[int, int, int]
 """(trial, segment, stage)."""
@@ -125,12 +125,11 @@ class StageLedger:
                 problems.append(f"{name}: worker {worker} sent {tally.strays} arrivals outside its share")
         return problems
 
-    def describe(self) -> dict[str, Any]:
-        """Class -> process -> share, expected, sent, received: for the timeline and the results store."""
-        out: dict[str, Any] = {}
+    def describe(self) -> dict[str, dict[str, ShareAccount]]:
+        """Class -> process -> its share's account: for the timeline."""
+        out: dict[str, dict[str, ShareAccount]] = {}
         for (worker, name), tally in sorted(self.tallies.items()):
-            out.setdefault(name, {})[worker] = {
-                "share": [tally.share.index, tally.share.count], "expected": tally.expected,
-                "sent": tally.sent, "received": tally.received,
-            }
+            out.setdefault(name, {})[worker] = ShareAccount(
+                share=(tally.share.index, tally.share.count), expected=tally.expected, sent=tally.sent,
+                received=tally.received)
         return out

@@ -159,13 +159,28 @@ class DrainTimeout(Entry):
     in_flight: int
 
 
+class ShareAccount(BaseModel):
+    """One load generator's share of one class in one stage, and what became of it (loadgen/ledger.py)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    share: tuple[int, int]
+    """(index, count): it sent arrivals index, index + count, ..."""
+    expected: int | None
+    """Open loop: the arrivals of the share; closed loop: None."""
+    sent: int | None
+    """Requests it sent, once it reported the end of its loop (None: it never did)."""
+    received: int
+    """Samples of the share that arrived."""
+
+
 class StageAccounting(Entry):
     """A stage's arrivals checked per load generator (loadgen/ledger.py StageLedger.describe) and what failed."""
 
     kind: ClassVar[str] = "stage_accounting"
     segment: int
     stage: int
-    shares: dict[str, dict[str, dict[str, Any]]]
+    shares: dict[str, dict[str, ShareAccount]]
+    """Class -> load generator -> its share's account."""
     problems: list[str]
 
 
@@ -175,7 +190,7 @@ class FinalAccounting(Entry):
     kind: ClassVar[str] = "final_accounting"
     segment: int
     stage: int
-    shares: dict[str, dict[str, dict[str, Any]]]
+    shares: dict[str, dict[str, ShareAccount]]
 
 
 class ObserveProblem(Entry):

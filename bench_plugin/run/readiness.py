@@ -33,7 +33,7 @@ import requests
 from bench_plugin.loadgen.state import ClassLoad
 from bench_plugin.results.placement import Placement
 from bench_plugin.results.samples import RETRYABLE_STATUSES, Sample
-from bench_plugin.scenario.request_sets import RequestSet
+from bench_plugin.scenario.request_sets import RequestItem, RequestSet
 from bench_plugin.users.llm import fixed_output_fields
 
 Prober = Callable[[ClassLoad, dict[str, Any]], Sample]
@@ -65,9 +65,9 @@ class Readiness:
     """Class -> what the probe found about the server's protocol, for the timeline and the reports."""
 
 
-def probe_item(name: str, request_set: RequestSet) -> dict[str, Any]:
+def probe_item(name: str, request_set: RequestSet) -> RequestItem:
     """The class's cheapest request-set item: fewest output then input tokens, fewest inputs, shortest clip."""
-    def cost(item: dict[str, Any]) -> tuple[float, ...]:
+    def cost(item: RequestItem) -> tuple[float, ...]:
         if name == "llm":
             return (float(item.get("output_tokens") or 0), float(item.get("input_tokens") or 0))
         if name == "embedding":
@@ -112,7 +112,7 @@ def waiting(sample: Sample) -> bool:
 class _Class:
     """One class's probing: what it sends next, and what it has found."""
 
-    def __init__(self, name: str, url: str, load: ClassLoad, item: dict[str, Any], prober: Prober) -> None:
+    def __init__(self, name: str, url: str, load: ClassLoad, item: RequestItem, prober: Prober) -> None:
         self.name, self.url, self.item, self.prober = name, url, item, prober
         self.options = dict(load.options)
         self.load = load

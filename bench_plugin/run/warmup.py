@@ -22,6 +22,7 @@ from gevent.pool import Pool
 
 from bench_plugin.loadgen.state import ClassLoad
 from bench_plugin.results.store import ClassWarmup
+from bench_plugin.scenario.request_sets import RequestItem
 from bench_plugin.users.base import Prepared
 from bench_plugin.users.body import PAUSE_BYTES
 
@@ -49,7 +50,7 @@ def shape_of(workload: str, item: Mapping[str, Any]) -> tuple[Any, ...]:
     return (repr(sorted(item.items())),)
 
 
-def warmup_items(workload: str, items: list[dict[str, Any]], mode: str) -> list[int]:
+def warmup_items(workload: str, items: list[RequestItem], mode: str) -> list[int]:
     """Indices of the items to send once each: the first item of every distinct shape, or all of them."""
     if mode == "none":
         return []
@@ -80,7 +81,7 @@ def send(prepared: Prepared, timeout_s: float) -> None:
             raise RuntimeError(f"HTTP {reply.status_code}")
 
 
-def warm_class(workload: str, load: ClassLoad, items: list[dict[str, Any]], build: Builder, *, mode: str,
+def warm_class(workload: str, load: ClassLoad, items: list[RequestItem], build: Builder, *, mode: str,
                duration_s: float, concurrency: int, deadline_s: float) -> ClassWarmup:
     """Send one class's warm-up: its chosen items at ``concurrency``, again until ``duration_s`` has passed."""
     chosen = warmup_items(workload, items, mode)
@@ -118,7 +119,7 @@ def warm_class(workload: str, load: ClassLoad, items: list[dict[str, Any]], buil
                        first_error[0] if first_error else None)
 
 
-def warm_up(loads: Mapping[str, ClassLoad], items: Mapping[str, list[dict[str, Any]]],
+def warm_up(loads: Mapping[str, ClassLoad], items: Mapping[str, list[RequestItem]],
             builders: Mapping[str, Builder], *, mode: str, duration_s: float, concurrency: int,
             timeout_s: float) -> dict[str, ClassWarmup]:
     """Warm every class of a segment at once (as they will be loaded); class -> what it sent."""

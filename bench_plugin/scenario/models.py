@@ -199,9 +199,9 @@ class Arm(StrictModel):
     the layout of the servers on the cores (disjoint or shared) is what an affinity arm changes."""
     description: str = ""
 
-    def variables(self, class_names: list[str]) -> dict[str, Any]:
-        """The arm's settings flattened to ``variable -> value``, defaults included."""
-        out: dict[str, Any] = {"sharing": self.sharing}
+    def variables(self, class_names: list[str]) -> dict[str, object]:
+        """The arm's settings flattened to ``variable -> value``, defaults included (values only compared and shown)."""
+        out: dict[str, object] = {"sharing": self.sharing}
         for name in class_names:
             settings = self.classes.get(name, ClassSettings())  # type: ignore[call-overload]
             for key, value in settings.model_dump().items():

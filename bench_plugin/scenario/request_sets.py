@@ -30,6 +30,11 @@ PACKAGED_CLIPS = Path(__file__).parent.parent / "data" / "asr"
 _SYLLABLES = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]
 
 
+RequestItem = dict[str, Any]
+"""One request of a set as its JSONL line holds it (``prompt``, ``input``, ``file``, ``max_tokens``, ...): the
+JSON that the class's user turns into a request body, as the user wrote it or the generator made it."""
+
+
 class RequestSetError(ScenarioError):
     """A request set that cannot be built or read; the message names the file."""
 
@@ -39,7 +44,7 @@ class RequestSet:
     """One class's fixed inputs: ``items`` are replayed by index, ``sha256`` identifies them."""
 
     workload: str
-    items: list[dict[str, Any]]
+    items: list[RequestItem]
     sha256: str
     source: str
     """Where the items came from: ``generated(seed=...)`` or a path."""
@@ -86,7 +91,7 @@ def _text(rng: random.Random, words: list[str], n_tokens: int) -> str:
     return " ".join(rng.choice(words) for _ in range(n_tokens))
 
 
-def _hash_items(items: list[dict[str, Any]]) -> str:
+def _hash_items(items: list[RequestItem]) -> str:
     canonical = json.dumps(items, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -114,7 +119,7 @@ def _read_text(path: Path) -> str:
         raise RequestSetError(f"{path}: cannot be read: {exc.strerror or exc}") from None
 
 
-def _read_jsonl(path: Path, key: str) -> list[dict[str, Any]]:
+def _read_jsonl(path: Path, key: str) -> list[RequestItem]:
     items = []
     for lineno, line in enumerate(_read_text(path).splitlines(), 1):
         if not line.strip():

@@ -14,6 +14,7 @@ from typing import Any
 
 from bench_plugin.loadgen.state import ClassLoad
 from bench_plugin.results.samples import Sample
+from bench_plugin.scenario.request_sets import RequestItem
 from bench_plugin.users.base import Prepared, RequestFailed, WorkloadUser, read_body, read_json
 
 PATH = "/v1/audio/transcriptions"
@@ -40,7 +41,7 @@ class ASRUser(WorkloadUser):
 
     workload = "asr"
 
-    def prepare(self, load: ClassLoad, item: dict[str, Any]) -> Prepared:
+    def prepare(self, load: ClassLoad, item: RequestItem) -> Prepared:
         audio = self.state.request_sets["asr"].audio[item["file"]]
         fields = {"model": load.model, "response_format": load.options.get("response_format", "json"),
                   "language": item.get("language", "en")}

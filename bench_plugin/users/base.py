@@ -33,6 +33,7 @@ from bench_plugin.loadgen.arrivals import OPEN_LOOP, arrival_offsets, item_order
 from bench_plugin.loadgen.shares import Share
 from bench_plugin.loadgen.state import ClassLoad, LoadState, StageAssignment
 from bench_plugin.results.samples import Sample
+from bench_plugin.scenario.request_sets import RequestItem
 from bench_plugin.users import jsonreply
 from bench_plugin.users.body import TooLarge, read_all
 
@@ -190,7 +191,7 @@ class WorkloadUser(FastHttpUser):
             self.state.spawn(loop)
         self.state.wait_stop(a.key, a.end_s)
 
-    def _requests(self) -> list[dict[str, Any]]:
+    def _requests(self) -> list[RequestItem]:
         return self.state.request_sets[self.workload].items
 
     def _built(self, load: ClassLoad, built: Built, item: int) -> Prepared:
@@ -240,7 +241,7 @@ class WorkloadUser(FastHttpUser):
         if sample.ok:
             self.reported(sample)
 
-    def probe(self, load: ClassLoad, item: dict[str, Any]) -> Sample:
+    def probe(self, load: ClassLoad, item: RequestItem) -> Sample:
         """Send the request of ``item`` now, outside any stage, read and judged as a stage's would be; its sample.
 
         What readiness sends (bench_plugin.run.readiness). It goes to Locust's statistics only if this user's
@@ -259,7 +260,7 @@ class WorkloadUser(FastHttpUser):
         sample.end_s = sample.end_s or time.time()
         return sample
 
-    def prepare(self, load: ClassLoad, item: dict[str, Any]) -> Prepared:
+    def prepare(self, load: ClassLoad, item: RequestItem) -> Prepared:
         """Build the request for ``item``, with the sample fields it fixes (``Prepared.sizes``)."""
         raise NotImplementedError
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from bench_plugin.loadgen.state import ClassLoad
 from bench_plugin.results.samples import Sample
+from bench_plugin.scenario.request_sets import RequestItem
 from bench_plugin.users.base import Prepared, RequestFailed, WorkloadUser, json_request, read_json
 
 PATH = "/v1/embeddings"
@@ -23,7 +24,7 @@ class EmbeddingUser(WorkloadUser):
 
     workload = "embedding"
 
-    def prepare(self, load: ClassLoad, item: dict[str, Any]) -> Prepared:
+    def prepare(self, load: ClassLoad, item: RequestItem) -> Prepared:
         inputs = item["input"]
         sizes = {"inputs": len(inputs), "input_tokens": sum(len(text.split()) for text in inputs)}
         body = {"model": load.model, "input": inputs, "encoding_format": "float"}

@@ -21,6 +21,7 @@ from typing import Any
 
 from bench_plugin.loadgen.state import ClassLoad
 from bench_plugin.results.samples import Sample, pack_gaps
+from bench_plugin.scenario.request_sets import RequestItem
 from bench_plugin.users.base import Prepared, RequestFailed, WorkloadUser, json_request
 from bench_plugin.users.sse import DONE, StreamError, iter_events
 
@@ -41,7 +42,7 @@ def output_text(choice: dict[str, Any], api: str) -> str | None:
     return delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning") or None
 
 
-def request_body(load: ClassLoad, item: dict[str, Any]) -> dict[str, Any]:
+def request_body(load: ClassLoad, item: RequestItem) -> dict[str, Any]:
     """The JSON body for one prompt, per the OpenAI API (plus vLLM's ignore_eos/min_tokens when fixed)."""
     n_out = int(item["output_tokens"])
     body: dict[str, Any] = {
@@ -65,7 +66,7 @@ class LLMUser(WorkloadUser):
 
     workload = "llm"
 
-    def prepare(self, load: ClassLoad, item: dict[str, Any]) -> Prepared:
+    def prepare(self, load: ClassLoad, item: RequestItem) -> Prepared:
         api = load.options.get("api", "chat")
         body = request_body(load, item)
         sizes = {"input_tokens": int(item.get("input_tokens") or 0) or None}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from bench_plugin.loadgen.ledger import StageLedger
 from bench_plugin.loadgen.shares import Share
 from bench_plugin.results.samples import Sample
+from bench_plugin.results.timeline import ShareAccount
 
 KEY = (1, 0, 0)
 
@@ -30,7 +31,7 @@ def test_a_whole_stage_has_no_problems() -> None:
     ledger.finish("a", "llm", 5)
     ledger.finish("b", "llm", 5)
     assert ledger.verify(stopped=False, in_flight={}, lost={}) == []
-    assert ledger.describe()["llm"]["a"] == {"share": [0, 2], "expected": 5, "sent": 5, "received": 5}
+    assert ledger.describe()["llm"]["a"] == ShareAccount(share=(0, 2), expected=5, sent=5, received=5)
 
 
 def test_a_lost_worker_with_its_share_incomplete() -> None:
