@@ -131,7 +131,7 @@ class BenchPlugin:
         self.greenlet: gevent.Greenlet | None = None
         self.finalized = False
         if resuming is not None:  # the trials are in the store: supersede what runs again
-            record = resume.begin(resuming.recorded, resuming.plan, self.recorder, resuming.conditions)
+            record = resume.begin(resuming.recorded, resuming.plan, self.recorder, resuming.provenance)
             sys.stderr.write(f"bench_plugin: {resume.describe(resuming, record)}\n")
         else:
             for trial in trials:
@@ -409,7 +409,7 @@ def _record_campaign(plugin: BenchPlugin, launch: Launch) -> None:
         overrides=launch.overrides, classes=list(launch.class_names),
         request_sets={name: RequestSetRef(workload=rs.workload, count=len(rs), sha256=rs.sha256, source=rs.source)
                       for name, rs in launch.request_sets.items()},
-        conditions=launch.conditions))
+        conditions=launch.provenance))
     (plugin.results_dir / "scenario.yaml").write_text(launch.scenario_path.read_text(encoding="utf-8"),
                                                       encoding="utf-8")
     (plugin.results_dir / "scenario.resolved.json").write_text(

@@ -2,7 +2,7 @@
 
 ``build`` reads Locust's parsed options and the scenario, refuses each bad value in one line (resolve.py),
 and returns a frozen :class:`Launch`: the scenario with its path and sha256, the classes this locustfile can
-send, the request sets, the results directory, the backend, where the GPU series come from, the conditions
+send, the request sets, the results directory, the backend, where the GPU series come from, the provenance
 and the overrides recorded with the results, the resume plan, and how the run is shown. The plugin only
 wires it into Locust; nothing past this step reads the command line again, and each derived value (the
 scenario's sha256 among them) is computed here, once.
@@ -17,7 +17,7 @@ from pathlib import Path
 from locust.env import Environment
 
 from bench_plugin.launch import resolve, resume
-from bench_plugin.launch.conditions import collect_conditions
+from bench_plugin.results.provenance import this_process
 from bench_plugin.results.summary import Overrides, Provenance
 from bench_plugin.scenario import Scenario, ScenarioError, scenario_sha256
 from bench_plugin.scenario.request_sets import RequestSet, build_request_sets
@@ -38,8 +38,8 @@ class Launch:
     results_dir: Path
     backend: SharingBackend
     telemetry: TelemetryOptions
-    conditions: Provenance
-    """Where and how the campaign runs (launch/conditions.py)."""
+    provenance: Provenance
+    """What software and host run the campaign (results/provenance.py)."""
     overrides: Overrides
     """``--arm``, ``--repeats``, ``--stage-duration`` as given (None where not), recorded with the results."""
     resuming: resume.Resuming | None
@@ -74,15 +74,15 @@ def build(environment: Environment) -> Launch:
         resolve.fail(f"{path}: {exc}")
     telemetry = resolve.telemetry_options(environment)
     resolve.check_prometheus(telemetry)
-    conditions = collect_conditions(backend)
+    provenance = this_process(backend.describe())
     sha256 = scenario_sha256(scenario)
-    resuming = (resolve.resuming(recorded, scenario, sha256, class_names, request_sets, conditions)
+    resuming = (resolve.resuming(recorded, scenario, sha256, class_names, request_sets, provenance)
                 if recorded else None)
     headless = bool(getattr(options, "headless", False))
     return Launch(
         scenario=scenario, scenario_path=path, scenario_sha256=sha256, class_names=tuple(class_names),
         request_sets=request_sets, results_dir=results_dir, backend=backend, telemetry=telemetry,
-        conditions=conditions, overrides=overrides,
+        provenance=provenance, overrides=overrides,
         resuming=resuming, headless=headless, progress=headless and not getattr(options, "only_summary", False),
         no_report=bool(getattr(options, "no_report", False)),
     )

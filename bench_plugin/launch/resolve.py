@@ -194,14 +194,14 @@ def check_prometheus(options: TelemetryOptions) -> None:
 
 
 def resuming(recorded: resume.Recorded, scenario: Scenario, sha256: str, class_names: list[str],
-              request_sets: dict[str, RequestSet], conditions: Provenance) -> resume.Resuming:
+              request_sets: dict[str, RequestSet], provenance: Provenance) -> resume.Resuming:
     """The checked plan of a resume; a different experiment is refused in one line naming what differs."""
     try:
         resuming = resume.prepare(recorded, trials=plan_trials(scenario), scenario_sha256=sha256,
                                   classes=class_names, request_sets={n: rs.sha256 for n, rs in request_sets.items()},
-                                  conditions=conditions)
+                                  provenance=provenance)
     except resume.ResumeRefused as exc:
         fail(str(exc))
-    for line in resume.other_units(recorded.record.conditions or Provenance(), conditions):
+    for line in resume.other_units(recorded.record.conditions or Provenance(), provenance):
         sys.stderr.write(f"bench_plugin: warning: --resume {recorded.given}: {line}\n")
     return resuming

@@ -148,7 +148,7 @@ def options_for(recorded: Recorded, scenario: str | None, results_dir: str | Non
 
 
 def differences(recorded: Recorded, *, scenario_sha256: str, classes: list[str], request_sets: dict[str, str],
-                conditions: Provenance) -> list[str]:
+                provenance: Provenance) -> list[str]:
     """``what: recorded vs now`` for each fixed condition that differs (empty: the same experiment)."""
     record = recorded.record
     out: list[str] = []
@@ -161,11 +161,11 @@ def differences(recorded: Recorded, *, scenario_sha256: str, classes: list[str],
     for name in sorted(set(sets) | set(request_sets)):
         if sets.get(name) != request_sets.get(name):
             out.append(f"request set {name}: sha256 {_short(sets.get(name))} vs {_short(request_sets.get(name))}")
-    out += condition_differences(record.conditions or Provenance(), conditions)
+    out += provenance_differences(record.conditions or Provenance(), provenance)
     return out
 
 
-def condition_differences(theirs: Provenance, mine: Provenance) -> list[str]:
+def provenance_differences(theirs: Provenance, mine: Provenance) -> list[str]:
     """Differences of the conditions that shape a measurement: backend, devices, driver, Python, packages, source."""
     out: list[str] = []
     back_theirs, back_mine = theirs.backend or BackendFacts(), mine.backend or BackendFacts()
@@ -237,7 +237,7 @@ def plan(recorded: Recorded, trials: list[Trial]) -> Plan:
     return Plan(Done(frozenset(done), frozenset(kept)), kept, rerun)
 
 
-def begin(recorded: Recorded, resume_plan: Plan, recorder: Recorder, conditions: Provenance) -> Resume:
+def begin(recorded: Recorded, resume_plan: Plan, recorder: Recorder, provenance: Provenance) -> Resume:
     """Supersede the unfinished attempts, and record the resume (meta ``resumes``, a ``resumed`` event).
 
     The previous status is dropped: until this process ends the campaign again, the store reads as
@@ -252,8 +252,8 @@ def begin(recorded: Recorded, resume_plan: Plan, recorder: Recorder, conditions:
                                                                    "(killed, or its machine stopped)")
     record = Resume(number=number, at_s=time.time(), previous_status=status.status, previous_reason=status.reason,
                     kept=list(resume_plan.kept), rerun=list(resume_plan.rerun),
-                    superseded={k: v for k, v in superseded.items() if v}, host=conditions.host,
-                    command=conditions.command)
+                    superseded={k: v for k, v in superseded.items() if v}, host=provenance.host,
+                    command=provenance.command)
     recorder.reopen()
     recorder.record(CampaignRecord(resumes=[*recorded.resumes, record]))
     recorder.note(Resumed(**dict(record)))
@@ -270,23 +270,23 @@ def _when(epoch_s: float) -> str:
 
 @dataclass(frozen=True)
 class Resuming:
-    """A resume that passed its checks: the recorded campaign, its plan, and this process's conditions."""
+    """A resume that passed its checks: the recorded campaign, its plan, and this process's provenance."""
 
     recorded: Recorded
     plan: Plan
-    conditions: Provenance
+    provenance: Provenance
     trials: list[Trial]
     """The campaign's schedule (campaign.plan_trials)."""
 
 
 def prepare(recorded: Recorded, *, trials: list[Trial], scenario_sha256: str, classes: list[str],
-            request_sets: dict[str, str], conditions: Provenance) -> Resuming:
+            request_sets: dict[str, str], provenance: Provenance) -> Resuming:
     """Check that this process runs the recorded experiment, and plan what is left; ResumeRefused if not."""
     found = differences(recorded, scenario_sha256=scenario_sha256, classes=classes, request_sets=request_sets,
-                        conditions=conditions)
+                        provenance=provenance)
     if found:
         raise recorded.refused("; ".join(found))
-    return Resuming(recorded, plan(recorded, trials), conditions, trials)
+    return Resuming(recorded, plan(recorded, trials), provenance, trials)
 
 
 def confirm(resuming: Resuming) -> None:

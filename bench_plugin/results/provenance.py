@@ -1,18 +1,26 @@
-"""Provenance: what software produced a run (package versions, the plugin's source revision and digest).
+"""Provenance: what software and host produced a run (package versions, the plugin's source revision and digest,
+the host, the command line, the backend's own facts).
 
-Recorded with every campaign (launch/conditions.py) and compared where two processes or two runs must be the same
-software: a worker and its master (loadgen/protocol.py), a resumed campaign and its first run (launch/resume.py).
-Two installs of one version can differ, so the source itself is digested too.
+The seed's rule: keep the full conditions of every run, whatever it shows. Recorded with every campaign
+(:func:`this_process`, summary.json's ``conditions``) and compared where two processes or two runs must be the
+same software: a worker and its master (loadgen/protocol.py), a resumed campaign and its first run
+(launch/resume.py). Two installs of one version can differ, so the source itself is digested too.
 """
 
 from __future__ import annotations
 
 import hashlib
+import platform
+import socket
 import subprocess
+import sys
 from collections.abc import Iterable
 from functools import cache
 from importlib import metadata
 from pathlib import Path, PurePosixPath
+
+from bench_plugin.results.facts import BackendFacts
+from bench_plugin.results.summary import Provenance
 
 ROOT = Path(__file__).resolve().parent.parent
 """The bench_plugin package directory, whose ``.py`` files :func:`source_digest` digests."""
@@ -59,3 +67,17 @@ def digest_sources(files: Iterable[tuple[str, bytes]]) -> str:
         digest.update(name.encode())
         digest.update(content)
     return digest.hexdigest()[:12]
+
+
+def this_process(backend: BackendFacts) -> Provenance:
+    """The provenance of a campaign run by this process, on a backend that describes itself as ``backend``."""
+    return Provenance(
+        host=socket.gethostname(),
+        platform=platform.platform(),
+        python=sys.version.split()[0],
+        packages=package_versions(),
+        source_revision=source_revision(),
+        source_digest=source_digest(),
+        command=list(sys.argv),
+        backend=backend,
+    )

@@ -719,7 +719,7 @@ class RequestSetRef(Model):
 
 
 class Provenance(Recorded):
-    """Where and how the campaign ran (launch/conditions.py): enough to rerun it, and to tell apart the
+    """Where and how the campaign ran (results/provenance.py): enough to rerun it, and to tell apart the
     conditions of another campaign. Each fact is written only where it was recorded, so a campaign from
     before a fact existed (``source_digest``) reads and writes as it was."""
 

@@ -18,13 +18,13 @@ from bench_plugin.launch.resume import (
     Recorded,
     ResumeRefused,
     begin,
-    condition_differences,
     confirm,
     differences,
     options_for,
     other_units,
     plan,
     prepare,
+    provenance_differences,
     read_campaign,
 )
 from bench_plugin.results.placement import Placement
@@ -178,13 +178,13 @@ def recorded_with(conditions: dict[str, Any]) -> Recorded:
 
 
 def compare(theirs: dict[str, Any], mine: dict[str, Any]) -> list[str]:
-    """condition_differences of two conditions given as the store keeps them."""
-    return condition_differences(Provenance.model_validate(theirs), Provenance.model_validate(mine))
+    """provenance_differences of two conditions given as the store keeps them."""
+    return provenance_differences(Provenance.model_validate(theirs), Provenance.model_validate(mine))
 
 
 def test_the_same_experiment_has_no_differences() -> None:
     assert differences(recorded_with(CONDITIONS), scenario_sha256=SHA, classes=["embedding"],
-                       request_sets={"embedding": "ee" * 32}, conditions=Provenance.model_validate(CONDITIONS)) == []
+                       request_sets={"embedding": "ee" * 32}, provenance=Provenance.model_validate(CONDITIONS)) == []
 
 
 def test_each_difference_is_named_recorded_vs_now() -> None:
@@ -196,7 +196,7 @@ def test_each_difference_is_named_recorded_vs_now() -> None:
     now["source_digest"] = "0123456789ab"
     found = differences(recorded_with(CONDITIONS), scenario_sha256="ab" * 32, classes=["embedding", "asr"],
                         request_sets={"embedding": "ff" * 32, "asr": "aa" * 32},
-                        conditions=Provenance.model_validate(now))
+                        provenance=Provenance.model_validate(now))
     assert found == [
         f"scenario sha256 {'5e' * 6}… vs {'ab' * 6}…",
         "classes embedding vs embedding, asr",
@@ -258,7 +258,7 @@ def test_a_plan_made_stale_by_another_resume_is_refused(tmp_path: Path) -> None:
     directory = store(tmp_path / "r", status="interrupted")
     mine = prepare(read_campaign(str(directory)), trials=plan_trials(scenario()), scenario_sha256=SHA,
                    classes=["embedding"], request_sets={"embedding": "ee" * 32},
-                   conditions=Provenance.model_validate(CONDITIONS))
+                   provenance=Provenance.model_validate(CONDITIONS))
     confirm(mine)  # nothing happened in between
     other = read_campaign(str(directory))
     rec = Recorder(directory / "results.sqlite")
