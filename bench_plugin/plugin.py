@@ -54,7 +54,7 @@ from bench_plugin.results.store import StoreError, StoreWriteError
 from bench_plugin.results.summary import Ending, RequestSetRef
 from bench_plugin.results.timeline import Entry, FinalAccounting
 from bench_plugin.run.conductor import Conductor
-from bench_plugin.run.events import BenchEvents
+from bench_plugin.run.hooks import BenchEvents
 from bench_plugin.run.readiness import Prober
 from bench_plugin.run.schedule import plan_trials
 from bench_plugin.run.warmup import Builder

@@ -32,7 +32,7 @@ from bench_plugin.analysis.summary import record_comparison, trial_summary
 from bench_plugin.results.samples import Sample
 from bench_plugin.results.store import CampaignReader, TrialRecord, open_campaign
 from bench_plugin.results.summary import Comparison, TrialSummary
-from bench_plugin.run.events import BenchEvents
+from bench_plugin.run.hooks import BenchEvents
 from bench_plugin.scenario import Scenario
 
 logger = logging.getLogger(__name__)

@@ -50,7 +50,7 @@ from bench_plugin.results.timeline import (
     StageAccounting,
 )
 from bench_plugin.run.disruption import StageDisruption
-from bench_plugin.run.events import BenchEvents
+from bench_plugin.run.hooks import BenchEvents
 from bench_plugin.run.liveness import (
     SERVER_GONE,
     ServerGone,

@@ -3,14 +3,14 @@
 A moment of a trial (it starts, its arm is applied, its servers are ready, a stage starts or ends,
 its servers are released, it stops) is recorded in three places: the store's row for it (trials,
 segments, stages), the timeline (a declared kind of results/timeline.py) and, where the plugin has
-one, its hook (run/events.py). One call here does all three, always in this order:
+one, its hook (run/hooks.py). One call here does all three, always in this order:
 
 1. the row, so that a listener reading the store from the hook finds the moment there;
 2. the timeline entry;
 3. the hook, last, so that a listener that fails (Locust's EventHook logs it) loses nothing recorded.
 
 A write that fails (StoreWriteError) stops there: no entry or hook then says that something
-happened which the store does not hold. Per trial the moments come in the order of run/events.py:
+happened which the store does not hold. Per trial the moments come in the order of run/hooks.py:
 ``trial_started``, then per segment ``segment_applied``, ``segment_ready`` (the ``arm_applied`` hook),
 ``segment_warmed``, per stage ``stage_started`` and ``stage_ended``, ``segment_released``; and last
 ``trial_ended``, after the backend released the servers.
@@ -33,7 +33,7 @@ from bench_plugin.results.timeline import (
     WarmupEnd,
     WarmupStart,
 )
-from bench_plugin.run.events import BenchEvents
+from bench_plugin.run.hooks import BenchEvents
 from bench_plugin.run.schedule import Trial
 from bench_plugin.run.warmup import ClassWarmup
 

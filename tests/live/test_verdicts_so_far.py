@@ -24,7 +24,7 @@ from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.samples import Sample
 from bench_plugin.results.store import CampaignReader, open_store
 from bench_plugin.results.summary import Comparison
-from bench_plugin.run.events import BenchEvents
+from bench_plugin.run.hooks import BenchEvents
 from bench_plugin.run.schedule import Trial
 from bench_plugin.scenario import Arm, load_scenario
 

@@ -17,7 +17,7 @@ from bench_plugin.results.placement import ClassPlacement, Placement
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.store import ClassWarmup, open_campaign
 from bench_plugin.results.timeline import KINDS, Entry, StageStart, TimelineError, parse
-from bench_plugin.run.events import BenchEvents
+from bench_plugin.run.hooks import BenchEvents
 from bench_plugin.run.moments import Moments
 from bench_plugin.run.schedule import Trial
 from bench_plugin.scenario.models import Arm
