@@ -3,8 +3,9 @@
 A long campaign (arms x repeats x stages, servers started per segment) otherwise prints nothing between
 its start and its end. Every PROGRESS_S seconds a headless master or local run writes one line to
 stderr from the live view (bench_plugin.live.view): the trial (arm, repeat), the stage and the seconds left
-in it, and each class's P95 over the last WINDOW_S seconds (TTFT and TPOT P95 for the LLM) with its SLO
-state. ``--only-summary`` keeps it quiet, as it keeps Locust's own periodic table quiet.
+in it, and each class's P95 over the stage's last WINDOW_S seconds (fewer early in the stage: the
+line says how many; TTFT and TPOT P95 for the LLM) with its SLO state. ``--only-summary`` keeps it
+quiet, as it keeps Locust's own periodic table quiet.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Callable
 
 import gevent
 
-from bench_plugin.live.view import WINDOW_S, ClassLive, LiveSnapshot
+from bench_plugin.live.view import ClassLive, LiveSnapshot
 
 PROGRESS_S = 5.0
 """Seconds between two progress lines."""
@@ -31,7 +32,8 @@ def progress_line(snapshot: LiveSnapshot) -> str | None:
         if position.get("stage_left_s") is not None:
             where += f", {position['stage_left_s']:.0f} s left"
     figures = "; ".join(_class(c) for c in snapshot.classes if c.window.requests)
-    return f"bench_plugin: {where}" + (f"; last {WINDOW_S:g} s: {figures}" if figures else "")
+    span = snapshot.window_end_s - snapshot.window_start_s
+    return f"bench_plugin: {where}" + (f"; last {span:.0f} s: {figures}" if figures else "")
 
 
 def _class(live: ClassLive) -> str:

@@ -1,14 +1,17 @@
 """Live view: what a running campaign looks like now, per class, for the web UI (and anything else that asks).
 
 The master (or local runner) sees every sample as it arrives. Per class the view keeps the samples
-of the last WINDOW_S seconds and those of the current stage, and a snapshot gives, for both: the
-requests that ended, errors, throughput against the offered rate, P50/P95 of end-to-end latency,
-TTFT and TPOT P95 (llm), and whether the class keeps its SLOs and error budget there. Percentiles
-are over successful requests, as in the summary, with numpy's default (linear) interpolation.
+of the current stage, and a snapshot gives, over the stage's last WINDOW_S seconds and over the stage
+so far: the requests that ended, errors, throughput against the offered rate, P50/P95 of end-to-end
+latency, TTFT and TPOT P95 (llm), and whether the class keeps its SLOs and error budget there.
+Percentiles are over successful requests, as in the summary, with numpy's default (linear) interpolation.
 
-The window is ``(end - WINDOW_S, end]`` by each request's END time, with ``end = now - SETTLE_S``:
-workers ship samples every 0.2 s, so a request that ended a second ago has reached the master and
-the window's figures are final when shown: the same window recomputed from results.sqlite after the
+The window is ``(max(end - WINDOW_S, stage start), end]`` by each request's END time, with
+``end = now - SETTLE_S``, over the current stage's requests only: it never reaches into the stage
+before (nor into another class-run of an exclusive arm, a stage of its own segment), so early in a
+stage it is shorter than WINDOW_S and says so (``span_s``, and the snapshot's window bounds). Workers
+ship samples every 0.2 s, so a request that ended a second ago has reached the master and the
+window's figures are final when shown: the same window recomputed from results.sqlite after the
 campaign gives the same numbers (the web UI test does exactly that). The SLO call is the summary's
 own judge (analysis.objectives.figure_criteria) on these figures. The snapshot also says where the
 campaign is (arm, repeat, trial, stage, time left) and, from the summary's comparison after each
@@ -20,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -38,7 +40,7 @@ from bench_plugin.scenario import Scenario
 logger = logging.getLogger(__name__)
 
 WINDOW_S = 10.0
-"""The rolling window's length."""
+"""The rolling window's length (at most: it starts no earlier than the stage)."""
 
 SETTLE_S = 1.0
 """How old a request's end must be before it counts: every worker has reported it by then."""
@@ -134,8 +136,8 @@ class LiveView:
     scenario: Scenario
     classes: list[str]
     trials: int
-    recent: dict[str, deque[Sample]] = field(default_factory=dict)
     current: dict[str, list[Sample]] = field(default_factory=dict)
+    """Class -> the current stage's samples."""
     stage: _Stage | None = None
     status: str = "waiting"
     position: dict[str, Any] = field(default_factory=dict)
@@ -151,7 +153,6 @@ class LiveView:
 
     def __post_init__(self) -> None:
         for name in self.classes:
-            self.recent.setdefault(name, deque())
             self.current.setdefault(name, [])
 
     def watch(self, events: BenchEvents, store: Path) -> None:
@@ -197,9 +198,8 @@ class LiveView:
 
     def on_sample(self, sample: Sample) -> None:
         """One finished request, as the master received it."""
-        if sample.workload not in self.recent:
+        if sample.workload not in self.current:
             return
-        self.recent[sample.workload].append(sample)
         if self.stage is not None and (sample.trial, sample.segment, sample.stage) == self.stage.key:
             self.current[sample.workload].append(sample)
 
@@ -225,22 +225,19 @@ class LiveView:
         if self.ended_s is not None:
             now = min(now, self.ended_s + SETTLE_S)
         end = now - SETTLE_S
-        start = end - WINDOW_S
+        start = end - WINDOW_S if self.stage is None else min(end, max(end - WINDOW_S, self.stage.start_s))
         out = []
         for name in self.classes:
-            recent = self.recent[name]
-            while recent and recent[0].end_s <= start - WINDOW_S:  # keep one window of slack for late arrivals
-                recent.popleft()
             spec = self.scenario.classes.get(name)
             judged = ClassObjectives(spec.slo, spec.error_budget)
-            in_window = [s for s in recent if start < s.end_s <= end]
+            in_window = [s for s in self.current.get(name, []) if start < s.end_s <= end]
             stage_span = max(0.0, min(now, self.stage.end_s) - self.stage.start_s) if self.stage else 0.0
             util, vram = self.gpu.get(name, (None, None))
             out.append(ClassLive(
                 name=name,
                 offered=self.stage.offered.get(name) if self.stage else None,
                 arrival=spec.arrival,
-                window=figures(in_window, WINDOW_S, name, judged),
+                window=figures(in_window, end - start, name, judged),
                 stage=figures(self.current.get(name, []), stage_span, name, judged),
                 gpu_util=util, vram_mib=vram,
             ))

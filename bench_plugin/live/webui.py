@@ -4,7 +4,7 @@ Locust's modern UI takes extra tabs, each a table, through its documented extens
 ``template_args["extended_tabs"]`` / ``["extended_tables"]`` name them, and the JSON of
 ``/stats/requests`` (polled every 2 s) carries their rows under ``extended_stats``. Two tabs:
 
-- GPU sharing, live (``bench-live``): per class, over the last 10 s and over the current stage
+- GPU sharing, live (``bench-live``): per class, over the current stage's last 10 s and over the stage so far
   (live/view.py): requests, throughput against the offered rate, errors, P50/P95 latency, TTFT/TPOT P95
   (llm), whether the SLOs and error budget hold, GPU utilisation and VRAM where telemetry runs.
 - GPU sharing, campaign (``bench-campaign``): status, arm, repeat, trial, stage and time left, the
@@ -22,6 +22,7 @@ buckets round to 10 ms above 100 ms: the tabs here use the exact samples).
 
 from __future__ import annotations
 
+import datetime as dt
 import html
 import json
 from dataclasses import asdict
@@ -31,7 +32,7 @@ from typing import Protocol
 from flask import Response, jsonify, request, send_file
 from locust.env import Environment
 
-from bench_plugin.live.view import WINDOW_S, ClassLive, Figures, LiveSnapshot
+from bench_plugin.live.view import ClassLive, Figures, LiveSnapshot
 from bench_plugin.scenario import Scenario
 from bench_plugin.users.base import WorkloadUser
 
@@ -63,7 +64,7 @@ LIVE_TAB = "bench-live"
 CAMPAIGN_TAB = "bench-campaign"
 
 LIVE_COLUMNS = [
-    ("cls", "Class"), ("offered", "Offered"), ("rate", f"Req/s (last {WINDOW_S:g} s)"),
+    ("cls", "Class"), ("offered", "Offered"), ("rate", "Req/s (window)"),
     ("requests", "Requests"), ("errors", "Errors"), ("p50", "P50 ms"), ("p95", "P95 ms"),
     ("ttft", "TTFT P95 ms"), ("tpot", "TPOT P95 ms"), ("slo", "SLO"),
     ("stagerequests", "Stage requests"), ("stagerate", "Stage req/s"), ("stagep95", "Stage P95 ms"),
@@ -73,6 +74,7 @@ LIVE_COLUMNS = [
 """(key, heading) of the live table; keys are single words because the UI camel-cases keys."""
 
 CAMPAIGN_COLUMNS = [("item", "Campaign"), ("value", "Now")]
+WINDOW_ROW = "live window (by request end)"
 
 
 def _ms(value: float | None) -> str:
@@ -102,8 +104,9 @@ def live_rows(snapshot: LiveSnapshot) -> list[dict[str, str]]:
     return rows
 
 
-def campaign_rows(snapshot: LiveSnapshot, load_generators: str) -> list[dict[str, str]]:
-    """The campaign tab's rows: where it is, what the live figures cover, the verdict so far."""
+def campaign_rows(snapshot: LiveSnapshot, load_generators: str) -> list[dict[str, str | float]]:
+    """The campaign tab's rows: where it is, what the live figures cover, the verdict so far. The window's row
+    also carries its exact bounds (``start``, ``end``: epoch seconds), which the table does not show."""
     pos = snapshot.position
     rows = [("status", snapshot.status)]
     if pos:
@@ -112,12 +115,31 @@ def campaign_rows(snapshot: LiveSnapshot, load_generators: str) -> list[dict[str
         if pos.get("stage") is not None:
             left = pos.get("stage_left_s")
             rows.append(("stage", f"{pos['stage']}" + (f", {left:.0f} s left" if left is not None else "")))
-    rows += [("live window (epoch s, by request end)", f"{snapshot.window_start_s!r} to {snapshot.window_end_s!r}"),
+    rows += [(WINDOW_ROW, window_label(snapshot)),
              ("load generators", load_generators)]
     rows += [(f"verdict: {arm}", text) for arm, text in snapshot.verdicts.items()]
     if snapshot.report:
         rows.append(("report", "/bench/report"))
-    return [{"item": item, "value": value} for item, value in rows]
+    out: list[dict[str, str | float]] = [{"item": item, "value": value} for item, value in rows]
+    for row in out:
+        if row["item"] == WINDOW_ROW:
+            row.update(start=snapshot.window_start_s, end=snapshot.window_end_s)
+    return out
+
+
+def clock(epoch_s: float) -> str:
+    """An epoch time as this host's local clock time with its UTC offset (``07:20:01 +01:00``)."""
+    local = dt.datetime.fromtimestamp(epoch_s).astimezone()
+    offset = local.strftime("%z")
+    return f"{local:%H:%M:%S} {offset[:3]}:{offset[3:]}"
+
+
+def window_label(snapshot: LiveSnapshot) -> str:
+    """What the window figures cover: ``last 10.0 s of stage high (07:20:01 +01:00 to 07:20:11 +01:00)``."""
+    span = snapshot.window_end_s - snapshot.window_start_s
+    stage = snapshot.position.get("stage") if snapshot.position else None
+    of = f" of {stage}" if stage is not None else ""
+    return f"last {span:.1f} s{of} ({clock(snapshot.window_start_s)} to {clock(snapshot.window_end_s)})"
 
 
 def _banner(plugin: Shown) -> str:

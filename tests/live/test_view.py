@@ -60,6 +60,28 @@ def test_the_window_is_by_end_time_behind_the_settle_delay_and_freezes_at_the_en
     assert {"item": "report", "value": "/bench/report"} in campaign_rows(later, "x")
 
 
+def test_the_window_never_reaches_into_the_stage_before() -> None:
+    """Early in a stage the window is the stage so far (by request end), never the stage before: a lower
+    rate there must not read as this stage's server falling behind."""
+    view = LiveView(load_scenario(ROOT / "scenarios" / "calibration.yaml"), ["llm", "embedding"], trials=1)
+    now = 1000.0
+    view.on_trial_start(number=1, arm="synthetic", repeat=1)
+    view.on_stage_start(key=(1, 0, 0), name="low", start_s=now - 40, end_s=now - 4, offered={"embedding": 2.0})
+    for k in range(10):  # the low stage's last requests, in what would be the last 10 s
+        view.on_sample(sample(now - 10 + 0.5 * k, 20, stage=0))
+    started = now - 4
+    view.on_stage_start(key=(1, 0, 1), name="high", start_s=started, end_s=now + 30, offered={"embedding": 6.0})
+    for k in range(12):  # 6 req/s for 2 s
+        view.on_sample(sample(started + 1 / 6 * (k + 1), 30, stage=1))
+    snap = view.snapshot(now)
+    emb = next(c for c in snap.classes if c.name == "embedding")
+    assert (snap.window_start_s, snap.window_end_s) == (started, now - SETTLE_S)
+    assert emb.window.span_s == pytest.approx(3.0) and emb.window.requests == 12  # none of the low stage's
+    assert emb.window.throughput_rps == pytest.approx(4.0)
+    row = next(r for r in campaign_rows(snap, "x") if str(r["item"]).startswith("live window"))
+    assert str(row["value"]).startswith("last 3.0 s of high (") and (row["start"], row["end"]) == (started, now - 1)
+
+
 NOW = 1000.0
 END = NOW - SETTLE_S - 1.0
 """When the agreement cases' requests end: inside the window of a snapshot at NOW."""

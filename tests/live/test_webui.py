@@ -25,7 +25,7 @@ import requests
 import yaml
 from harness import LOCUST, ROOT, start_worker, stop_process
 
-from bench_plugin.results.store import open_store, read_samples
+from bench_plugin.results.store import open_campaign, open_store, read_samples
 from bench_plugin.sharing.processes import free_port
 
 pytestmark = pytest.mark.slow
@@ -97,13 +97,14 @@ def run_ui(tmp_path: Path, mode: str) -> tuple[dict[str, Any], Path, int, str]:
     return seen, results, code, log.read_text()
 
 
-def recomputed(results: Path, start: float, end: float) -> dict[str, dict[str, float | int | None]]:
-    """Per class, the live window's figures from results.sqlite: requests, P50 and P95 of the successful."""
+def recomputed(results: Path, stage: int, start: float, end: float) -> dict[str, dict[str, float | int | None]]:
+    """Per class, the live window's figures from results.sqlite (the requests of ``stage`` that ended in the
+    window): requests, P50 and P95 of the successful."""
     with open_store(results / "results.sqlite") as db:
         samples = read_samples(db)  # every sample of the campaign
     out: dict[str, dict[str, float | int | None]] = {}
     for name in ("llm", "embedding", "asr"):
-        rows = [s for s in samples if s.workload == name and start < s.end_s <= end]
+        rows = [s for s in samples if s.workload == name and s.stage == stage and start < s.end_s <= end]
         ok = [(s.end_s - s.intended_s) * 1000 for s in rows if s.ok]
         out[name] = {"requests": len(rows), "p50": float(np.percentile(ok, 50)) if ok else None,
                      "p95": float(np.percentile(ok, 95)) if ok else None}
@@ -122,11 +123,14 @@ def test_live_tab_start_and_stop(tmp_path: Path, mode: str) -> None:
     live = seen.get("live")
     assert live is not None, f"the live tab never showed stage 'high' with requests of every class:\n{log[-3000:]}"
     heads = live["table"]["heads"]
-    assert heads[:7] == ["Class", "Offered", "Req/s (last 10 s)", "Requests", "Errors", "P50 ms", "P95 ms"]
-    window = next(r["value"] for r in live["campaign"] if r["item"].startswith("live window"))
-    start, end = (float(v) for v in window.split(" to "))
-    assert end - start == pytest.approx(10.0)
-    truth = recomputed(results, start, end)
+    assert heads[:7] == ["Class", "Offered", "Req/s (window)", "Requests", "Errors", "P50 ms", "P95 ms"]
+    window = next(r for r in live["campaign"] if r["item"].startswith("live window"))
+    start, end = float(window["start"]), float(window["end"])
+    with open_campaign(results / "results.sqlite") as reader:
+        high = next(s for t in reader.trials() for s in t.stages if s.name == "high")
+    assert high.started_s is not None and 0 < end - start <= 10.0 and start >= high.started_s  # never before it
+    assert window["value"].startswith(f"last {end - start:.1f} s of high (")
+    truth = recomputed(results, high.index, start, end)
     for row in live["reply"]:
         mine = truth[row["cls"]]
         assert int(row["requests"]) == mine["requests"], (row, mine)
