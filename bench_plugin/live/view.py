@@ -242,6 +242,8 @@ class LiveView:
                 gpu_util=util, vram_mib=vram,
             ))
         position = dict(self.position)
+        if self.stage is not None:
+            position["stage_start_s"] = self.stage.start_s
         if self.stage is not None and self.status == "running":
             position["stage_left_s"] = max(0.0, self.stage.end_s - now)
         return LiveSnapshot(now, start, end, self.status, position, out, dict(self.verdicts), self.report)

@@ -15,7 +15,8 @@ apply (each stage's load is open-loop arrivals, not users), which a banner above
 typed into the form is refused, saying where endpoints come from (before, it was silently ignored); a
 Start after the campaign has ended is answered with where its results are, never a silent
 "swarming started". Stop ends it the way Ctrl-C does: everything measured is kept and the report is
-written. ``/bench/live.json`` serves the snapshot itself; ``/bench/report`` the report once written.
+written. ``/bench/live.json`` serves the snapshot itself, ``/bench/metrics`` the same in Prometheus's text
+format (live/exposition.py); ``/bench/report`` the report once written.
 Locust's own Statistics tab is reset at each stage start, so it too shows the current stage (its
 buckets round to 10 ms above 100 ms: the tabs here use the exact samples).
 """
@@ -32,8 +33,10 @@ from typing import Protocol
 from flask import Response, jsonify, request, send_file
 from locust.env import Environment
 
+from bench_plugin.live import exposition
 from bench_plugin.live.view import ClassLive, Figures, LiveSnapshot
 from bench_plugin.scenario import Scenario
+from bench_plugin.telemetry.exposition import CONTENT_TYPE
 from bench_plugin.users.base import WorkloadUser
 
 
@@ -195,6 +198,11 @@ def attach(plugin: Shown) -> None:
     @app.route("/bench/live.json")
     def live_json() -> Response:
         return jsonify(asdict(plugin.live_snapshot()))
+
+    @app.route("/bench/metrics")
+    def metrics() -> Response:
+        return Response(exposition.render(plugin.live_snapshot(), plugin.scenario), mimetype=None,
+                        content_type=CONTENT_TYPE)
 
     @app.route("/bench/report")
     def report() -> Response:

@@ -65,11 +65,13 @@ def device_labels(
     return labels
 
 
-def _escape_label(value: str) -> str:
+def escape_label(value: str) -> str:
+    """A label value as the text format writes it (backslash, newline and double quote escaped)."""
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
-def _escape_help(text: str) -> str:
+def escape_help(text: str) -> str:
+    """A HELP text as the text format writes it (backslash and newline escaped)."""
     return text.replace("\\", "\\\\").replace("\n", "\\n")
 
 
@@ -84,10 +86,11 @@ def format_value(value: float) -> str:
     return repr(value)
 
 
-def _line(name: str, labels: Mapping[str, str], value: float, t_ms: int | None) -> str:
-    body = ",".join(f'{k}="{_escape_label(v)}"' for k, v in labels.items())
+def sample_line(name: str, labels: Mapping[str, str], value: float, t_ms: int | None = None) -> str:
+    """One sample's line: ``name{labels} value [timestamp]``."""
+    body = ",".join(f'{k}="{escape_label(v)}"' for k, v in labels.items())
     stamp = "" if t_ms is None else f" {t_ms}"
-    return f"{name}{{{body}}} {format_value(value)}{stamp}"
+    return f"{name}{{{body}}} {format_value(value)}{stamp}" if body else f"{name} {format_value(value)}{stamp}"
 
 
 def render(
@@ -117,7 +120,7 @@ def render(
     lines: list[str] = []
     for metric in metrics:
         spec = FIELDS.get(metric, Field(metric, "gauge", ""))
-        lines.append(f"# HELP {metric} {_escape_help(spec.help)}")
+        lines.append(f"# HELP {metric} {escape_help(spec.help)}")
         lines.append(f"# TYPE {metric} {spec.prom_type}")
         series = sorted((k for k in newest if k[0] == metric), key=lambda k: (infos[k[1]].index, k[1], k[2] or ""))
         for key in series:
@@ -125,5 +128,5 @@ def render(
             labels = device_labels(infos[row.device], hostname, driver_version)
             if row.process is not None:
                 labels[LABEL_PID] = row.process
-            lines.append(_line(metric, labels, row.value, round(row.t * 1000) if timestamps else None))
+            lines.append(sample_line(metric, labels, row.value, round(row.t * 1000) if timestamps else None))
     return "\n".join(lines) + "\n" if lines else ""

@@ -26,6 +26,7 @@ import pytest
 import requests
 import yaml
 
+from bench_plugin.live.exposition import FAMILIES
 from bench_plugin.results.store import open_campaign, read_samples
 from bench_plugin.scenario import load_scenario
 from bench_plugin.servers.presets import DEFAULT_MODEL_NAMES
@@ -34,6 +35,7 @@ from bench_plugin.sharing.processes import ServerProcess, free_port
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 PROMETHEUS_CONFIG = ROOT / "deploy" / "prometheus" / "prometheus.yml"
+DASHBOARD = ROOT / "deploy" / "grafana" / "bench-live.json"
 DOCKER_CONFIG = ROOT / ".docker"
 PLUGIN = DOCKER_CONFIG / "cli-plugins" / "docker-compose"
 PROMTOOL = Path("/usr/bin/promtool")
@@ -164,6 +166,24 @@ def test_prometheus_scrapes_the_compose_ports() -> None:
     assert expected <= targets, f"prometheus.yml scrapes {sorted(targets)}; compose serves {sorted(expected)}"
     prometheus = gpu["services"]["prometheus"]
     assert any(v["source"] == str(PROMETHEUS_CONFIG) for v in prometheus["volumes"]), prometheus["volumes"]
+
+
+def test_prometheus_scrapes_the_masters_live_figures_and_the_dashboard_asks_only_for_them() -> None:
+    """The bench-live job reads /bench/metrics on the master's web port; the Grafana dashboard's queries name
+    only families that /bench/metrics serves, and only labels it sets (tests/live/test_metrics_scrape.py runs
+    them against a real Prometheus)."""
+    scrape = {job["job_name"]: job for job in yaml.safe_load(PROMETHEUS_CONFIG.read_text())["scrape_configs"]}
+    job = scrape["bench-live"]
+    master = resolved()["services"]["master"]
+    assert job["metrics_path"] == "/bench/metrics"
+    assert [t for static in job["static_configs"] for t in static["targets"]] == [
+        f"master:{option(master['command'], 'web-port')}"]
+    board = json.loads(DASHBOARD.read_text())
+    exprs = [t["expr"] for panel in board["panels"] for t in panel["targets"]] + [
+        a["expr"] for a in board["annotations"]["list"]]
+    assert exprs and {name for expr in exprs for name in re.findall(r"\bbench_[a-z_]+", expr)} <= set(FAMILIES)
+    labels = {label for expr in exprs for label in re.findall(r"([a-z_]+)=~?\"", expr)}
+    assert labels <= {"class", "scope", "quantile", "figure", "arm", "stage", "repeat"}, labels
 
 
 @pytest.mark.skipif(not PROMTOOL.exists(), reason="/usr/bin/promtool not installed (Debian package prometheus)")
