@@ -9,8 +9,10 @@ so how Locust spreads users over workers cannot change who sends what. Latency i
 intended send time; the gap to the actual send is the client's queueing. Closed loop
 (``arrival: closed``) runs N request loops instead, and is labelled so in every result.
 
-Every request is reported to Locust's own statistics with ``request_type`` = the class, so Locust's
-table splits per class; TTFT and TPOT go in as entries of their own.
+Every request is reported to Locust's own statistics once, with ``request_type`` = the class, so Locust's
+table splits per class and its total RPS counts requests. TTFT and TPOT are not entries there (Locust
+would add them to its RPS, counting each LLM request three times): the plugin's own tabs, /bench/metrics
+and the results hold them.
 """
 
 from __future__ import annotations
@@ -238,8 +240,6 @@ class WorkloadUser(FastHttpUser):
             if not sample.end_s:
                 sample.end_s = time.time()
             self.state.record(sample)
-        if sample.ok:
-            self.reported(sample)
 
     def probe(self, load: ClassLoad, item: RequestItem) -> Sample:
         """Send the request of ``item`` now, outside any stage, read and judged as a stage's would be; its sample.
@@ -267,9 +267,6 @@ class WorkloadUser(FastHttpUser):
     def read(self, raw: Any, load: ClassLoad, prepared: Prepared, sample: Sample) -> None:
         """Read the reply body from geventhttpclient's response ``raw``; set ``sample.ok`` or raise RequestFailed."""
         raise NotImplementedError
-
-    def reported(self, sample: Sample) -> None:
-        """Hook after a successful request's sample was recorded (the LLM user adds TTFT/TPOT entries)."""
 
     def _exchange(self, prepared: Prepared, load: ClassLoad, sample: Sample, identified: bool = True) -> None:
         """POST ``prepared``; report the outcome in ``sample`` and to Locust (latency from the intended time).
@@ -305,13 +302,6 @@ class WorkloadUser(FastHttpUser):
                     resp.success()
                 else:
                     resp.failure(RequestFailed(sample.detail or sample.error or "failed"))
-
-    def report_extra(self, name: str, value_ms: float) -> None:
-        """Add a derived timing (TTFT, TPOT) to Locust's statistics as an entry of its own."""
-        self.environment.events.request.fire(
-            request_type=self.workload, name=name, response_time=value_ms, response_length=0,
-            exception=None, context={},
-        )
 
 
 def _acquire(slots: BoundedSemaphore) -> float:

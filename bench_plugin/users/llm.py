@@ -90,11 +90,6 @@ class LLMUser(WorkloadUser):
                                 kind="output_length")
         sample.ok = True
 
-    def reported(self, sample: Sample) -> None:
-        self.report_extra("TTFT", sample.ttft_ms or 0.0)
-        if sample.tpot_ms is not None:
-            self.report_extra("TPOT", sample.tpot_ms)
-
     @staticmethod
     def _read_stream(raw: Any, api: str, sample: Sample) -> dict[str, Any] | None:
         """Read the stream to its end, stamping the sample's chunk times; the last ``usage`` seen."""

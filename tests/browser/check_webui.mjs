@@ -58,7 +58,8 @@ try {
     const live = rowsOf(stats, 'bench-live');
     const allBusy = live.length > 0 && live.every((r) => Number(r.requests) >= 10 && Number(r.stagerequests) >= 5);
     if (stage.startsWith('high') && allBusy && sameCells(table, live)) {
-      result.live = { table, reply: live, campaign };
+      const entries = (stats.stats || []).map((e) => ({ name: e.name, method: e.method, requests: e.num_requests }));
+      result.live = { table, reply: live, campaign, entries };
       break;
     }
     await page.waitForTimeout(250);

@@ -139,6 +139,11 @@ def test_live_tab_start_and_stop(tmp_path: Path, mode: str) -> None:
         cells = next(c for c in live["table"]["rows"] if c[0] == row["cls"])
         assert cells[3] == row["requests"] and cells[5] == row["p50"] and cells[6] == row["p95"]
 
+    # Locust's own table counts each request once: one entry per class, no TTFT/TPOT entries in its RPS
+    entries = [e for e in live["entries"] if e["name"] != "Aggregated"]
+    assert entries and {e["method"] for e in entries} <= {"llm", "embedding", "asr"}, entries
+    assert not [e for e in entries if e["name"] in ("TTFT", "TPOT")], entries
+
     assert seen["afterStop"] == "interrupted"
     assert seen["report"] == {"status": 200, "type": "text/html; charset=utf-8"}
     summary = json.loads((results / "summary.json").read_text())
