@@ -26,18 +26,24 @@ from __future__ import annotations
 import datetime as dt
 import html
 import json
+import logging
+import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Protocol
 
+import gevent
 from flask import Response, jsonify, request, send_file
 from locust.env import Environment
 
 from bench_plugin.live import exposition
-from bench_plugin.live.view import ClassLive, Figures, LiveSnapshot
+from bench_plugin.live.charts import PAGE, POINT_S, History
+from bench_plugin.live.view import SETTLE_S, ClassLive, Figures, LiveSnapshot
 from bench_plugin.scenario import Scenario
 from bench_plugin.telemetry.exposition import CONTENT_TYPE
 from bench_plugin.users.base import WorkloadUser
+
+logger = logging.getLogger(__name__)
 
 
 class Fleet(Protocol):
@@ -150,10 +156,20 @@ def _banner(plugin: Shown) -> str:
     arms = ", ".join(arm.name for arm in scenario.arms)
     text = (f"bench_plugin campaign <b>{html.escape(scenario.name)}</b> ({html.escape(arms)}; "
             f"{scenario.repeats} repeat(s)). Start runs it; Stop ends it and keeps what was measured. "
-            "Users and ramp-up do not apply: each stage sends open-loop arrivals at the scenario's rates. "
-            "Live figures: tab <i>GPU sharing, live</i>.")
+            "Users and ramp-up do not apply: each stage sends open-loop arrivals at the scenario's rates, and "
+            "Locust's RPS counts requests (TTFT and TPOT are in the plugin's tabs). Live figures: tab "
+            "<i>GPU sharing, live</i>, and the charts below. The report, once the campaign has ended: "
+            '<a href="/bench/report" target="_blank">/bench/report</a>.')
+    charts = ('<details id="bench-plugin-charts" style="font:14px sans-serif;padding:4px 24px;'
+              'border-bottom:1px solid #e0c97f"><summary>GPU sharing: live charts per class (P95 against the '
+              'SLO, throughput against the offered rate, errors, GPU)</summary><iframe title="live charts" '
+              'src="/bench/charts" style="width:100%;height:620px;border:0"></iframe></details>')
+    # The Host field is not this campaign's (its endpoints come from the scenario): shown read-only.
+    host = ("<script>new MutationObserver(() => { for (const i of document.querySelectorAll('input[name=host]')) "
+            "{ if (!i.readOnly) { i.readOnly = true; i.title = 'endpoints come from the scenario (or --host, "
+            "--<class>-host)'; } } }).observe(document.documentElement, {childList: true, subtree: true});</script>")
     return ('<div id="bench-plugin-banner" style="font:14px sans-serif;padding:8px 24px;background:#fff8e1;'
-            f'border-bottom:1px solid #e0c97f">{text}</div>')
+            f'border-bottom:1px solid #e0c97f">{text}</div>{charts}{host}')
 
 
 def attach(plugin: Shown) -> None:
@@ -168,6 +184,25 @@ def attach(plugin: Shown) -> None:
         {"key": CAMPAIGN_TAB, "structure": [{"key": k, "title": t} for k, t in CAMPAIGN_COLUMNS]}]
     app = web_ui.app
     assert app is not None
+    history = History()
+
+    def served() -> LiveSnapshot:
+        """The snapshot now, kept in the charts' history (so a chart's last point is a window a table showed)."""
+        snapshot = plugin.live_snapshot()
+        history.add(snapshot)
+        return snapshot
+
+    def record() -> None:
+        """A point every POINT_S while no table is polled (an open web UI's polls make the points then)."""
+        while True:
+            gevent.sleep(POINT_S / 2)
+            try:
+                if history.stale(time.time() - SETTLE_S, POINT_S):
+                    served()
+            except Exception:  # the charts must never stop a campaign
+                logger.exception("the live charts could not take a point")
+
+    gevent.spawn(record)
 
     @app.before_request
     def guard_start() -> Response | None:
@@ -186,7 +221,7 @@ def attach(plugin: Shown) -> None:
     @app.after_request
     def extend(response: Response) -> Response:
         if request.path.endswith("/stats/requests") and response.is_json:
-            snapshot = plugin.live_snapshot()
+            snapshot = served()
             extended = [{"key": LIVE_TAB, "data": live_rows(snapshot)},
                         {"key": CAMPAIGN_TAB, "data": campaign_rows(snapshot, plugin.fleet.summary_line())}]
             response.set_data(json.dumps({**(response.get_json() or {}), "extended_stats": extended}))
@@ -201,8 +236,15 @@ def attach(plugin: Shown) -> None:
 
     @app.route("/bench/metrics")
     def metrics() -> Response:
-        return Response(exposition.render(plugin.live_snapshot(), plugin.scenario), mimetype=None,
-                        content_type=CONTENT_TYPE)
+        return Response(exposition.render(served(), plugin.scenario), mimetype=None, content_type=CONTENT_TYPE)
+
+    @app.route("/bench/charts")
+    def charts_page() -> Response:
+        return Response(PAGE, mimetype="text/html")
+
+    @app.route("/bench/series.json")
+    def series() -> Response:
+        return jsonify(history.to_json(plugin.scenario))
 
     @app.route("/bench/report")
     def report() -> Response:

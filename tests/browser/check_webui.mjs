@@ -4,8 +4,9 @@
 //
 // usage: node check_webui.mjs BASE_URL SCREENSHOT_DIR
 // Steps: open the page, press Start, open the "GPU sharing, live" tab, wait until every class has
-// requests in the live window during stage 1, read the table, take a screenshot, press Stop, wait
-// for the campaign tab to say "interrupted", then press Start again and record the /swarm answer.
+// requests in the live window during stage 1, read the table, take a screenshot; open the live charts
+// and wait until their last point is the window the table showed last, read each chart's lines; press
+// Stop, wait for the campaign tab to say "interrupted", then press Start again and record the /swarm answer.
 import { chromium } from 'playwright-core';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -27,6 +28,7 @@ const browser = await chromium.launch({
 });
 const result = { consoleErrors: [], pageErrors: [], replies: 0 };
 let lastStats = null;
+const tablesByWindowEnd = new Map();  // the live window's end -> the live table's rows and window row shown for it
 let swarmReplies = [];
 try {
   const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
@@ -35,14 +37,20 @@ try {
   page.on('response', async (response) => {
     const url = response.url();
     try {
-      if (url.endsWith('/stats/requests')) { lastStats = await response.json(); result.replies += 1; }
+      if (url.endsWith('/stats/requests')) {
+        lastStats = await response.json();
+        result.replies += 1;
+        const window = rowsOf(lastStats, 'bench-campaign').find((r) => String(r.item).startsWith('live window'));
+        if (window) tablesByWindowEnd.set(window.end, { window, live: rowsOf(lastStats, 'bench-live') });
+      }
       if (url.endsWith('/swarm')) swarmReplies.push(await response.json());
     } catch (err) { /* a reply cut short by navigation: the next poll brings another */ }
   });
   await page.goto(base, { waitUntil: 'load' });
   result.banner = (await page.textContent('#bench-plugin-banner')) || '';
+  await page.waitForSelector('form input[name=host]', { timeout: 15000 }).catch(() => null);
   result.formFields = await page.$$eval('form input', (inputs) => inputs.map((i) => ({
-    name: i.name, disabled: i.disabled, value: i.value })));
+    name: i.name, disabled: i.disabled, readOnly: i.readOnly, value: i.value })));
   await page.click('form button[type=submit]');
   result.firstStart = await waitFor(() => swarmReplies[0], 15);
   await page.getByRole('tab', { name: 'GPU sharing, live' }).click();
@@ -65,6 +73,24 @@ try {
     await page.waitForTimeout(250);
   }
   await page.screenshot({ path: join(shots, 'webui-live.png'), fullPage: true });
+
+  // The live charts: their last point must be a window the live table showed (the same window end).
+  await page.click('#bench-plugin-charts summary');
+  const frame = page.frameLocator('#bench-plugin-charts iframe');
+  const chartsUntil = deadline(30);
+  while (Date.now() < chartsUntil) {
+    const lines = await frame.locator('path.line').evaluateAll((paths) => paths.map((p) => ({
+      name: p.dataset.name, last: Number(p.dataset.last), t: Number(p.dataset.lastT) })));
+    const p95 = lines.filter((l) => /^(llm|embedding|asr) P95$/.test(l.name));
+    const shown = p95.length === 3 && p95.every((l) => l.t === p95[0].t) && tablesByWindowEnd.get(p95[0].t);
+    if (shown) {
+      const series = await page.request.get(new URL('bench/series.json', base.endsWith('/') ? base : base + '/').href);
+      result.charts = { ...shown, lines, marks: await frame.locator('line.mark').count(), series: await series.json() };
+      break;
+    }
+    await page.waitForTimeout(200);
+  }
+  await page.screenshot({ path: join(shots, 'webui-charts.png'), fullPage: true });
 
   await page.getByRole('button', { name: 'Stop' }).click();
   await page.getByRole('tab', { name: 'GPU sharing, campaign' }).click();

@@ -67,7 +67,7 @@ def run_ui(tmp_path: Path, mode: str) -> tuple[dict[str, Any], Path, int, str]:
     results, port, log = tmp_path / "results", free_port(), tmp_path / "locust.log"
     args = [LOCUST, "-f", "locustfiles/mixed.py", "--scenario", str(scenario(tmp_path)), "--results-dir",
             str(results), "--web-host", "127.0.0.1", "--web-port", str(port)]
-    worker = None
+    workers: list[subprocess.Popen[bytes]] = []
     if mode == "master":
         master_port = free_port()
         args += ["--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(master_port)]
@@ -78,10 +78,10 @@ def run_ui(tmp_path: Path, mode: str) -> tuple[dict[str, Any], Path, int, str]:
         base = f"http://127.0.0.1:{port}/"
         wait_up(base)
         if mode == "master":
-            worker = start_worker(master_port, tmp_path / "worker.log")
+            workers = [start_worker(master_port, tmp_path / f"worker-{n}.log") for n in (1, 2)]
             deadline = time.time() + 60
             while time.time() < deadline and requests.get(base + "worker-count", timeout=2).json().get(
-                    "worker_count", 0) < 1:
+                    "worker_count", 0) < len(workers):
                 time.sleep(0.2)
         shots = ARTIFACTS / mode
         shots.mkdir(parents=True, exist_ok=True)
@@ -92,7 +92,7 @@ def run_ui(tmp_path: Path, mode: str) -> tuple[dict[str, Any], Path, int, str]:
     finally:
         proc.send_signal(signal.SIGTERM)
         code = stop_process(proc, timeout=60)
-        if worker is not None:
+        for worker in workers:
             stop_process(worker, timeout=30)
     return seen, results, code, log.read_text()
 
@@ -144,6 +144,25 @@ def test_live_tab_start_and_stop(tmp_path: Path, mode: str) -> None:
     assert entries and {e["method"] for e in entries} <= {"llm", "embedding", "asr"}, entries
     assert not [e for e in entries if e["name"] in ("TTFT", "TPOT")], entries
 
+    # the live charts: per class the P95 line's last point is the table's P95 for the same window, beside a
+    # dashed SLO line; the stages' starts are marked; the Host field is read-only
+    charts = seen.get("charts")
+    assert charts is not None, f"the charts' last point never matched the live table's window:\n{log[-3000:]}"
+    lines = {line["name"]: line for line in charts["lines"]}
+    for row in charts["live"]:
+        drawn = lines[f"{row['cls']} P95"]
+        assert drawn["t"] == charts["window"]["end"]
+        assert abs(drawn["last"] - float(row["p95"])) <= 0.051, (row["cls"], drawn, row["p95"])  # the cell has .1f
+        assert f"{row['cls']} P95 SLO" in lines, sorted(lines)
+    assert {"TTFT P95", "TTFT SLO", "TPOT P95", "TPOT SLO"} <= set(lines)
+    assert charts["marks"] >= 2  # stage 0 and stage "high"
+    series = charts["series"]
+    high = next(m["t"] for m in series["marks"] if m["stage"] == "high")
+    assert [p for p in series["points"] if p["end_s"] < high and p["end_s"] - p["start_s"] >= 2], series  # stage 0 too
+    assert all(p["end_s"] > max(m["t"] for m in series["marks"] if m["t"] < p["end_s"]) for p in series["points"])
+    host = [field for field in seen["formFields"] if field["name"] == "host"]
+    assert host and all(field["readOnly"] for field in host), seen["formFields"]  # endpoints come from the scenario
+
     assert seen["afterStop"] == "interrupted"
     assert seen["report"] == {"status": 200, "type": "text/html; charset=utf-8"}
     summary = json.loads((results / "summary.json").read_text())
@@ -151,5 +170,5 @@ def test_live_tab_start_and_stop(tmp_path: Path, mode: str) -> None:
     assert seen["secondStart"] is not None and seen["secondStart"]["success"] is False
     assert "this campaign has ended" in seen["secondStart"]["message"]
     assert code == 130, log[-3000:]
-    for shot in ("webui-live.png", "webui-campaign.png"):
+    for shot in ("webui-live.png", "webui-charts.png", "webui-campaign.png"):
         assert (ARTIFACTS / mode / shot).stat().st_size > 10_000
