@@ -47,7 +47,6 @@ import bisect
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from bench_plugin.analysis.objectives import ClassObjectives, class_criteria
 from bench_plugin.results.samples import Sample
@@ -154,14 +153,13 @@ class _Stalls:
                    for j in (i - 1, i))
 
 
-def _gather(rows: Sequence[Mapping[str, Mapping[str, Any]]]) -> tuple[dict[str, float], dict[str, float], _Stalls]:
+def _gather(rows: Sequence[Mapping[str, GeneratorUse]]) -> tuple[dict[str, float], dict[str, float], _Stalls]:
     """Per process its highest cores and loop demand over the stage's rows (segments), and their stalls."""
     cores: dict[str, float] = {}
     demand: dict[str, float] = {}
     stalls = _Stalls()
     for row in rows:
-        for member, raw in row.items():
-            use = GeneratorUse.model_validate(raw)
+        for member, use in row.items():
             cores[member] = max(cores.get(member, 0.0), use.cores)
             if use.stalls is None:
                 continue
@@ -187,13 +185,13 @@ def _outcome(name: str, stats: ClassStats, objectives: ClassObjectives | None) -
     return tuple((c.name, c.passed) for c in class_criteria(name, stats, objectives)) if objectives else ()
 
 
-def check_stage(classes: Mapping[str, ClassStats], rows: Sequence[Mapping[str, Mapping[str, Any]]],
+def check_stage(classes: Mapping[str, ClassStats], rows: Sequence[Mapping[str, GeneratorUse]],
                 samples: Mapping[str, list[Sample]], stats_of: Callable[[str, list[Sample]], ClassStats],
                 objectives: Mapping[str, ClassObjectives]) -> StageCheck:
     """The self-check of one stage (the module's rule).
 
     ``classes``: class -> its figures; ``rows``: per segment that ran the stage, process -> what it
-    reported (the stored ``generators``: results.summary.GeneratorUse); ``samples``: class -> the stage's
+    reported (the stored ``generators``); ``samples``: class -> the stage's
     samples; ``stats_of(name, samples)``: a class's figures over some of its samples (for the P95 and the
     SLO outcome without the requests in flight during a block).
     """

@@ -41,7 +41,6 @@ from bench_plugin.results.summary import (
     Comparison,
     Ending,
     GeneratorUse,
-    HostLoad,
     Interval,
     PlacedClass,
     Provenance,
@@ -225,8 +224,8 @@ def _stage(reader: CampaignReader, trial: int, index: int, rows: list[StageRecor
         planned_s = row.planned_s or row.duration_s
         planned.append(planned_s)
         for member, used in row.generators.items():
-            if used["cores"] >= (generators[member].cores if member in generators else -1.0):  # the busiest
-                generators[member] = GeneratorUse.model_validate(used)
+            if used.cores >= (generators[member].cores if member in generators else -1.0):  # the busiest
+                generators[member] = used
         for name in row.offered:
             mine = by_key.get((row.segment, row.index, name), [])
             classes[name] = class_stats(mine, name, row.duration_s, objectives.get(name), row.started_s)
@@ -243,7 +242,7 @@ def _stage(reader: CampaignReader, trial: int, index: int, rows: list[StageRecor
                                                                                           [])] for name in stats},
                         lambda name, mine: class_stats(mine, name, stats[name].duration_s, objectives.get(name)),
                         objectives)
-    hosts = [HostLoad.model_validate(row.host) for row in rows if row.host]
+    hosts = [row.host for row in rows if row.host is not None]
     host = max(hosts, key=lambda h: h.others_cores or 0.0) if hosts else None  # segments: the busiest
     return StageSummary(
         index=index, name=rows[0].name, offered=_ordered(offered), arrival=_ordered(arrival),

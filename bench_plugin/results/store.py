@@ -35,7 +35,7 @@ from bench_plugin.results.placement import ClassPlacement
 from bench_plugin.results.pod_events import PodEvent, in_order
 from bench_plugin.results.record import CampaignRecord
 from bench_plugin.results.samples import SAMPLE_FIELDS, Sample
-from bench_plugin.results.summary import SearchResult, first_problem
+from bench_plugin.results.summary import GeneratorUse, HostLoad, SearchResult, first_problem
 from bench_plugin.results.telemetry_rows import TelemetryRow
 from bench_plugin.results.timeline import Disruption, Entry, SearchOutcome, Telemetry, TimelineError, parse
 from bench_plugin.scenario import Arm, class_rank
@@ -209,10 +209,10 @@ class StageRecord:
     """How long it was meant to send; None in version-1 stores."""
     arrivals: dict[str, int | None] = field(default_factory=dict)
     """Open-loop class -> its seeded arrival count; empty in version-1 stores."""
-    generators: dict[str, dict[str, float]] = field(default_factory=dict)
-    """Load generator -> cpu_s, wall_s, cores while it sent the stage; empty in version-1 stores."""
-    host: dict[str, Any] | None = None
-    """The host's own load over the stage (hostload.HostLoad as a mapping); None in version-1 stores."""
+    generators: dict[str, GeneratorUse] = field(default_factory=dict)
+    """Load generator -> its CPU use (and stalls) while it sent the stage; empty in version-1 stores."""
+    host: HostLoad | None = None
+    """The host's own load over the stage; None in version-1 stores."""
 
 
 @dataclass
@@ -335,8 +335,7 @@ def read_trials(db: sqlite3.Connection) -> list[TrialRecord]:
                 started_s=st["started_s"], ended_s=st["ended_s"], offered=json.loads(st["offered"]),
                 arrival=json.loads(st["arrival"]), duration_s=st["duration_s"], planned_s=_column(st, "planned_s"),
                 arrivals=json.loads(_column(st, "arrivals") or "{}"),
-                generators=json.loads(_column(st, "generators") or "{}"),
-                host=json.loads(_column(st, "host") or "null"),
+                **_self_check(trial.id, st["segment"], st["stage"], _column(st, "generators"), _column(st, "host")),
             ))
         trials.append(trial)
     return trials
@@ -348,6 +347,15 @@ def _arm(trial: int, text: str) -> Arm:
         return Arm.model_validate(json.loads(text))
     except ValidationError as exc:
         raise StoreError(f"trials (trial {trial}): arm_config.{first_problem(exc)}") from None
+
+
+def _self_check(trial: int, segment: int, stage: int, generators: str | None, host: str | None) -> dict[str, Any]:
+    """A stage's stored self-check (``generators``, ``host``); StoreError naming the stage and the field."""
+    try:
+        return {"generators": TypeAdapter(dict[str, GeneratorUse]).validate_python(json.loads(generators or "{}")),
+                "host": HostLoad.model_validate(json.loads(host)) if host and host != "null" else None}
+    except ValidationError as exc:
+        raise StoreError(f"stages (trial {trial}, segment {segment}, stage {stage}): {first_problem(exc)}") from None
 
 
 def _placement(trial: int, segment: int, text: str | None) -> dict[str, ClassPlacement]:

@@ -16,6 +16,7 @@ from bench_plugin.analysis.selfcheck import AFFECTED_LIMIT, CPU_ADVICE, advice, 
 from bench_plugin.analysis.summary import class_stats
 from bench_plugin.analysis.verdict import GENERATOR_LIMITED, stage_verdict
 from bench_plugin.results.samples import Sample
+from bench_plugin.results.summary import GeneratorUse
 
 T0 = 1_000.0
 CAUSE = "blocker.poll (blocker.py:7) via bench_plugin.telemetry.source.PollingSource.poll_once (source.py:160)"
@@ -52,7 +53,7 @@ def usage(blocks: list[list[float]] | None, *, cores: float = 0.1, busy_s: float
 def check(samples: list[Sample], use: dict[str, Any], p95_slo: float = 1000.0) -> Any:
     obj = objectives(p95=p95_slo, budget=0.05)
     figures = {"embedding": class_stats(samples, "embedding", 10.0, obj["embedding"])}
-    return check_stage(figures, [{"local": use}], {"embedding": samples},
+    return check_stage(figures, [{"local": GeneratorUse.model_validate(use)}], {"embedding": samples},
                        lambda name, mine: class_stats(mine, name, 10.0, obj[name]), obj)
 
 
