@@ -23,7 +23,6 @@ buckets round to 10 ms above 100 ms: the tabs here use the exact samples).
 
 from __future__ import annotations
 
-import datetime as dt
 import html
 import json
 import logging
@@ -39,6 +38,7 @@ from locust.env import Environment
 from bench_plugin.live import exposition
 from bench_plugin.live.charts import PAGE, POINT_S, History
 from bench_plugin.live.view import SETTLE_S, ClassLive, Figures, LiveSnapshot
+from bench_plugin.report.terminal import clock
 from bench_plugin.scenario import Scenario
 from bench_plugin.telemetry.exposition import CONTENT_TYPE
 from bench_plugin.users.base import WorkloadUser
@@ -136,19 +136,13 @@ def campaign_rows(snapshot: LiveSnapshot, load_generators: str) -> list[dict[str
     return out
 
 
-def clock(epoch_s: float) -> str:
-    """An epoch time as this host's local clock time with its UTC offset (``07:20:01 +01:00``)."""
-    local = dt.datetime.fromtimestamp(epoch_s).astimezone()
-    offset = local.strftime("%z")
-    return f"{local:%H:%M:%S} {offset[:3]}:{offset[3:]}"
-
-
 def window_label(snapshot: LiveSnapshot) -> str:
     """What the window figures cover: ``last 10.0 s of stage high (07:20:01 +01:00 to 07:20:11 +01:00)``."""
     span = snapshot.window_end_s - snapshot.window_start_s
     stage = snapshot.position.get("stage") if snapshot.position else None
     of = f" of {stage}" if stage is not None else ""
-    return f"last {span:.1f} s{of} ({clock(snapshot.window_start_s)} to {clock(snapshot.window_end_s)})"
+    start, end = (clock(t, date=False) for t in (snapshot.window_start_s, snapshot.window_end_s))
+    return f"last {span:.1f} s{of} ({start} to {end})"
 
 
 def _banner(plugin: Shown) -> str:
