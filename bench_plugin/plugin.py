@@ -87,6 +87,8 @@ class BenchPlugin:
         self.scenario = scenario
         self.results_dir = results_dir
         self.no_report = launch.no_report
+        self.answer: str | None = None
+        """A headless campaign's answer, printed after Locust's own final tables (``print_answer``, on quit)."""
         """``--no-report``: the campaign ends with the store and the summaries; report.html is rendered later."""
         self.events = BenchEvents()
         self.request_sets = request_sets
@@ -245,8 +247,17 @@ class BenchPlugin:
         sys.stderr.flush()
         from bench_plugin.report.terminal import render_answer
 
-        sys.stdout.write(render_answer(summary, report))
-        sys.stdout.flush()
+        self.answer = render_answer(summary, report)
+        if not self.launch.headless:  # the web UI's process may run on for long: say it now
+            self.print_answer()
+
+    def print_answer(self) -> None:
+        """Print the campaign's answer once: a headless run's on Locust's ``quit`` event, which fires after
+        Locust has printed its own final tables, so the answer is the last thing on screen."""
+        answer, self.answer = self.answer, None
+        if answer:
+            sys.stdout.write(answer)
+            sys.stdout.flush()
 
 
 def load_state(environment: Environment, request_sets: dict[str, RequestSet]) -> LoadState:
@@ -397,6 +408,7 @@ def register(environment: Environment) -> BenchPlugin | None:
     environment.events.test_start.add_listener(plugin.on_test_start)
     environment.events.test_stop.add_listener(plugin.on_test_stop)
     environment.events.quitting.add_listener(lambda **_: plugin.on_test_stop())
+    environment.events.quit.add_listener(lambda **_: plugin.print_answer())
     return plugin
 
 

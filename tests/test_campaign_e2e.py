@@ -27,6 +27,15 @@ def test_writes_every_output_and_says_where(campaign: tuple[Path, str]) -> None:
     assert "campaign completed" in output
 
 
+def test_the_answer_is_the_last_thing_printed_after_locusts_own_tables(campaign: tuple[Path, str]) -> None:
+    results, output = campaign
+    lines = output.rstrip().splitlines()
+    head = max(i for i, line in enumerate(lines) if line.startswith("bench_plugin: the answer for "))
+    table = max(i for i, line in enumerate(lines) if "Response time percentiles" in line or "Aggregated" in line)
+    assert table < head, "\n".join(lines[-40:])
+    assert lines[-1] == f"  report: {results / 'report.html'}", lines[-5:]
+
+
 def test_trials_are_interleaved_arms_times_repeats(campaign: tuple[Path, str]) -> None:
     summary = json.loads((campaign[0] / "summary.json").read_text())
     assert summary["schema"] == "bench_plugin.summary/2"
