@@ -47,7 +47,7 @@ class Launch:
     headless: bool
     """``--headless``: Locust runs the shape at once, with no web UI."""
     progress: bool
-    """A progress line every few seconds (headless, and not ``--only-summary``)."""
+    """A progress line every few seconds (headless; ``--only-summary`` quiets only Locust's own tables)."""
     no_report: bool
     """``--no-report``: the campaign ends with the store and the summaries; report.html is rendered later."""
 
@@ -83,7 +83,7 @@ def build(environment: Environment) -> Launch:
         scenario=scenario, scenario_path=path, scenario_sha256=sha256, class_names=tuple(class_names),
         request_sets=request_sets, results_dir=results_dir, backend=backend, telemetry=telemetry,
         provenance=provenance, overrides=overrides,
-        resuming=resuming, headless=headless, progress=headless and not getattr(options, "only_summary", False),
+        resuming=resuming, headless=headless, progress=headless,
         no_report=bool(getattr(options, "no_report", False)),
     )
 

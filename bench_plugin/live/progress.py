@@ -4,8 +4,9 @@ A long campaign (arms x repeats x stages, servers started per segment) otherwise
 its start and its end. Every PROGRESS_S seconds a headless master or local run writes one line to
 stderr from the live view (bench_plugin.live.view): the trial (arm, repeat), the stage and the seconds left
 in it, and each class's P95 over the stage's last WINDOW_S seconds (fewer early in the stage: the
-line says how many; TTFT and TPOT P95 for the LLM) with its SLO state. ``--only-summary`` keeps it
-quiet, as it keeps Locust's own periodic table quiet.
+line says how many; TTFT and TPOT P95 for the LLM) with its SLO state, and once a trial has ended, when
+the campaign should end. ``--only-summary`` quiets Locust's own periodic tables, not this line: it is
+the campaign's position.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Callable
 import gevent
 
 from bench_plugin.live.view import ClassLive, LiveSnapshot
+from bench_plugin.report.terminal import clock
 
 PROGRESS_S = 5.0
 """Seconds between two progress lines."""
@@ -31,6 +33,10 @@ def progress_line(snapshot: LiveSnapshot) -> str | None:
         where += f", {position['stage']}"
         if position.get("stage_left_s") is not None:
             where += f", {position['stage_left_s']:.0f} s left"
+    if position.get("eta_end_s") is not None:
+        done = position.get("trials_done", 0)
+        where += (f"; campaign ends about {clock(position['eta_end_s'], date=False)} "
+                  f"(from {done} trial{'s' if done != 1 else ''})")
     figures = "; ".join(_class(c) for c in snapshot.classes if c.window.requests)
     span = snapshot.window_end_s - snapshot.window_start_s
     return f"bench_plugin: {where}" + (f"; last {span:.0f} s: {figures}" if figures else "")

@@ -150,6 +150,11 @@ class LiveView:
     """Trial id -> the record it was summarised from and its summary (see ``comparison_so_far``)."""
     judged_by: dict[str, ClassObjectives] | None = None
     """The objectives ``summaries`` were judged by."""
+    started_s: float | None = None
+    """When the first trial of this process began."""
+    trials_done: int = 0
+    """Trials this process ran to their end (for the campaign's estimated end)."""
+    last_trial_end_s: float | None = None
 
     def __post_init__(self) -> None:
         for name in self.classes:
@@ -162,7 +167,7 @@ class LiveView:
         events.stage_start.add_listener(
             lambda trial, segment, stage, offered, name, start_s, end_s, **_: self.on_stage_start(
                 key=(trial.id, segment, stage), name=name, start_s=start_s, end_s=end_s, offered=offered))
-        events.trial_stop.add_listener(lambda trial, **_: self.update_verdicts(store, trial.id))
+        events.trial_stop.add_listener(lambda trial, **_: self.on_trial_stop(time.time(), store, trial.id))
 
     def update_verdicts(self, store: Path, ended: int | None = None) -> None:
         """The verdict per arm over the trials so far in ``store`` (trial ``ended`` just ended); a failure only logs."""
@@ -203,10 +208,28 @@ class LiveView:
         if self.stage is not None and (sample.trial, sample.segment, sample.stage) == self.stage.key:
             self.current[sample.workload].append(sample)
 
-    def on_trial_start(self, *, number: int, arm: str, repeat: int) -> None:
+    def on_trial_start(self, *, number: int, arm: str, repeat: int, now: float | None = None) -> None:
         """A trial (1-based ``number`` of ``trials``) begins."""
+        if self.started_s is None:
+            self.started_s = time.time() if now is None else now
         self.status = "running"
         self.position = {"trial": number, "of": self.trials, "arm": arm, "repeat": repeat, "stage": None}
+
+    def on_trial_stop(self, now: float, store: Path | None = None, trial: int | None = None) -> None:
+        """A trial ended at ``now``; with ``store``, read the verdict so far (trial ``trial`` just ended)."""
+        self.trials_done += 1
+        self.last_trial_end_s = now
+        if store is not None:
+            self.update_verdicts(store, trial)
+
+    def eta_end_s(self) -> float | None:
+        """When the campaign should end, from the mean time of the trials this process ran (None before one
+        ended): rough, since an exclusive arm's trial runs a segment per class and a shared arm's one."""
+        if self.started_s is None or self.last_trial_end_s is None or not self.trials_done:
+            return None
+        ended = int(self.position.get("trial") or 1) - 1  # the trials before the one running (a resume skips some)
+        mean = (self.last_trial_end_s - self.started_s) / self.trials_done
+        return self.last_trial_end_s + max(0, self.trials - ended) * mean
 
     def on_stage_start(self, *, key: tuple[int, int, int], name: str | None, start_s: float, end_s: float,
                        offered: dict[str, float]) -> None:
@@ -246,4 +269,7 @@ class LiveView:
             position["stage_start_s"] = self.stage.start_s
         if self.stage is not None and self.status == "running":
             position["stage_left_s"] = max(0.0, self.stage.end_s - now)
+            if (eta := self.eta_end_s()) is not None:
+                position["eta_end_s"] = max(eta, now)
+                position["trials_done"] = self.trials_done
         return LiveSnapshot(now, start, end, self.status, position, out, dict(self.verdicts), self.report)

@@ -19,6 +19,10 @@ written. ``/bench/live.json`` serves the snapshot itself, ``/bench/metrics`` the
 format (live/exposition.py); ``/bench/report`` the report once written.
 Locust's own Statistics tab is reset at each stage start, so it too shows the current stage (its
 buckets round to 10 ms above 100 ms: the tabs here use the exact samples).
+
+Under Locust's header the banner says what Start does and links the report; a collapsible panel shows the
+live charts (live/charts.py: ``/bench/charts`` fed by ``/bench/series.json``), which a table cannot be; and
+the Host field is made read-only, since this campaign's endpoints come from its scenario.
 """
 
 from __future__ import annotations
