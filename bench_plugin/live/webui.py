@@ -128,16 +128,12 @@ def campaign_rows(snapshot: LiveSnapshot, load_generators: str) -> list[dict[str
         if pos.get("stage") is not None:
             left = pos.get("stage_left_s")
             rows.append(("stage", f"{pos['stage']}" + (f", {left:.0f} s left" if left is not None else "")))
-    rows += [(WINDOW_ROW, window_label(snapshot)),
-             ("load generators", load_generators)]
+    rows += [(WINDOW_ROW, window_label(snapshot)), ("load generators", load_generators)]
     rows += [(f"verdict: {arm}", text) for arm, text in snapshot.verdicts.items()]
     if snapshot.report:
         rows.append(("report", "/bench/report"))
-    out: list[dict[str, str | float]] = [{"item": item, "value": value} for item, value in rows]
-    for row in out:
-        if row["item"] == WINDOW_ROW:
-            row.update(start=snapshot.window_start_s, end=snapshot.window_end_s)
-    return out
+    bounds = {"start": snapshot.window_start_s, "end": snapshot.window_end_s}
+    return [{"item": item, "value": value, **(bounds if item == WINDOW_ROW else {})} for item, value in rows]
 
 
 def window_label(snapshot: LiveSnapshot) -> str:

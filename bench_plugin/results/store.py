@@ -351,9 +351,10 @@ def _arm(trial: int, text: str) -> Arm:
 
 def _self_check(trial: int, segment: int, stage: int, generators: str | None, host: str | None) -> dict[str, Any]:
     """A stage's stored self-check (``generators``, ``host``); StoreError naming the stage and the field."""
+    stored_host = json.loads(host or "null")
     try:
         return {"generators": TypeAdapter(dict[str, GeneratorUse]).validate_python(json.loads(generators or "{}")),
-                "host": HostLoad.model_validate(json.loads(host)) if host and host != "null" else None}
+                "host": None if stored_host is None else HostLoad.model_validate(stored_host)}
     except ValidationError as exc:
         raise StoreError(f"stages (trial {trial}, segment {segment}, stage {stage}): {first_problem(exc)}") from None
 
