@@ -88,6 +88,8 @@ class BenchPlugin:
         self.results_dir = results_dir
         self.no_report = launch.no_report
         self.answer: str | None = None
+        self.stop_requested: str | None = None
+        """Who asked Locust to stop the test, where it was not a signal (the web UI's Stop button)."""
         """A headless campaign's answer, printed after Locust's own final tables (``print_answer``, on quit)."""
         """``--no-report``: the campaign ends with the store and the summaries; report.html is rendered later."""
         self.events = BenchEvents()
@@ -175,9 +177,16 @@ class BenchPlugin:
             self.progress.kill(block=False)
         if self.greenlet is not None and not self.greenlet.dead:
             signum = stopped_by(self.environment)
-            if signum is not None:
-                self.conductor.stop_cause = stop_cause(signum)
+            lost = None if signum is not None or self.stop_requested else self.fleet.all_lost()
+            cause = stop_cause(signum) if signum is not None else self.stop_requested or lost
+            if cause is not None:
+                self.conductor.stop_cause = cause
             self.greenlet.kill(block=True, timeout=120)
+            if lost is not None and self.conductor.status == "interrupted":  # Locust stopped: no worker was left
+                self.conductor.status = "failed"
+                self.conductor.reason = f"{lost}; the campaign stopped there (what was measured is kept)"
+                self.recorder.record(CampaignRecord(status=Ending(status="failed", reason=self.conductor.reason,
+                                                                  ended_s=time.time())))
             self._last_reports()
         if self.state is not None:
             self.state.stop_all()
@@ -232,7 +241,7 @@ class BenchPlugin:
             self.environment.process_exit_code = 2
         status, reason = self.conductor.status, self.conductor.reason
         report = None if self.no_report else self.results_dir / "report.html"
-        self.live.on_end(status, None if report is None else str(report))
+        self.live.on_end(status, None if report is None else str(report), reason)
         if self.resuming is not None:
             times = len(self.resuming.recorded.resumes) + 1
             reason = "; ".join(filter(None, [reason, f"resumed {times} time{'s' if times > 1 else ''}"]))

@@ -17,7 +17,7 @@ from collections.abc import Callable
 import gevent
 
 from bench_plugin.live.view import ClassLive, LiveSnapshot
-from bench_plugin.report.terminal import clock
+from bench_plugin.report.clock import clock
 
 PROGRESS_S = 5.0
 """Seconds between two progress lines."""

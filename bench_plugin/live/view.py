@@ -91,6 +91,10 @@ class LiveSnapshot:
     """Arm -> its verdict text so far (from the summary after each trial)."""
     report: str | None = None
     """The report's path once the campaign has ended."""
+    reason: str | None = None
+    """Why a campaign that did not complete ended (the stop, the lost worker, the server's error)."""
+    ended_s: float | None = None
+    """When it ended (epoch seconds)."""
 
 
 SHORT_NAMES = {"p95": "p95", "ttft p95": "ttft", "tpot p95": "tpot", "error rate": "errors"}
@@ -143,6 +147,7 @@ class LiveView:
     position: dict[str, Any] = field(default_factory=dict)
     verdicts: dict[str, str] = field(default_factory=dict)
     report: str | None = None
+    reason: str | None = None
     ended_s: float | None = None
     gpu: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
     """Class -> (GPU utilisation %, VRAM MiB) as last sampled, where telemetry runs."""
@@ -238,9 +243,9 @@ class LiveView:
         self.current = {name: [] for name in self.classes}
         self.position["stage"] = name if name is not None else f"stage {key[2]}"
 
-    def on_end(self, status: str, report: str | None) -> None:
-        """The campaign ended (completed, failed or interrupted); its report is at ``report``."""
-        self.status, self.report, self.ended_s = status, report, time.time()
+    def on_end(self, status: str, report: str | None, reason: str | None = None) -> None:
+        """The campaign ended (completed, failed or interrupted; ``reason``: why); its report is at ``report``."""
+        self.status, self.report, self.reason, self.ended_s = status, report, reason, time.time()
 
     def snapshot(self, now: float | None = None) -> LiveSnapshot:
         """The figures now (see the module docstring for the window); frozen at the end once it ended."""
@@ -272,4 +277,5 @@ class LiveView:
             if (eta := self.eta_end_s()) is not None:
                 position["eta_end_s"] = max(eta, now)
                 position["trials_done"] = self.trials_done
-        return LiveSnapshot(now, start, end, self.status, position, out, dict(self.verdicts), self.report)
+        return LiveSnapshot(now, start, end, self.status, position, out, dict(self.verdicts), self.report,
+                            self.reason, self.ended_s)

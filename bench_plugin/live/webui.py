@@ -42,7 +42,7 @@ from locust.env import Environment
 from bench_plugin.live import exposition
 from bench_plugin.live.charts import PAGE, POINT_S, History
 from bench_plugin.live.view import SETTLE_S, ClassLive, Figures, LiveSnapshot
-from bench_plugin.report.terminal import clock
+from bench_plugin.report.clock import clock
 from bench_plugin.scenario import Scenario
 from bench_plugin.telemetry.exposition import CONTENT_TYPE
 from bench_plugin.users.base import WorkloadUser
@@ -65,6 +65,7 @@ class Shown(Protocol):
     results_dir: Path
     no_report: bool
     finalized: bool
+    stop_requested: str | None
 
     @property
     def fleet(self) -> Fleet:
@@ -121,7 +122,7 @@ def campaign_rows(snapshot: LiveSnapshot, load_generators: str) -> list[dict[str
     """The campaign tab's rows: where it is, what the live figures cover, the verdict so far. The window's row
     also carries its exact bounds (``start``, ``end``: epoch seconds), which the table does not show."""
     pos = snapshot.position
-    rows = [("status", snapshot.status)]
+    rows = [("status", status_line(snapshot))]
     if pos:
         rows += [("arm", f"{pos.get('arm')} (repeat {pos.get('repeat')})"),
                  ("trial", f"{pos.get('trial')} of {pos.get('of')}")]
@@ -134,6 +135,14 @@ def campaign_rows(snapshot: LiveSnapshot, load_generators: str) -> list[dict[str
         rows.append(("report", "/bench/report"))
     bounds = {"start": snapshot.window_start_s, "end": snapshot.window_end_s}
     return [{"item": item, "value": value, **(bounds if item == WINDOW_ROW else {})} for item, value in rows]
+
+
+def status_line(snapshot: LiveSnapshot) -> str:
+    """``running``; once ended, how, when and why: ``failed at 09:00:10 +00:00: worker ... was lost``."""
+    if snapshot.ended_s is None:
+        return snapshot.status
+    text = f"{snapshot.status} at {clock(snapshot.ended_s, date=False)}"
+    return text + (f": {snapshot.reason}" if snapshot.reason and snapshot.status != "completed" else "")
 
 
 def window_label(snapshot: LiveSnapshot) -> str:
@@ -179,6 +188,12 @@ def attach(plugin: Shown) -> None:
     app = web_ui.app
     assert app is not None
     history = History()
+
+    @app.before_request
+    def stop_button() -> None:
+        """Note the web UI's Stop (Locust's POST /stop), so the campaign says why it stopped."""
+        if request.method == "POST" and request.path.rstrip("/").endswith("/stop"):
+            plugin.stop_requested = "the web UI's Stop button"
 
     def served() -> LiveSnapshot:
         """The snapshot now, kept in the charts' history (so a chart's last point is a window a table showed)."""

@@ -243,6 +243,17 @@ class Fleet:
         return {mid: self.members[mid].reason or "lost" for mid in ledger.workers
                 if mid in self.members and self.members[mid].state == "lost"}
 
+    def all_lost(self) -> str | None:
+        """Why no load generator is left, where every worker that joined was lost (None otherwise, or in one
+        process): ``every worker was lost (worker w1: it quit or disconnected)``."""
+        if not self.distributed:
+            return None
+        self.poll()
+        joined = [m for m in self.members.values() if m.state != "refused"]
+        if not joined or any(m.state != "lost" for m in joined):
+            return None
+        return "every worker was lost (" + "; ".join(f"worker {m.id}: {m.reason or 'lost'}" for m in joined) + ")"
+
     def wait_for_senders(self, classes: Iterable[str], timeout_s: float) -> None:
         """Return once every class has an accepted member that can send it and no worker is setting up.
 

@@ -100,12 +100,12 @@ class StageLedger:
         samples may arrive later. ``lost``: process -> why it was lost.
         """
         problems: list[str] = []
+        cut: dict[str, list[str]] = {}  # a lost process -> its incomplete shares, said in one line
         for (worker, name), tally in sorted(self.tallies.items()):
             complete = tally.finished and tally.received == tally.sent
             if worker in lost and not complete:
-                size = f"{tally.expected} arrivals" if tally.expected is not None else "request loops"
-                problems.append(f"worker {worker} was lost mid-stage ({lost[worker]}): its {name} share "
-                                f"({size}) is incomplete")
+                cut.setdefault(worker, []).append(
+                    f"{name} ({tally.expected} arrivals)" if tally.expected is not None else f"{name} (request loops)")
                 continue
             if not tally.finished:
                 problems.append(f"worker {worker} never reported the end of its {name} arrivals")
@@ -123,7 +123,9 @@ class StageLedger:
                 problems.append(f"{name}: worker {worker} sent {tally.duplicates} arrivals more than once")
             if tally.strays:
                 problems.append(f"{name}: worker {worker} sent {tally.strays} arrivals outside its share")
-        return problems
+        return [f"worker {worker} was lost mid-stage ({lost[worker]}): its share"
+                + (f" of {shares[0]} is" if len(shares) == 1 else f"s of {', '.join(shares)} are") + " incomplete"
+                for worker, shares in cut.items()] + problems
 
     def describe(self) -> dict[str, dict[str, ShareAccount]]:
         """Class -> process -> its share's account: for the timeline."""

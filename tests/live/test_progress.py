@@ -12,7 +12,7 @@ from harness import LOCUST, ROOT, scenario_variant
 
 from bench_plugin.live.progress import progress_line
 from bench_plugin.live.view import SETTLE_S, WINDOW_S, LiveView
-from bench_plugin.report.terminal import clock
+from bench_plugin.report.clock import clock
 from bench_plugin.results.samples import Sample
 from bench_plugin.scenario import load_scenario
 

@@ -11,6 +11,7 @@ from bench_plugin.analysis.objectives import ClassObjectives, class_criteria
 from bench_plugin.analysis.summary import class_stats
 from bench_plugin.live.view import SETTLE_S, SHORT_NAMES, WINDOW_S, LiveView, figures
 from bench_plugin.live.webui import campaign_rows, live_rows
+from bench_plugin.report.clock import clock
 from bench_plugin.results.samples import Sample
 from bench_plugin.scenario import Slo, load_scenario
 
@@ -58,6 +59,19 @@ def test_the_window_is_by_end_time_behind_the_settle_delay_and_freezes_at_the_en
     later = view.snapshot(view.ended_s + 60)  # type: ignore[operator]
     assert later.window_end_s == view.ended_s and later.status == "completed"
     assert {"item": "report", "value": "/bench/report"} in campaign_rows(later, "x")
+    assert campaign_rows(later, "x")[0]["value"] == f"completed at {clock(view.ended_s, date=False)}"  # type: ignore
+
+
+def test_an_ended_campaign_says_how_when_and_why() -> None:
+    """A failed or stopped campaign's status row says when (local clock, UTC offset) and why, not only "failed"."""
+    view = LiveView(load_scenario(ROOT / "scenarios" / "calibration.yaml"), ["llm", "embedding"], trials=1)
+    view.on_trial_start(number=1, arm="synthetic", repeat=1)
+    view.on_end("failed", None, "every worker was lost (worker w1: no heartbeat for 3 s)")
+    snap = view.snapshot()
+    assert snap.status == "failed" and snap.reason is not None and snap.ended_s == view.ended_s
+    row = campaign_rows(snap, "x")[0]
+    assert row == {"item": "status", "value": f"failed at {clock(snap.ended_s, date=False)}: every worker was lost "
+                                              "(worker w1: no heartbeat for 3 s)"}
 
 
 def test_the_window_never_reaches_into_the_stage_before() -> None:

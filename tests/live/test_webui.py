@@ -163,10 +163,13 @@ def test_live_tab_start_and_stop(tmp_path: Path, mode: str) -> None:
     host = [field for field in seen["formFields"] if field["name"] == "host"]
     assert host and all(field["readOnly"] for field in host), seen["formFields"]  # endpoints come from the scenario
 
-    assert seen["afterStop"] == "interrupted"
+    # the campaign tab says how, when and why it ended: the Stop button, not "a signal"
+    assert seen["afterStop"].startswith("interrupted at ") and seen["afterStop"].endswith(
+        ": the run was stopped (the web UI's Stop button)"), seen["afterStop"]
     assert seen["report"] == {"status": 200, "type": "text/html; charset=utf-8"}
     summary = json.loads((results / "summary.json").read_text())
     assert summary["status"]["status"] == "interrupted"
+    assert summary["status"]["reason"] == "the run was stopped (the web UI's Stop button)"
     assert seen["secondStart"] is not None and seen["secondStart"]["success"] is False
     assert "this campaign has ended" in seen["secondStart"]["message"]
     assert code == 130, log[-3000:]

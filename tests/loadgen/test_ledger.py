@@ -40,7 +40,18 @@ def test_a_lost_worker_with_its_share_incomplete() -> None:
     ledger.finish("a", "llm", 5)
     deliver(ledger, "b", [1, 3])
     problems = ledger.verify(stopped=False, in_flight={}, lost={"b": "no heartbeat for 3 s"})
-    assert problems == ["worker b was lost mid-stage (no heartbeat for 3 s): its llm share (5 arrivals) is incomplete"]
+    assert problems == [
+        "worker b was lost mid-stage (no heartbeat for 3 s): its share of llm (5 arrivals) is incomplete"]
+
+
+def test_a_lost_worker_is_one_line_for_all_its_shares() -> None:
+    """A worker lost with several classes' shares incomplete is said once, naming each share."""
+    ledger = StageLedger(KEY, {w: {"llm": Share(i, 2), "asr": Share(i, 2)} for i, w in enumerate("ab")},
+                         {"llm": 10, "asr": 6})
+    problems = ledger.verify(stopped=False, in_flight={}, lost={"b": "it quit or disconnected"})
+    assert problems[0] == ("worker b was lost mid-stage (it quit or disconnected): its shares of asr (3 arrivals), "
+                           "llm (5 arrivals) are incomplete")
+    assert not any("worker b" in line for line in problems[1:]), problems
 
 
 def test_a_worker_lost_after_its_share_was_complete_is_no_problem() -> None:
