@@ -64,6 +64,25 @@ def assert_kept(results: Path) -> None:
     assert summary["trials"][0]["stages"][0]["classes"]["llm"]["requests"] > 0
 
 
+def assert_cut_short_shown(results: Path, output: str, status: str) -> None:
+    """The stage cut short is shown with what it measured, marked: in the answer (after its status and cause) and in
+    summary.md, whose per-stage tables have no empty one for it."""
+    summary = json.loads((results / "summary.json").read_text())
+    cut = next(s for t in summary["trials"] for s in t["stages"] if s["status"] == status)
+    llm = cut["classes"]["llm"]["requests"]
+    answer = output[output.rindex("bench_plugin: the answer for "):]
+    lines = answer.splitlines()
+    ending = summary["status"]
+    assert lines[1].startswith(f"  {ending['status'].upper()} at ") and ending["reason"] in lines[1], lines[1]
+    shown = [line for line in lines if "CUT SHORT" in line]
+    assert len(shown) == 1 and f"stage {cut['index']} (" in shown[0] and f"CUT SHORT ({status})" in shown[0], answer
+    assert f"llm {llm} requests" in shown[0], (shown, llm)
+    md = (results / "summary.md").read_text()
+    section = md.split("## Stages cut short", 1)[1]
+    assert f"| {cut['index']} {cut['name']}: " in section and f" | llm | {llm} | " in section, section
+    assert "offered \n" not in md  # no heading of a stage without figures over repeats (nor its empty table)
+
+
 STOPPED_BY = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP"}
 """How the campaign's reason names each stop signal."""
 
@@ -86,6 +105,7 @@ def test_a_stop_signal_keeps_completed_stages_and_stops_servers(tmp_path: Path, 
     assert_clean_stop(output)
     assert f"campaign interrupted (the run was stopped ({STOPPED_BY[signum]}))" in output, output
     assert_kept(results)
+    assert_cut_short_shown(results, output, "interrupted")
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
@@ -161,3 +181,36 @@ def test_sigint_to_master_and_worker(tmp_path: Path, no_leftover_servers: None, 
     assert "campaign interrupted" in output
     assert_kept(results)
     assert_every_sent_sample_arrived(results)
+
+
+def test_a_killed_worker_fails_the_campaign_saying_so(tmp_path: Path, no_leftover_servers: None) -> None:
+    """The only worker is killed (SIGKILL: no goodbye) mid-stage. Locust's master stops the test once it misses the
+    worker's heartbeats; the campaign says it failed, when and why (that worker, lost), shows what the cut-short stage
+    measured, and leaves no server behind."""
+    port = free_port()
+    results, log, worker_log = tmp_path / "results", tmp_path / "master.log", tmp_path / "worker.log"
+    worker = start_worker(port, worker_log)
+    proc = start_locust(["-f", "locustfiles/mixed.py", "--scenario", str(ROOT / "scenarios" / "distributed.yaml"),
+                         "--results-dir", str(results), "--stage-duration", "6", "--master",
+                         "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
+                         "--expect-workers", "1", "--expect-workers-max-wait", "60"], log)
+    try:
+        wait_inside_second_stage(proc, results, log)
+        worker.kill()
+        code = proc.wait(timeout=90)
+    finally:
+        stop_process(proc)
+        stop_process(worker)
+    output = log.read_text()
+    assert code == 2, output
+    assert_clean_stop(output)
+    summary = json.loads((results / "summary.json").read_text())
+    status = summary["status"]
+    assert status["status"] == "failed" and status["reason"].startswith("every worker was lost (worker "), status
+    assert "no heartbeat" in status["reason"] or "quit" in status["reason"], status
+    assert f"campaign failed: {status['reason']}" in output
+    assert_cut_short_shown(results, output, "interrupted")
+    with open_campaign(results / "results.sqlite") as reader:
+        for segment in (segment for trial in reader.trials() for segment in trial.segments):
+            for where in segment.placement.values():
+                assert where.pid is not None and not pid_alive(where.pid), where

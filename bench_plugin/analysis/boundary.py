@@ -145,6 +145,18 @@ def repeat_boundary(trial: TrialSummary, order: list[int], objectives: dict[str,
                           limiting=limiting, between=[low.index, high.index], note=note)
 
 
+def searched_limit(trials: list[TrialSummary], objectives: dict[str, ClassObjectives]) -> str | None:
+    """In a search of the whole mix: what broke first above the boundary. Per repeat, the worst criterion of
+    its lowest failing load; over repeats, the most common (None when no repeat had a failing load)."""
+    found: Counter[str] = Counter()
+    for trial in trials:
+        failing = [m for stage in trial.stages if (judged := trial.judged_stage(stage.index)) is not None
+                   and not (m := stage_margin(judged, objectives)).passed]
+        if failing and (worst := _worst(min(failing, key=lambda m: sum(m.offered.values())))) is not None:
+            found[worst] += 1
+    return found.most_common(1)[0][0] if found else None
+
+
 def format_offered(offered: dict[str, float], arrival: dict[str, str] | None = None) -> str:
     """``llm 2 req/s, embedding 8 req/s`` (users for closed-loop classes)."""
     parts = []
@@ -183,8 +195,10 @@ def _text(status: str, position: Spread, offered: dict[str, float], limiting: st
     load = format_offered(offered, arrival)
     ci = f" ± {position.ci95:.2f}" if position.ci95 is not None else " (one repeat: no spread)"
     if status == NOT_REACHED:
-        text = (f"Every class met its SLOs and error budget at every stage measured, up to stage {order[-1]} "
-                f"({load}): the boundary is above the highest load measured.")
+        highest = order[min(len(order) - 1, round(max(position.values)))]  # the highest stage judged
+        text = (f"Every class met its SLOs and error budget at every stage measured, up to stage {highest} "
+                f"({load}): the boundary is above the highest load measured"
+                + (", and the stages above it did not run to their end." if highest != order[-1] else "."))
     elif status == BELOW:
         text = (f"Already at the lowest stage ({load}), limited by {limiting}: the boundary is below the lowest "
                 "load measured.")

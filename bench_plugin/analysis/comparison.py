@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from bench_plugin.analysis.boundary import arm_boundary, format_offered, load_order
+from bench_plugin.analysis.answer import arm_answer
+from bench_plugin.analysis.boundary import arm_boundary, format_offered, load_order, searched_limit
 from bench_plugin.analysis.capacity import arm_capacity, capacity_text, limiting_class
 from bench_plugin.analysis.contention import stage_contention
 from bench_plugin.analysis.objectives import ClassObjectives
@@ -58,6 +59,11 @@ METHOD: dict[str, str] = {
                "but some class breaks one; loss: not higher (lower or no significant difference, or no "
                "goodput in some repeat). The arm's call is the first of worth it, trade-off, loss that a "
                "stage has, else inconclusive, else not compared",
+    "answer": "per arm, the figure its verdict rests on: capacity within SLOs per device at the searched boundary, "
+              "or goodput per device at the highest stage of a worth-it run from the lowest stage, else at the "
+              "first stage with the arm's call; against the control's at the same load; the next step is the first "
+              "of: resume an unfinished campaign, more load generators, 3 repeats (fewer than 2 paired), measure "
+              "beyond the loads measured (boundary outside them), more repeats (no significant difference), none",
 }
 
 
@@ -106,7 +112,7 @@ def build_comparison(trials: list[TrialSummary], scenario: StoredScenario, condi
         is_control = control is not None and arm.name == control.name
         reference = None if is_control or control is None else control_trials
         if adaptive:
-            out[arm.name] = _searched_arm(arm, mine, reference, control, control_trials, conditions)
+            out[arm.name] = _searched_arm(arm, mine, reference, control, control_trials, conditions, objectives)
             continue
         arrival = next((s.arrival for t in mine for s in t.stages), None)
         boundary = arm_boundary(mine, objectives, arrival)
@@ -123,19 +129,33 @@ def build_comparison(trials: list[TrialSummary], scenario: StoredScenario, condi
             stages=[_with_verdict(stages[i], verdicts.get(i)) for i in sorted(stages)],
             verdict=verdict,
         )
+    reference_arm = out.get(control.name) if control else None
+    for arm in arms:
+        mine = [t for t in trials if t.arm == arm.name]
+        low, high = _measured_range(mine)
+        out[arm.name].answer = arm_answer(out[arm.name], reference_arm, mine + (
+            [] if out[arm.name].is_control else control_trials), high, low)
     return Comparison(control=control.name if control else None, method=METHOD, arms=out)
+
+
+def _measured_range(trials: list[TrialSummary]) -> tuple[dict[str, float], dict[str, float]]:
+    """The offered loads of the lowest and the highest stage (in load order) that some trial measured."""
+    order = load_order(trials)
+    loads = [s.offered for i in order for t in trials if (s := t.judged_stage(i)) is not None]
+    return (dict(loads[0]), dict(loads[-1])) if loads else ({}, {})
 
 
 def _searched_arm(arm: Arm, mine: list[TrialSummary], reference: list[TrialSummary] | None,
                   control: Arm | None, control_trials: list[TrialSummary],
-                  conditions: Provenance) -> ArmComparison:
+                  conditions: Provenance, objectives: dict[str, ClassObjectives]) -> ArmComparison:
     """An arm of an adaptive campaign: its searched boundary and capacity per device against the control's."""
     capacity = arm_capacity(mine, reference)
     status = "not measured" if capacity is None else capacity.per_repeat[0].status
     offered = capacity.offered if capacity else {}
-    limiting = limiting_class(mine)
+    alone = limiting_class(mine)  # each class searched alone: the class with the lowest boundary
+    limiting = alone or searched_limit(mine, objectives)
     text = (f"boundary at {format_offered(offered)} (scale {capacity.scale.mean:.3g} of the mix; "
-            f"search status: {status}" + (f"; limited by {limiting}, each class searched alone" if limiting else "")
+            f"search status: {status}" + (f"; limited by {alone}, each class searched alone" if alone else "")
             + ")" if capacity and capacity.scale.mean is not None
             else f"no boundary found (search status: {status})")
     if capacity is not None:

@@ -20,12 +20,11 @@ A missing figure (None, or no mean) is shown as "-".
 
 from __future__ import annotations
 
-import datetime as dt
-
 from bench_plugin.analysis.boundary import format_offered
 from bench_plugin.analysis.statistics import fixed
 from bench_plugin.analysis.verdict import INCONCLUSIVE, is_inconclusive
-from bench_plugin.results.summary import Boundary, CampaignStatus, Comparison, Judged, Spread
+from bench_plugin.report.clock import campaign_clock
+from bench_plugin.results.summary import Boundary, Comparison, Judged, Spread, Summary
 
 NO_COMPARISON = ("The comparison with the control (verdict, operating boundary, fairness) is not available: "
                  "the \"comparison\" section of summary.json names no control arm, or no arm to compare with it.")
@@ -125,16 +124,18 @@ def boundary_short(boundary: Boundary) -> str:
     return boundary.status + limit
 
 
-def status_text(status: CampaignStatus, reason: str = " ({})") -> str:
-    """How the campaign ended, with its reason (placed by ``reason``) and, resumed, when and what ran again."""
-    text = f"{status.status}" + (reason.format(status.reason) if status.reason else "")
+def status_text(summary: Summary, reason: str = " ({})") -> str:
+    """How the campaign ended and when (on the clock of its host), with its reason (placed by ``reason``) and,
+    resumed, when and what ran again."""
+    status = summary.status
+    at = f" at {campaign_clock(summary, status.ended_s)}" if status.ended_s is not None else ""
+    text = f"{status.status}{at}" + (reason.format(status.reason) if status.reason else "")
     if status.resumed:
         n = len(status.resumed)
-        at = ", ".join(dt.datetime.fromtimestamp(r.at_s, tz=dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-                       for r in status.resumed)
+        times = ", ".join(campaign_clock(summary, r.at_s, seconds=False) for r in status.resumed)
         rerun = sum(len(r.rerun) for r in status.resumed)
         again = f"{rerun} unfinished segment{'s' if rerun != 1 else ''} run again"
-        text += f"; resumed {n} time{'s' if n > 1 else ''} ({at}; {again})"
+        text += f"; resumed {n} time{'s' if n > 1 else ''} ({times}; {again})"
     return text
 
 
@@ -142,15 +143,15 @@ RESUME_COLUMNS = ("resume", "at", "after", "kept", "ran again from its start", "
 """The columns of :func:`resume_rows`."""
 
 
-def resume_rows(status: CampaignStatus) -> list[list[str]]:
+def resume_rows(summary: Summary) -> list[list[str]]:
     """One row per resume of the campaign (none for a campaign run in one process), in RESUME_COLUMNS."""
     def segments(pairs: list[tuple[int, int]]) -> str:
         return ", ".join(f"trial {t} segment {s}" for t, s in pairs) or "none"
 
-    return [[str(r.number), dt.datetime.fromtimestamp(r.at_s, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+    return [[str(r.number), campaign_clock(summary, r.at_s),
              r.previous_status or "-", segments(r.kept), segments(r.rerun),
              ", ".join(f"{table} {n}" for table, n in sorted(r.superseded.items())) or "none", r.host or "-"]
-            for r in status.resumed]
+            for r in summary.status.resumed]
 
 
 def _split_top(text: str, sep: str) -> list[str]:

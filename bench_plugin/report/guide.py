@@ -11,6 +11,13 @@ from bench_plugin.analysis.intervals import samples_needed
 from bench_plugin.report.tables import esc
 
 HOW_TO_READ: dict[str, str] = {
+    "answer": (
+        "The answer in short: whether sharing pays off here, then per arm its call, the figure it rests on "
+        "(requests per second within every SLO, per device, against the control's at the same load, with the 95% "
+        "CI of their ratio), how far it holds, what limits it and the next step. The sections below say why."),
+    "cut-short": (
+        "Stages that did not run their course (stopped, a load generator lost, a server gone), with what they "
+        "measured until then, from their own trial. They count in no figure over repeats, verdict or boundary."),
     "verdict": (
         "One row per arm: its verdict against the control and the highest load it keeps every SLO at (its operating "
         "boundary). Under each sharing arm, per stage, goodput per device against the control decides: higher with "

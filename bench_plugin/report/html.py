@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench_plugin.report import checks, disruption, guide
+from bench_plugin.report import answer, checks, cut_short, disruption, guide
 from bench_plugin.report.basis import Bases, Basis, any_low, html_cell, low_rule, value_text
 from bench_plugin.report.comparison import (
     NO_COMPARISON,
@@ -127,11 +127,15 @@ def render_html(summary: Summary, db: sqlite3.Connection, max_points: int = MAX_
         telemetry = read_telemetry(db, start, trial.ended_s or float("inf"), drawn_metrics())
         timelines.append(timeline_plot(trial, requests, telemetry, slo, read_pod_events(db, trial.id)))
     stage_series = read_trial_series(db, trials)
+    opening = answer.html(summary, answer.answer_plot(summary, styles))
+    cut = cut_short.html(summary)
     sections = [
+        *([("answer", "The answer", opening)] if opening else []),
         ("verdict", "Verdict", _verdict(summary, comparison, bases)),
         ("load", "Latency vs offered load", _figures(load_plots)),
         ("sharing", "Throughput and fairness", _figures(share_plots) + _fairness_note(comparison)),
         ("stages", "Per-stage figures", _stage_tables(summary, bases)),
+        *([("cut-short", "Stages cut short", cut)] if cut else []),
         ("timelines", "Trial timelines", _figures(timelines)),
         *([("disruption", "Disruption", disruption.html_section(summary))] if disruption.disrupted(summary) else []),
         *([("gpu-series", "GPU series per stage", html_section(stage_series))] if stage_series else []),
@@ -297,8 +301,8 @@ def _page(summary: Summary, record: CampaignRecord, sections: list[tuple[str, st
     status = summary.status
     state = status.status
     facts = [("scenario", f"{scenario.name} ({scenario.path})"),
-             ("status", status_text(status, ": {}")),
-             ("date", when(record.started_s)), ("control arm", summary.control or "none"),
+             ("status", status_text(summary, ": {}")),
+             ("date", when(summary, record.started_s)), ("control arm", summary.control or "none"),
              ("arms", ", ".join(summary.arms)), ("repeats", _repeats(summary)),
              ("verdict", _verdict_fact(summary, comparison))]
     header = "".join(f"<div><dt>{esc(k)}</dt><dd>{esc(v)}</dd></div>" for k, v in facts)

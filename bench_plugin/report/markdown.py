@@ -11,13 +11,13 @@ summary (bench_plugin.results.summary.Summary) only.
 
 from __future__ import annotations
 
-import datetime as dt
 import shlex
 from collections.abc import Sequence
 from typing import Any
 
-from bench_plugin.report import checks, disruption, guide, scheduling
+from bench_plugin.report import answer, checks, cut_short, disruption, guide, scheduling
 from bench_plugin.report.basis import FIGURES, Bases, any_low, low_rule, markdown_cell
+from bench_plugin.report.clock import campaign_clock
 from bench_plugin.report.comparison import (
     NO_COMPARISON,
     RATIO_UNIT,
@@ -97,7 +97,7 @@ def _overrides(summary: Summary) -> dict[str, str | int | float]:
 
 
 def _status(summary: Summary) -> str:
-    return status_text(summary.status)
+    return status_text(summary)
 
 
 def render_summary(summary: Summary) -> str:
@@ -125,6 +125,7 @@ def render_summary(summary: Summary) -> str:
     lines += ["## Trials", "", *_trials_table(summary), ""]
     lines += scheduling.markdown_section(summary)
     lines += _stage_sections(summary, "##")
+    lines += cut_short.markdown(summary, "##")
     return "\n".join(lines)
 
 
@@ -193,7 +194,7 @@ def _conditions_section(summary: Summary, started_s: float | None,
     cond = summary.conditions or Provenance()
     backend = cond.backend or BackendFacts()
     command = cond.command
-    started = dt.datetime.fromtimestamp(started_s, tz=dt.UTC).strftime("%Y-%m-%d %H:%M UTC") if started_s else "-"
+    started = campaign_clock(summary, started_s, seconds=False) if started_s else "-"
     lines = [
         "## Conditions", "", *guide.markdown("conditions"),
         f"- scenario: `{scenario.path}` sha256 `{scenario.sha256}`; overrides: {_overrides(summary) or 'none'}",
@@ -205,7 +206,7 @@ def _conditions_section(summary: Summary, started_s: float | None,
         + "".join(f"; {label}: {value}" for label, value in (("driver", backend.driver), ("nvml", backend.nvml))
                   if value),
     ]
-    for row in resume_rows(summary.status):
+    for row in resume_rows(summary):
         lines.append("- " + "; ".join(f"{column} {value}" for column, value in zip(RESUME_COLUMNS, row, strict=True)))
     for name, rs in (summary.request_sets or {}).items():
         lines.append(f"- request set {name}: {rs.count} requests, sha256 `{rs.sha256}` ({rs.source})")
@@ -238,6 +239,7 @@ def render_report(summary: Summary, *, started_s: float | None = None,
         f"- control arm: {summary.control}",
         f"- arms: {', '.join(summary.arms)}", "",
     ]
+    lines += answer.markdown(summary)
     if compared(comparison):
         lines += _verdict_section(summary, comparison)
     else:
@@ -245,6 +247,7 @@ def render_report(summary: Summary, *, started_s: float | None = None,
     lines += ["## Per-stage figures", "", *guide.markdown("stages"),
               f"{SPREAD_NOTE} Latency is from each request's intended send time.", ""]
     lines += _stage_sections(summary, "###")
+    lines += cut_short.markdown(summary, "###")
     lines += _boundary_section(comparison)
     lines += _guided(disruption.markdown_section(summary), "disruption")
     lines += _guided(scheduling.markdown_section(summary), "scheduling")

@@ -108,10 +108,13 @@ def _by_index(summary: Summary) -> list[StageGroup]:
     groups = []
     for stage in first.stages if first is not None else []:
         members = [Member(arm, stage.index) for arm, figures in summary.arms.items()
-                   if stage.index < len(figures.stages)]
+                   if stage.index < len(figures.stages) and figures.stages[stage.index].classes]
+        if not members:
+            continue  # no run of this stage was measured (each was cut short: report.cut_short shows them)
         arrival = next((dict(t.stages[stage.index].arrival) for t in summary.trials if stage.index < len(t.stages)),
                        None)
-        groups.append(StageGroup(offered=dict(stage.offered), members=members, index=stage.index, arrival=arrival))
+        offered = summary.arms[members[0].arm].stages[stage.index].offered
+        groups.append(StageGroup(offered=dict(offered), members=members, index=stage.index, arrival=arrival))
     return groups
 
 

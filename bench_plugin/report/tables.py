@@ -8,13 +8,13 @@ line. Keys the analysis adds later are still shown (generically), so nothing rec
 
 from __future__ import annotations
 
-import datetime as dt
 import html
 import json
 import shlex
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from bench_plugin.report.clock import campaign_clock
 from bench_plugin.report.comparison import RESUME_COLUMNS, resume_rows, status_text
 from bench_plugin.report.placement import cpus_label
 from bench_plugin.report.protocol import output_length_lines
@@ -54,11 +54,9 @@ def code(value: Any) -> Raw:
     return Raw(f"<code>{esc(value)}</code>")
 
 
-def when(epoch_s: float | None) -> str:
-    """An epoch time as a UTC date and time."""
-    if epoch_s is None:
-        return "-"
-    return dt.datetime.fromtimestamp(epoch_s, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+def when(summary: Summary, epoch_s: float | None) -> str:
+    """An epoch time on the clock of the host that ran the campaign, with its UTC offset (``-`` for None)."""
+    return "-" if epoch_s is None else campaign_clock(summary, epoch_s)
 
 
 def errors_table(trials: Sequence[TrialRecord], failures: Sequence[FailureGroup]) -> str:
@@ -107,15 +105,15 @@ def conditions_section(summary: Summary, record: CampaignRecord, trials: Sequenc
             ("scenario", scenario.name), ("scenario file", code(scenario.path)),
             ("scenario sha256", code(scenario.sha256)),
             ("overrides", (summary.overrides.given() if summary.overrides else {}) or "none"),
-            ("started", when(record.started_s)), ("ended", when(status.ended_s)),
-            ("status", status_text(status)),
+            ("started", when(summary, record.started_s)), ("ended", when(summary, status.ended_s)),
+            ("status", status_text(summary)),
             ("command line", code(shlex.join(command) if isinstance(command, list) else command)),
             ("source revision", code(cond.source_revision)),
             ("host", cond.host), ("platform", cond.platform), ("python", cond.python),
             *[(k, code(v) if isinstance(v, dict | list) else v) for k, v in sorted(cond.model_dump().items())
               if k not in shown],
         ]),
-        *(["<h3>Resumes</h3>", table(list(RESUME_COLUMNS), resume_rows(status))] if status.resumed else []),
+        *(["<h3>Resumes</h3>", table(list(RESUME_COLUMNS), resume_rows(summary))] if status.resumed else []),
         "<h3>Request sets</h3>",
         table(["class", "requests", "sha256", "source"],
               [[name, rs.count, code(rs.sha256), rs.source]

@@ -2,19 +2,30 @@
 
 Locust's own end table sums every arm and stage together, which says nothing about the A/B. This is
 the campaign's answer in a few lines: first, for a campaign that did not complete, its status, why and
-when; then per arm its verdict and operating boundary; per stage the
-verdict and each class's P95 (TTFT and TPOT P95 for the LLM) with the ratio to the control's; the
-flags that make a figure weaker than it looks (a load generator that fell behind, a host busy with
-other work, a P95 resting on too few samples, a verdict from too few repeats); and where the report
-is. Figures are the means over repeats that summary.json holds.
+when (on the clock of the host that ran it); then per arm its verdict, its figure per device against
+the control's (capacity within SLOs in a search, goodput at the stage its verdict rests on in a
+sweep: analysis/answer.py), its operating boundary and what limits it; per stage the verdict and
+each class's P95 (TTFT and TPOT P95 for the LLM) with the ratio to the control's; the stages cut short,
+with what they measured; the next step; the flags that make a figure weaker than it looks (a load
+generator that fell behind, a host busy with other work, a P95 resting on too few samples); and where
+the report is. Figures are the means over repeats that summary.json holds.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 from pathlib import Path
 
-from bench_plugin.results.summary import ArmClassFigures, ArmComparison, StageComparison, StageSummary, Summary
+from bench_plugin.report import cut_short
+from bench_plugin.report.clock import campaign_clock
+from bench_plugin.report.comparison import boundary_short, spread_text
+from bench_plugin.results.summary import (
+    Answer,
+    ArmClassFigures,
+    ArmComparison,
+    StageComparison,
+    StageSummary,
+    Summary,
+)
 
 FIGURES: tuple[tuple[str, str, str], ...] = (("latency_p95_ms", "slowdown_p95", "P95"),
                                             ("ttft_p95_ms", "slowdown_ttft_p95", "TTFT P95"),
@@ -33,11 +44,11 @@ def render_answer(summary: Summary, report: Path | None = None) -> str:
     lines = [head]
     status = summary.status
     if status.status != "completed":
-        when = f" at {clock(status.ended_s)}" if status.ended_s is not None else ""
+        when = f" at {campaign_clock(summary, status.ended_s)}" if status.ended_s is not None else ""
         lines.append(f"  {status.status.upper()}{when}: {status.reason or 'no reason was recorded'}"
                      + ("; the figures below are of what ran before" if summary.trials else ""))
     for name, arm in arms.items():
-        lines += _arm(summary, name, arm)
+        lines += _arm(summary, name, arm, comparison.control)
     flags = sorted({flag for trial in summary.trials for stage in trial.stages for flag in _stage_flags(stage)})
     if flags:
         lines.append("  flags: " + "; ".join(flags))
@@ -46,31 +57,45 @@ def render_answer(summary: Summary, report: Path | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def clock(epoch_s: float, date: bool = True) -> str:
-    """An epoch time as this host's local clock time with its UTC offset (``2026-12-03 07:20:01 +01:00``;
-    without ``date``: ``07:20:01 +01:00``)."""
-    local = dt.datetime.fromtimestamp(epoch_s).astimezone()
-    offset = local.strftime("%z")
-    return f"{local:%Y-%m-%d %H:%M:%S}"[0 if date else 11:] + f" {offset[:3]}:{offset[3:]}"
+def per_device_text(answer: Answer, control: str | None) -> str:
+    """``capacity within SLOs 63.0 req/s per device vs 31.9 for exclusive, 2.00x [1.28, 3.11] (higher)``; for a
+    sweep, ``goodput at stage 0 ...``; "" when the arm has no such figure."""
+    if answer.per_device is None or answer.per_device.mean is None:
+        return ""
+    what = "capacity within SLOs" if answer.at == "the searched boundary" else f"goodput at {answer.at}"
+    text = f"{what} {spread_text(answer.per_device, 1)} req/s per device"
+    ref = answer.control_per_device
+    if ref is not None and ref.mean is not None:
+        text += f" vs {spread_text(ref, 1)} for {control or 'the control'}"
+    if answer.ratio is not None and answer.ratio.mean is not None:
+        text += f", {spread_text(answer.ratio, 2, 'x')} ({answer.ratio.call})"
+    return text
 
 
-def _arm(summary: Summary, name: str, arm: ArmComparison) -> list[str]:
-    role = " (control)" if arm.is_control else ""
-    call = f": {arm.verdict.call}" if arm.verdict is not None else ""
-    out = [f"  {name}{role}{call}; {arm.boundary.text}"]
+def _arm(summary: Summary, name: str, arm: ArmComparison, control: str | None) -> list[str]:
+    answer = arm.answer
+    call = "control" if arm.is_control else (arm.verdict.call if arm.verdict else "no verdict")
+    parts = [f"  {name}: {call.upper() if not arm.is_control else call}"]
+    if answer is not None and (figure := per_device_text(answer, control)):
+        there = answer.limiting if answer.limiting != arm.boundary.limiting else None
+        parts.append(figure + (f"; there {there}" if there else ""))
+    parts.append(f"boundary {boundary_short(arm.boundary)}")
+    out = ["; ".join(parts)]
     figures = {stage.index: stage for stage in summary.arms[name].stages} if name in summary.arms else {}
     for stage in arm.stages:
         mine = figures.get(stage.index)
-        if mine is None:
-            continue
+        if mine is None or not mine.classes:
+            continue  # no run of it was measured (cut short: below)
         load = ", ".join(f"{c} {rate:.3g}" for c, rate in (mine.realised or mine.offered).items())
         verdict = f"{stage.verdict}: " if stage.verdict else ""
         classes = "; ".join(_class(c, figures_, stage, arm.is_control) for c, figures_ in mine.classes.items())
-        classes = classes or "no request ended in it"
         notes = [f"{label} in {len(found)} trial{'s' if len(found) != 1 else ''}" for label, found in
                  (("generator-limited", stage.generator_limited), ("host busy", stage.host_busy)) if found]
         out.append(f"    stage {stage.index}" + (f" ({load} req/s)" if load else "") + f": {verdict}{classes}"
                    + (f" [{'; '.join(notes)}]" if notes else ""))
+    out += cut_short.terminal(summary, name)
+    if answer is not None:
+        out.append(f"    next: {answer.next_step}")
     return out
 
 

@@ -14,6 +14,7 @@ import platform
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterable
 from functools import cache
 from importlib import metadata
@@ -78,6 +79,7 @@ def this_process(backend: BackendFacts) -> Provenance:
         packages=package_versions(),
         source_revision=source_revision(),
         source_digest=source_digest(),
+        utc_offset_s=time.localtime().tm_gmtoff,
         command=list(sys.argv),
         backend=backend,
     )

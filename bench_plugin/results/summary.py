@@ -22,6 +22,9 @@ version is refused with one line rather than read as something it is not. Versio
   ``generator_check`` (GeneratorCheck); absent (None) in files and stores written before the monitor.
   And ``comparison.arms.<arm>.stages[].protocol_failure`` (the runs in which a class's requests all
   failed with one protocol error); absent (empty) in files written before it.
+  And ``comparison.arms.<arm>.answer`` (the arm's answer in short: its figure per device against the
+  control's, what limits it, the next step) and ``conditions.utc_offset_s`` (the campaign host's clock,
+  for local times in the report); absent (None) in files written before them.
 """
 
 from __future__ import annotations
@@ -628,6 +631,26 @@ class Verdict(Model):
     conditions: Conditions
 
 
+class Answer(Model):
+    """An arm's answer in a few words (analysis/answer.py): what the terminal and the report open with."""
+
+    call: str
+    """The arm's verdict call; ``control`` for the control arm."""
+    at: str | None
+    """Where ``per_device`` was measured: ``the searched boundary``, or the stage its verdict rests on."""
+    per_device: Spread | None
+    """Requests per second within SLO per device there: the capacity within SLOs per device (a search) or
+    the goodput per device at that stage."""
+    control_per_device: Spread | None = None
+    """The control's figure at the same load (a sharing arm); None for the control itself."""
+    ratio: Judged | None = None
+    """``per_device`` over the control's, paired by repeat."""
+    limiting: str | None = None
+    """What limits the arm there: the class (and figure) past its SLO, or the boundary's limit."""
+    next_step: str
+    """What would make the answer firmer or wider, or that none is needed (the rule: analysis/answer.py)."""
+
+
 class ArmComparison(Model):
     """One arm: its boundary, its stages against the control, its verdict."""
 
@@ -638,6 +661,8 @@ class ArmComparison(Model):
     stages: list[StageComparison] = Field(default_factory=list)
     search: Capacity | None = None
     verdict: Verdict | None = None
+    answer: Answer | None = None
+    """The arm's answer in short (absent in files written before it)."""
 
 
 class Comparison(Model):
@@ -736,6 +761,8 @@ class Provenance(Recorded):
     """The sha256 of bench_plugin's own source files (results/provenance.py)."""
     source_revision: str | None = None
     """The git revision of the source that ran, where it was a git checkout."""
+    utc_offset_s: int | None = None
+    """The campaign host's offset from UTC when it started (seconds east): the report's times are its clock."""
 
 
 class Summary(Model):

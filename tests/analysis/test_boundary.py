@@ -91,6 +91,8 @@ def test_an_interrupted_stage_is_not_judged() -> None:
     t.stages[2].status = "interrupted"
     b = repeat_boundary(t, [0, 1, 2], OBJ)
     assert b and b.status == NOT_REACHED and b.note == "measured up to stage 1 only"
+    text = arm_boundary([t], OBJ).text  # the highest stage judged is 1, not the interrupted 2, and it says so
+    assert "up to stage 1 (" in text and "the stages above it did not run to their end" in text, text
 
 
 def test_repeats_that_disagree_are_said_to() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import sqlite3
@@ -16,6 +17,7 @@ import numpy as np
 import pytest
 from stored_scenario import resolved
 
+from bench_plugin.report.answer import sentence
 from bench_plugin.report.comparison import NO_COMPARISON
 from bench_plugin.report.html import write_report
 from bench_plugin.report.markdown import render_report
@@ -154,8 +156,15 @@ def test_renders_the_comparison_the_analysis_writes(make_campaign: MakeCampaign)
     assert f'">{shared.verdict.call}</span>' in verdict
     boundary = shared.boundary.text
     assert boundary.split("(")[0].lower() in verdict.lower()  # quoted in the verdict, or on its own
-    assert page.figures == [*LOAD_PLOTS, "fairness", *TIMELINES]
-    assert "## Verdict" in (results / "report.md").read_text(encoding="utf-8")
+    assert page.figures == ["answer-picture", *LOAD_PLOTS, "fairness", *TIMELINES]
+    # the page opens with the answer: the headline, a sentence per arm with its next step, the picture, the table
+    assert text.index('<section id="answer">') < text.index('<section id="verdict">')
+    answer = text.split('<section id="answer">')[1].split("</section>")[0]
+    assert shared.answer is not None and html.escape(sentence("shared", shared, shared.answer, "exclusive")) in answer
+    assert f"Next: {html.escape(shared.answer.next_step)}" in answer and "exclusive is the control" in answer
+    assert '<table class="answer">' in answer
+    report_md = (results / "report.md").read_text(encoding="utf-8")
+    assert report_md.index("## The answer") < report_md.index("## Verdict")
 
 
 def test_says_plainly_when_there_is_no_comparison(make_campaign: MakeCampaign) -> None:
@@ -244,7 +253,7 @@ def test_a_campaign_that_failed_before_any_stage_still_reports(tmp_path: Path) -
     rec.close()
     write_summaries(tmp_path)
     text, page = parse(write_report(tmp_path))
-    assert "failed: trial 1: llm never answered" in text
+    assert "failed at 1970-01-01 00:00:01 +00:00: trial 1: llm never answered" in text  # UTC: no offset recorded
     assert page.figures == ["timeline-trial-1"]
     assert "llm never answered within 120 s" in figure_html(text, "timeline-trial-1")
 

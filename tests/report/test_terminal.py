@@ -1,12 +1,14 @@
-"""The terminal answer: a campaign that did not complete says so first (status, cause, when); no empty figures."""
+"""The terminal answer: a campaign that did not complete says so first (status, cause, when); per arm its figure per
+device against the control's and the next step; the stages cut short with what they measured; no empty figures."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
 
+from bench_plugin.report.clock import clock
 from bench_plugin.report.outputs import summarise
-from bench_plugin.report.terminal import clock, render_answer
+from bench_plugin.report.terminal import render_answer
 
 MakeCampaign = Callable[..., Path]
 
@@ -14,7 +16,7 @@ MakeCampaign = Callable[..., Path]
 def test_a_completed_campaign_starts_with_its_arms(make_campaign: MakeCampaign) -> None:
     lines = render_answer(summarise(make_campaign(comparison="analysis"))).splitlines()
     assert lines[0].startswith("bench_plugin: the answer for synthetic (2 arms, 2 repeats; control: exclusive)")
-    assert lines[1].startswith("  exclusive (control)")
+    assert lines[1].startswith("  exclusive: control; boundary ")
     assert not [line for line in lines if "( req/s)" in line or line.rstrip().endswith(":")]
 
 
@@ -31,3 +33,29 @@ def test_clock_is_local_time_with_its_utc_offset() -> None:
     text = clock(1_800_000_000.0)
     assert len(text) == len("2027-01-15 08:00:00 +00:00") and text[-6] in "+-" and text[-3] == ":"
     assert clock(1_800_000_000.0, date=False) == text[11:]
+
+
+def test_each_arm_gives_its_figure_per_device_and_its_next_step(make_campaign: MakeCampaign) -> None:
+    summary = summarise(make_campaign(comparison="analysis"))
+    shared = summary.comparison.arms["shared"]
+    assert shared.answer is not None and shared.answer.per_device is not None
+    text = render_answer(summary)
+    line = next(line for line in text.splitlines() if line.startswith("  shared: "))
+    assert f"goodput at {shared.answer.at} " in line and "req/s per device vs" in line and "for exclusive" in line
+    assert "boundary " in line
+    nexts = [line for line in text.splitlines() if line.startswith("    next: ")]
+    assert len(nexts) == 2 and f"    next: {shared.answer.next_step}" in nexts
+
+
+def test_a_stage_cut_short_is_shown_with_what_it_measured(make_campaign: MakeCampaign) -> None:
+    """The interrupted stage's figures are in no figure over repeats, but the answer still shows them, marked."""
+    summary = summarise(make_campaign(comparison="analysis", interrupted=True))
+    cut = [(t, s) for t in summary.trials for s in t.stages if s.status == "interrupted"]
+    assert cut
+    trial, stage = cut[0]
+    lines = [line for line in render_answer(summary).splitlines() if "CUT SHORT" in line]
+    assert len(lines) == len(cut)
+    llm = stage.classes["llm"]
+    assert lines[0].startswith(f"    stage {stage.index} (")
+    assert f"repeat {trial.repeat}: CUT SHORT (interrupted)" in lines[0]
+    assert f"llm {llm.requests} requests, P95 {llm.latency_ms['p95']:.0f} ms" in lines[0]
