@@ -145,6 +145,18 @@ def assert_every_sent_sample_arrived(results: Path) -> None:
                 name, share)
 
 
+def master_with_a_worker(results: Path, log: Path, worker_log: Path, stage_s: int
+                         ) -> tuple[subprocess.Popen[bytes], subprocess.Popen[bytes]]:
+    """A headless master running scenarios/distributed.yaml with ``stage_s``-second stages, and its one worker."""
+    port = free_port()
+    worker = start_worker(port, worker_log)
+    proc = start_locust(["-f", "locustfiles/mixed.py", "--scenario", str(ROOT / "scenarios" / "distributed.yaml"),
+                         "--results-dir", str(results), "--stage-duration", str(stage_s), "--master",
+                         "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
+                         "--expect-workers", "1", "--expect-workers-max-wait", "60"], log)
+    return proc, worker
+
+
 @pytest.mark.parametrize("order", ["together", "worker-first"])
 def test_sigint_to_master_and_worker(tmp_path: Path, no_leftover_servers: None, order: str) -> None:
     """Ctrl-C in a terminal reaches every process of its group: the master and its worker alike.
@@ -154,13 +166,8 @@ def test_sigint_to_master_and_worker(tmp_path: Path, no_leftover_servers: None, 
     already stopping the test when the master's own Ctrl-C comes; thrown into its main greenlet then,
     it cut the shutdown short with a traceback (exit -2) instead of ending the stop under way.
     """
-    port = free_port()
     results, log, worker_log = tmp_path / "results", tmp_path / "master.log", tmp_path / "worker.log"
-    worker = start_worker(port, worker_log)
-    proc = start_locust(["-f", "locustfiles/mixed.py", "--scenario", str(ROOT / "scenarios" / "distributed.yaml"),
-                         "--results-dir", str(results), "--stage-duration", "4", "--master",
-                         "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-                         "--expect-workers", "1", "--expect-workers-max-wait", "60"], log)
+    proc, worker = master_with_a_worker(results, log, worker_log, stage_s=4)
     try:
         wait_inside_second_stage(proc, results, log)
         worker.send_signal(signal.SIGINT)
@@ -187,13 +194,8 @@ def test_a_killed_worker_fails_the_campaign_saying_so(tmp_path: Path, no_leftove
     """The only worker is killed (SIGKILL: no goodbye) mid-stage. Locust's master stops the test once it misses the
     worker's heartbeats; the campaign says it failed, when and why (that worker, lost), shows what the cut-short stage
     measured, and leaves no server behind."""
-    port = free_port()
     results, log, worker_log = tmp_path / "results", tmp_path / "master.log", tmp_path / "worker.log"
-    worker = start_worker(port, worker_log)
-    proc = start_locust(["-f", "locustfiles/mixed.py", "--scenario", str(ROOT / "scenarios" / "distributed.yaml"),
-                         "--results-dir", str(results), "--stage-duration", "6", "--master",
-                         "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-                         "--expect-workers", "1", "--expect-workers-max-wait", "60"], log)
+    proc, worker = master_with_a_worker(results, log, worker_log, stage_s=6)
     try:
         wait_inside_second_stage(proc, results, log)
         worker.kill()

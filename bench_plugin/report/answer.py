@@ -156,8 +156,9 @@ def answer_plot(summary: Summary, styles: dict[str, ArmStyle]) -> Plot | None:
         return None
     marks = DataMarks("answer")
     with style():
-        fig = new_figure(0.55 * len(found) + 1.3)
-        ax = fig.add_axes((0.2, 0.8 / (0.55 * len(found) + 1.3), 0.62, 1 - 1.15 / (0.55 * len(found) + 1.3)))
+        height = max(2.6, 0.55 * len(found) + 1.3)  # inches: a row per arm, room for the axis below
+        fig = new_figure(height)
+        ax = fig.add_axes((0.2, 0.8 / height, 0.62, 1 - 1.15 / height))
         high = 0.0
         for row, (name, a) in enumerate(reversed(found)):
             assert a.per_device is not None and a.per_device.mean is not None

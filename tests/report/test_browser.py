@@ -32,7 +32,7 @@ HERE = Path(__file__).resolve().parent
 BROWSER = HERE.parent / "browser"
 ARTIFACTS = HERE / "artifacts"
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-EXPECTED = ["latency-llm", "latency-embedding", "latency-asr", "llm-streaming", "throughput",
+EXPECTED = ["answer-picture", "latency-llm", "latency-embedding", "latency-asr", "llm-streaming", "throughput",
             *[f"timeline-trial-{i}" for i in (1, 2, 3, 4)]]
 
 
@@ -83,7 +83,7 @@ def test_page_opens_without_errors_or_network(seen: dict[str, Any], record_prope
     assert seen["pageErrors"] == []
     assert seen["requests"] == [], "the page asked the network for something"
     assert seen["title"] == "GPU sharing report: short"
-    assert seen["headings"][:2] == ["Verdict", "Latency vs offered load"]
+    assert seen["headings"][:3] == ["The answer", "Verdict", "Latency vs offered load"]  # the answer opens it
     assert {"Trial timelines", "Errors"} <= set(seen["headings"])
 
 
