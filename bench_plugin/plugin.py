@@ -87,11 +87,11 @@ class BenchPlugin:
         self.scenario = scenario
         self.results_dir = results_dir
         self.no_report = launch.no_report
+        """``--no-report``: the campaign ends with the store and the summaries; report.html is rendered later."""
         self.answer: str | None = None
+        """A headless campaign's answer, printed after Locust's own final tables (``print_answer``, on quit)."""
         self.stop_requested: str | None = None
         """Who asked Locust to stop the test, where it was not a signal (the web UI's Stop button)."""
-        """A headless campaign's answer, printed after Locust's own final tables (``print_answer``, on quit)."""
-        """``--no-report``: the campaign ends with the store and the summaries; report.html is rendered later."""
         self.events = BenchEvents()
         self.request_sets = request_sets
         self.resuming = resuming

@@ -9,13 +9,14 @@ or ``python -m bench_plugin.report RESULTS_DIR``. The page is self-contained: CS
 plots as inline SVG drawn by matplotlib, no script, font, image or stylesheet from anywhere else, so
 it can be mailed, archived with the results and opened years later without a network.
 
-Order of the page (the seed's "how to read results"): the verdict per arm first, then per class the
-latency against offered load, normalised throughput and fairness, the per-stage figures (each
-percentile with its sample count per repeat), then one timeline per trial (the cluster's pods where
-it recorded them, placement, readiness, stages, failures, latency, GPU), the per-stage GPU series
-from Prometheus beside NVML's (only where the campaign queried one), the measurement checks, the
-errors, and every condition of the run. Each section opens with a short "how to read this"
-(report.guide); a percentile that rests on too few samples to be bounded is muted, in italics and
+Order of the page (the seed's "how to read results"): the answer in short with its picture first
+(report.answer), then the verdict per arm, then per class the latency against offered load,
+normalised throughput and fairness, the per-stage figures (each percentile with its sample count per
+repeat) and the stages cut short, then one timeline per trial (the cluster's pods where it recorded
+them, placement, readiness, stages, failures, latency, GPU), the per-stage GPU series from Prometheus
+beside NVML's (only where the campaign queried one), the measurement checks, the errors, and every
+condition of the run. Each section opens with a short "how to read this" (report.guide); a
+percentile that rests on too few samples to be bounded is muted, in italics and
 marked (report.basis).
 """
 

@@ -1,8 +1,9 @@
 """Markdown for terminals and pull requests: summary.md (the figures) and report.md (the answer first).
 
 summary.md lists the trials (and, where the cluster's pod events were recorded, their scheduling),
-then per stage, arm and class the figures over repeats. report.md reads like report.html without the
-plots: the verdict per arm first (when the campaign has a control to compare with), then the
+then per stage, arm and class the figures over repeats, then the stages cut short. report.md reads like
+report.html without the plots: the answer in short first (report.answer), then the verdict per arm
+(when the campaign has a control to compare with), then the
 per-stage tables, the operating boundary per arm, the pods' scheduling (where it was recorded), the
 per-stage GPU series from Prometheus beside NVML's (when the campaign queried one), and the
 conditions of the run in short. Both read the typed
@@ -239,7 +240,7 @@ def render_report(summary: Summary, *, started_s: float | None = None,
         f"- control arm: {summary.control}",
         f"- arms: {', '.join(summary.arms)}", "",
     ]
-    lines += answer.markdown(summary)
+    lines += _guided(answer.markdown(summary), "answer")
     if compared(comparison):
         lines += _verdict_section(summary, comparison)
     else:
