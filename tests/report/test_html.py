@@ -18,6 +18,7 @@ import pytest
 from stored_scenario import resolved
 
 from bench_plugin.report.answer import sentence
+from bench_plugin.report.clock import campaign_clock
 from bench_plugin.report.comparison import NO_COMPARISON
 from bench_plugin.report.html import write_report
 from bench_plugin.report.markdown import render_report
@@ -230,8 +231,12 @@ def test_conditions_hold_everything_needed_to_rerun(default_report: Path) -> Non
 def test_an_interrupted_campaign_still_reports_and_says_so(make_campaign: MakeCampaign) -> None:
     results = make_campaign(interrupted=True)
     text, _ = parse(write_report(results))
-    assert "<dd>interrupted</dd>" in text
+    summary = load_summary(results / "summary.json")
+    assert summary.status.ended_s is not None
+    assert f"<dd>interrupted at {campaign_clock(summary, summary.status.ended_s)}</dd>" in text  # status and when
     assert "Trial 4: arm shared, repeat 2 (interrupted)" in text
+    cut_section = text.split('<section id="cut-short">')[1].split("</section>")[0]  # what the cut stage measured
+    assert "<td>4</td><td>shared</td><td>2</td>" in cut_section and "<td>interrupted" in cut_section
     drawn = figure_html(text, "timeline-trial-4").split("<svg", 1)[1]
     assert "interrupted" in drawn  # the stage's label and the legend in the picture itself
     summary = load_summary(results / "summary.json")

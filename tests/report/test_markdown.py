@@ -42,7 +42,7 @@ def test_verdict_comes_first_then_stages_then_boundaries_then_conditions(default
         "| 2.40 [2.29, 2.52] | trade-off |" in verdict
     assert "| • llm P95 1.9x the control<br>• errors 2% > budget 1% |" in verdict  # one bullet per reason
     assert "- **exclusive**: every stage met its SLOs" in text
-    assert "2027-01-15 08:00 UTC" in text and '`{"sharing": "time-slicing"}`' in text
+    assert "started: 2027-01-15 08:00 +00:00;" in text and '`{"sharing": "time-slicing"}`' in text
     assert "driver: 550.54.15" in text
 
 
