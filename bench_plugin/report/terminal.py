@@ -79,7 +79,8 @@ def _arm(summary: Summary, name: str, arm: ArmComparison, control: str | None) -
     if answer is not None and (figure := per_device_text(answer, control)):
         there = answer.limiting if answer.limiting != arm.boundary.limiting else None
         parts.append(figure + (f"; there {there}" if there else ""))
-    parts.append(f"boundary {boundary_short(arm.boundary)}")
+    boundary = arm.boundary  # one that could not be measured says why in its own sentence
+    parts.append(boundary.text if boundary.status == "not measured" else f"boundary {boundary_short(boundary)}")
     out = ["; ".join(parts)]
     figures = {stage.index: stage for stage in summary.arms[name].stages} if name in summary.arms else {}
     for stage in arm.stages:
