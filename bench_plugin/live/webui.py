@@ -20,7 +20,10 @@ format (live/exposition.py); ``/bench/report`` the report once written.
 Locust's own Statistics tab is reset at each stage start, so it too shows the current stage (its
 buckets round to 10 ms above 100 ms: the tabs here use the exact samples).
 
-Under Locust's header the banner says what Start does and links the report; a collapsible panel shows the
+Under Locust's header the banner says what Start does, links the report and keeps the campaign's status line
+in view (``/bench/status.json``, polled by the banner itself: Locust's page stops polling its tables once its
+test has stopped, so after a Stop only the banner says how, when and why the campaign ended); a collapsible
+panel shows the
 live charts (live/charts.py: ``/bench/charts`` fed by ``/bench/series.json``), which a table cannot be; and
 the Host field is made read-only, since this campaign's endpoints come from its scenario.
 """
@@ -171,8 +174,15 @@ def _banner(plugin: Shown) -> str:
     host = ("<script>new MutationObserver(() => { for (const i of document.querySelectorAll('input[name=host]')) "
             "{ if (!i.readOnly) { i.readOnly = true; i.title = 'endpoints come from the scenario (or --host, "
             "--<class>-host)'; } } }).observe(document.documentElement, {childList: true, subtree: true});</script>")
+    # Locust's page stops polling its tables once its test has stopped (local mode: while the campaign is still
+    # writing its end), so the campaign's own status is polled here, and stays in view however it ended.
+    status = ('<div style="margin-top:4px">Campaign: <b id="bench-plugin-status">waiting</b></div>'
+              "<script>(function poll() { fetch('/bench/status.json', {cache: 'no-store'}).then((r) => r.ok ? "
+              "r.json() : null).then((s) => { const b = document.getElementById('bench-plugin-status'); "
+              "if (s && b) { b.textContent = s.text; b.style.color = s.ended && !s.completed ? '#b00020' : ''; } })"
+              ".catch(() => {}).finally(() => setTimeout(poll, 2000)); })();</script>")
     return ('<div id="bench-plugin-banner" style="font:14px sans-serif;padding:8px 24px;background:#fff8e1;'
-            f'border-bottom:1px solid #e0c97f">{text}</div>{charts}{host}')
+            f'border-bottom:1px solid #e0c97f">{text}{status}</div>{charts}{host}')
 
 
 def attach(plugin: Shown) -> None:
@@ -250,6 +260,13 @@ def attach(plugin: Shown) -> None:
     @app.route("/bench/charts")
     def charts_page() -> Response:
         return Response(PAGE, mimetype="text/html")
+
+    @app.route("/bench/status.json")
+    def status() -> Response:
+        """The campaign's status line (how, when and why it ended, once it has), for the banner."""
+        snapshot = plugin.live_snapshot()
+        return jsonify({"text": status_line(snapshot), "ended": snapshot.ended_s is not None,
+                        "completed": snapshot.status == "completed"})
 
     @app.route("/bench/series.json")
     def series() -> Response:

@@ -94,8 +94,9 @@ try {
 
   await page.getByRole('button', { name: 'Stop' }).click();
   await page.getByRole('tab', { name: 'GPU sharing, campaign' }).click();
+  // The banner's campaign line: Locust's own tables stop polling once its test has stopped, the banner does not.
   result.afterStop = await waitFor(async () => {
-    const status = (rowsOf(lastStats, 'bench-campaign').find((r) => r.item === 'status') || {}).value;
+    const status = (await page.textContent('#bench-plugin-status')) || '';
     return status && status !== 'running' && status !== 'waiting' ? status : null;
   }, 120);
   await page.waitForTimeout(2500);  // one more poll, so the table shows the end
