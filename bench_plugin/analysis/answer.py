@@ -29,6 +29,8 @@ from bench_plugin.results.summary import Answer, ArmComparison, Judged, Spread, 
 
 CONTROL = "control"
 """The call of the control arm's own answer."""
+SEARCHED = "the searched boundary"
+"""``Answer.at`` of a search: the figure is the capacity within SLOs per device there."""
 
 NEXT_STEPS: dict[str, str] = {
     "unfinished": "resume the campaign (--resume DIR) to measure what it left out",
@@ -54,7 +56,7 @@ def arm_answer(comparison: ArmComparison, control: ArmComparison | None, trials:
     at: str | None
     per_device: Spread | None
     if comparison.search is not None:
-        at, per_device = "the searched boundary", comparison.search.capacity_per_device
+        at, per_device = SEARCHED, comparison.search.capacity_per_device
         ref = None if is_control or control is None or control.search is None else control.search.capacity_per_device
         ratio = None if is_control else comparison.search.capacity_per_device_ratio
         limiting = comparison.boundary.limiting

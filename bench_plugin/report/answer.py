@@ -9,6 +9,7 @@ beside the control's. Everything comes from the typed summary's ``comparison.arm
 
 from __future__ import annotations
 
+from bench_plugin.analysis.answer import CONTROL, SEARCHED
 from bench_plugin.analysis.boundary import BELOW, NOT_REACHED, format_offered
 from bench_plugin.analysis.search import ABOVE_MAXIMUM, BELOW_MINIMUM
 from bench_plugin.analysis.significance import HIGHER, LOWER
@@ -51,13 +52,13 @@ def _extent(comp: ArmComparison) -> str:
 
 def sentence(name: str, comp: ArmComparison, answer: Answer, control: str | None) -> str:
     """One arm's answer in plain words."""
-    if answer.call == "control":
+    if answer.call == CONTROL:
         per = answer.per_device
         serves = (f" It serves {per.mean:.3g} req/s within SLO per device there." if per is not None
                   and per.mean is not None else "")
         return f"{name} is the control: {_extent(comp)}.{serves}"
     per, ref, ratio = answer.per_device, answer.control_per_device, answer.ratio
-    where = "at its boundary" if answer.at == "the searched boundary" else f"at {answer.at}"
+    where = "at its boundary" if answer.at == SEARCHED else f"at {answer.at}"
     figures = ""
     if per is not None and per.mean is not None:
         figures = f"{per.mean:.3g} req/s within SLO per device {where}"
@@ -83,7 +84,7 @@ def sentence(name: str, comp: ArmComparison, answer: Answer, control: str | None
 def headline(summary: Summary) -> str:
     """Whether sharing pays off in this campaign, in one sentence."""
     control = summary.comparison.control
-    arms = [(name, a) for name, _, a in answered(summary) if a.call != "control"]
+    arms = [(name, a) for name, _, a in answered(summary) if a.call != CONTROL]
     if not arms or control is None:
         return "No control arm to compare with: the figures below still show the arms side by side."
     worth = [(name, a) for name, a in arms if call_kind(a.call) == WORTH_IT]
@@ -107,13 +108,13 @@ def rows(summary: Summary) -> list[list[str]]:
     """The answer table's rows (COLUMNS), one per arm."""
     out = []
     for name, comp, answer in answered(summary):
-        ratio = "-" if answer.call == "control" else spread_text(answer.ratio, 2, "x")
-        if answer.ratio is not None and answer.ratio.call and answer.call != "control":
+        ratio = "-" if answer.call == CONTROL else spread_text(answer.ratio, 2, "x")
+        if answer.ratio is not None and answer.ratio.call and answer.call != CONTROL:
             ratio += f" ({answer.ratio.call})"
         per = spread_text(answer.per_device, 1)
         if answer.at and per != "-":
-            per += f" at {answer.at.replace('the searched boundary', 'its boundary')}"
-        out.append([name, answer.call, per, ratio, boundary_short(comp.boundary).split("; limited by")[0],
+            per += " at its boundary" if answer.at == SEARCHED else f" at {answer.at}"
+        out.append([name, answer.call, per, ratio, boundary_short(comp.boundary, limited=False),
                     answer.limiting or "-", answer.next_step])
     return out
 
@@ -174,8 +175,8 @@ def answer_plot(summary: Summary, styles: dict[str, ArmStyle]) -> Plot | None:
                                       capsize=3, color="#222222", markerfacecolor="white",
                                       label=f"{summary.comparison.control} at the same load"))
                 high = max(high, ref.mean + rhi)
-            at = f" at {a.at}" if a.at and a.at != "the searched boundary" else ""
-            note = a.call if a.call == "control" else f"{a.call}{at}, {spread_text(a.ratio, 2, 'x')}"
+            at = f" at {a.at}" if a.at and a.at != SEARCHED else ""
+            note = a.call if a.call == CONTROL else f"{a.call}{at}, {spread_text(a.ratio, 2, 'x')}"
             ax.annotate(note, xy=(1.0, row), xycoords=("axes fraction", "data"), xytext=(6, 0),
                         textcoords="offset points", va="center", fontsize=8.5)
         ax.set_yticks(range(len(found)), [name for name, _ in reversed(found)])

@@ -103,9 +103,9 @@ def boundary_text(boundary: Boundary) -> str:
     return boundary.text or boundary_short(boundary)
 
 
-def boundary_short(boundary: Boundary) -> str:
-    """An arm's boundary in a table cell: where it is and what limits it."""
-    limit = f"; limited by {boundary.limiting}" if boundary.limiting else ""
+def boundary_short(boundary: Boundary, limited: bool = True) -> str:
+    """An arm's boundary in a table cell: where it is and (with ``limited``) what limits it."""
+    limit = f"; limited by {boundary.limiting}" if boundary.limiting and limited else ""
     if boundary.status == "reached" and boundary.offered:
         about = ", ".join(f"{name} {load:.3g}" for name, load in boundary.offered.items())
         return f"reached at about {about}{limit}"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bench_plugin.analysis.answer import CONTROL, SEARCHED
 from bench_plugin.report import cut_short
 from bench_plugin.report.clock import campaign_clock
 from bench_plugin.report.comparison import boundary_short, spread_text
@@ -62,7 +63,7 @@ def per_device_text(answer: Answer, control: str | None) -> str:
     sweep, ``goodput at stage 0 ...``; "" when the arm has no such figure."""
     if answer.per_device is None or answer.per_device.mean is None:
         return ""
-    what = "capacity within SLOs" if answer.at == "the searched boundary" else f"goodput at {answer.at}"
+    what = "capacity within SLOs" if answer.at == SEARCHED else f"goodput at {answer.at}"
     text = f"{what} {spread_text(answer.per_device, 1)} req/s per device"
     ref = answer.control_per_device
     if ref is not None and ref.mean is not None:
@@ -74,7 +75,7 @@ def per_device_text(answer: Answer, control: str | None) -> str:
 
 def _arm(summary: Summary, name: str, arm: ArmComparison, control: str | None) -> list[str]:
     answer = arm.answer
-    call = "control" if arm.is_control else (arm.verdict.call if arm.verdict else "no verdict")
+    call = CONTROL if arm.is_control else (arm.verdict.call if arm.verdict else "no verdict")
     parts = [f"  {name}: {call.upper() if not arm.is_control else call}"]
     if answer is not None and (figure := per_device_text(answer, control)):
         there = answer.limiting if answer.limiting != arm.boundary.limiting else None
