@@ -121,7 +121,7 @@ def live_rows(snapshot: LiveSnapshot) -> list[dict[str, str]]:
     return rows
 
 
-def campaign_rows(snapshot: LiveSnapshot, load_generators: str) -> list[dict[str, str | float]]:
+def campaign_rows(snapshot: LiveSnapshot, load_generators: str, base: str = "") -> list[dict[str, str | float]]:
     """The campaign tab's rows: where it is, what the live figures cover, the verdict so far. The window's row
     also carries its exact bounds (``start``, ``end``: epoch seconds), which the table does not show."""
     pos = snapshot.position
@@ -135,7 +135,7 @@ def campaign_rows(snapshot: LiveSnapshot, load_generators: str) -> list[dict[str
     rows += [(WINDOW_ROW, window_label(snapshot)), ("load generators", load_generators)]
     rows += [(f"verdict: {arm}", text) for arm, text in snapshot.verdicts.items()]
     if snapshot.report:
-        rows.append(("report", "/bench/report"))
+        rows.append(("report", f"{base}/bench/report"))
     bounds = {"start": snapshot.window_start_s, "end": snapshot.window_end_s}
     return [{"item": item, "value": value, **(bounds if item == WINDOW_ROW else {})} for item, value in rows]
 
@@ -157,7 +157,14 @@ def window_label(snapshot: LiveSnapshot) -> str:
     return f"last {span:.1f} s{of} ({start} to {end})"
 
 
-def _banner(plugin: Shown) -> str:
+def base_path(environment: Environment) -> str:
+    """Locust's ``--web-base-path`` without its trailing slash ("" at the root): the plugin's pages live under it,
+    as Locust's own do, so a reverse proxy that serves the UI under a prefix serves them too."""
+    options = environment.parsed_options
+    return str(getattr(options, "web_base_path", "") or "").rstrip("/")
+
+
+def _banner(plugin: Shown, base: str) -> str:
     scenario = plugin.scenario
     arms = ", ".join(arm.name for arm in scenario.arms)
     text = (f"bench_plugin campaign <b>{html.escape(scenario.name)}</b> ({html.escape(arms)}; "
@@ -165,21 +172,22 @@ def _banner(plugin: Shown) -> str:
             "Users and ramp-up do not apply: each stage sends open-loop arrivals at the scenario's rates, and "
             "Locust's RPS counts requests (TTFT and TPOT are in the plugin's tabs). Live figures: tab "
             "<i>GPU sharing, live</i>, and the charts below. The report, once the campaign has ended: "
-            '<a href="/bench/report" target="_blank">/bench/report</a>.')
+            f'<a href="{base}/bench/report" target="_blank">{base}/bench/report</a>.')
     charts = ('<details id="bench-plugin-charts" style="font:14px sans-serif;padding:4px 24px;'
               'border-bottom:1px solid #e0c97f"><summary>GPU sharing: live charts per class (P95 against the '
               'SLO, throughput against the offered rate, errors, GPU)</summary><iframe title="live charts" '
-              'src="/bench/charts" style="width:100%;height:620px;border:0"></iframe></details>')
+              f'src="{base}/bench/charts" style="width:100%;height:620px;border:0"></iframe></details>')
     # The Host field is not this campaign's (its endpoints come from the scenario): shown read-only.
     host = ("<script>new MutationObserver(() => { for (const i of document.querySelectorAll('input[name=host]')) "
             "{ if (!i.readOnly) { i.readOnly = true; i.title = 'endpoints come from the scenario (or --host, "
             "--<class>-host)'; } } }).observe(document.documentElement, {childList: true, subtree: true});</script>")
     # Locust's page stops polling its tables once its test has stopped (local mode: while the campaign is still
     # writing its end), so the campaign's own status is polled here, and stays in view however it ended.
-    status = ('<div style="margin-top:4px">Campaign: <b id="bench-plugin-status">waiting</b></div>'
-              "<script>(function poll() { fetch('/bench/status.json', {cache: 'no-store'}).then((r) => r.ok ? "
-              "r.json() : null).then((s) => { const b = document.getElementById('bench-plugin-status'); "
-              "if (s && b) { b.textContent = s.text; b.style.color = s.ended && !s.completed ? '#b00020' : ''; } })"
+    status = ('<div style="margin-top:4px">Campaign: <b id="bench-plugin-status">waiting</b></div><script>'
+              f"(function poll() {{ fetch('{base}/bench/status.json', {{cache: 'no-store'}})"
+              ".then((r) => r.ok ? r.json() : null).then((s) => { "
+              "const b = document.getElementById('bench-plugin-status'); if (s && b) { b.textContent = s.text; "
+              "b.style.color = s.ended && !s.completed ? '#b00020' : ''; } })"
               ".catch(() => {}).finally(() => setTimeout(poll, 2000)); })();</script>")
     return ('<div id="bench-plugin-banner" style="font:14px sans-serif;padding:8px 24px;background:#fff8e1;'
             f'border-bottom:1px solid #e0c97f">{text}{status}</div>{charts}{host}')
@@ -198,6 +206,7 @@ def attach(plugin: Shown) -> None:
     app = web_ui.app
     assert app is not None
     history = History()
+    base = base_path(plugin.environment)
 
     @app.before_request
     def stop_button() -> None:
@@ -242,37 +251,38 @@ def attach(plugin: Shown) -> None:
         if request.path.endswith("/stats/requests") and response.is_json:
             snapshot = served()
             extended = [{"key": LIVE_TAB, "data": live_rows(snapshot)},
-                        {"key": CAMPAIGN_TAB, "data": campaign_rows(snapshot, plugin.fleet.summary_line())}]
+                        {"key": CAMPAIGN_TAB, "data": campaign_rows(snapshot, plugin.fleet.summary_line(), base)}]
             response.set_data(json.dumps({**(response.get_json() or {}), "extended_stats": extended}))
-        elif request.path in ("/", "") and response.mimetype == "text/html" and not response.direct_passthrough:
+        elif (request.path.rstrip("/") == base and response.mimetype == "text/html"
+              and not response.direct_passthrough):
             page = response.get_data(as_text=True)
-            response.set_data(page.replace("<body>", "<body>" + _banner(plugin), 1))
+            response.set_data(page.replace("<body>", "<body>" + _banner(plugin, base), 1))
         return response
 
-    @app.route("/bench/live.json")
+    @app.route(f"{base}/bench/live.json")
     def live_json() -> Response:
         return jsonify(asdict(plugin.live_snapshot()))
 
-    @app.route("/bench/metrics")
+    @app.route(f"{base}/bench/metrics")
     def metrics() -> Response:
         return Response(exposition.render(served(), plugin.scenario), mimetype=None, content_type=CONTENT_TYPE)
 
-    @app.route("/bench/charts")
+    @app.route(f"{base}/bench/charts")
     def charts_page() -> Response:
         return Response(PAGE, mimetype="text/html")
 
-    @app.route("/bench/status.json")
+    @app.route(f"{base}/bench/status.json")
     def status() -> Response:
         """The campaign's status line (how, when and why it ended, once it has), for the banner."""
         snapshot = plugin.live_snapshot()
         return jsonify({"text": status_line(snapshot), "ended": snapshot.ended_s is not None,
                         "completed": snapshot.status == "completed"})
 
-    @app.route("/bench/series.json")
+    @app.route(f"{base}/bench/series.json")
     def series() -> Response:
         return jsonify(history.to_json(plugin.scenario))
 
-    @app.route("/bench/report")
+    @app.route(f"{base}/bench/report")
     def report() -> Response:
         path = Path(plugin.results_dir) / "report.html"
         if not path.is_file() and plugin.no_report:

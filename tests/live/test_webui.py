@@ -68,14 +68,16 @@ def run_ui(tmp_path: Path, mode: str) -> tuple[dict[str, Any], Path, int, str]:
     args = [LOCUST, "-f", "locustfiles/mixed.py", "--scenario", str(scenario(tmp_path)), "--results-dir",
             str(results), "--web-host", "127.0.0.1", "--web-port", str(port)]
     workers: list[subprocess.Popen[bytes]] = []
-    if mode == "master":
-        master_port = free_port()
-        args += ["--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(master_port)]
+    prefix = ""
+    if mode == "master":  # also under a base path, as behind a reverse proxy that serves the UI under a prefix
+        master_port, prefix = free_port(), "/gpu-bench"
+        args += ["--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(master_port),
+                 "--web-base-path", prefix]
     with open(log, "wb") as out:
         proc = subprocess.Popen(args, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
                                 env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
-        base = f"http://127.0.0.1:{port}/"
+        base = f"http://127.0.0.1:{port}{prefix}/"
         wait_up(base)
         if mode == "master":
             workers = [start_worker(master_port, tmp_path / f"worker-{n}.log") for n in (1, 2)]
