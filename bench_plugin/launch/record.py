@@ -50,6 +50,9 @@ class Launch:
     """A progress line every few seconds (headless; ``--only-summary`` quiets only Locust's own tables)."""
     no_report: bool
     """``--no-report``: the campaign ends with the store and the summaries; report.html is rendered later."""
+    web_base_path: str = ""
+    """Locust's ``--web-base-path`` without its trailing slash ("" at the root): the plugin's web pages live under
+    it, as Locust's own do (live/webui.py)."""
 
 
 def build(environment: Environment) -> Launch:
@@ -85,6 +88,7 @@ def build(environment: Environment) -> Launch:
         provenance=provenance, overrides=overrides,
         resuming=resuming, headless=headless, progress=headless,
         no_report=bool(getattr(options, "no_report", False)),
+        web_base_path=str(getattr(options, "web_base_path", "") or "").rstrip("/"),
     )
 
 

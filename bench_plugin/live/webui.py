@@ -69,6 +69,8 @@ class Shown(Protocol):
     no_report: bool
     finalized: bool
     stop_requested: str | None
+    web_base_path: str
+    """Locust's ``--web-base-path`` without its trailing slash ("" at the root)."""
 
     @property
     def fleet(self) -> Fleet:
@@ -157,13 +159,6 @@ def window_label(snapshot: LiveSnapshot) -> str:
     return f"last {span:.1f} s{of} ({start} to {end})"
 
 
-def base_path(environment: Environment) -> str:
-    """Locust's ``--web-base-path`` without its trailing slash ("" at the root): the plugin's pages live under it,
-    as Locust's own do, so a reverse proxy that serves the UI under a prefix serves them too."""
-    options = environment.parsed_options
-    return str(getattr(options, "web_base_path", "") or "").rstrip("/")
-
-
 def _banner(plugin: Shown, base: str) -> str:
     scenario = plugin.scenario
     arms = ", ".join(arm.name for arm in scenario.arms)
@@ -206,7 +201,7 @@ def attach(plugin: Shown) -> None:
     app = web_ui.app
     assert app is not None
     history = History()
-    base = base_path(plugin.environment)
+    base = plugin.web_base_path  # Locust's --web-base-path: the plugin's pages live under it, as Locust's own do
 
     @app.before_request
     def stop_button() -> None:
