@@ -88,6 +88,8 @@ class BenchPlugin:
         self.results_dir = results_dir
         self.no_report = launch.no_report
         """``--no-report``: the campaign ends with the store and the summaries; report.html is rendered later."""
+        self.web_base_path = launch.web_base_path
+        """Locust's ``--web-base-path`` (live/webui.py serves the plugin's pages under it)."""
         self.answer: str | None = None
         """A headless campaign's answer, printed after Locust's own final tables (``print_answer``, on quit)."""
         self.stop_requested: str | None = None
@@ -177,14 +179,14 @@ class BenchPlugin:
             self.progress.kill(block=False)
         if self.greenlet is not None and not self.greenlet.dead:
             signum = stopped_by(self.environment)
-            lost = None if signum is not None or self.stop_requested else self.fleet.all_lost()
-            cause = stop_cause(signum) if signum is not None else self.stop_requested or lost
-            if cause is not None:
+            gone = None if signum is not None or self.stop_requested else self.fleet.all_lost()
+            cause = stop_cause(signum) if signum is not None else self.stop_requested or (gone and gone[0])
+            if cause:
                 self.conductor.stop_cause = cause
             self.greenlet.kill(block=True, timeout=120)
-            if lost is not None and self.conductor.status == "interrupted":  # Locust stopped: no worker was left
+            if gone is not None and gone[1] and self.conductor.status == "interrupted":  # no worker was left
                 self.conductor.status = "failed"
-                self.conductor.reason = f"{lost}; the campaign stopped there (what was measured is kept)"
+                self.conductor.reason = f"{gone[0]}; the campaign stopped there (what was measured is kept)"
                 self.recorder.record(CampaignRecord(status=Ending(status="failed", reason=self.conductor.reason,
                                                                   ended_s=time.time())))
             self._last_reports()

@@ -42,6 +42,8 @@ logger = logging.getLogger(__name__)
 
 LOCAL = "local"
 """The member id of the local runner's own process."""
+QUIT = "it quit or disconnected"
+"""Why a worker Locust no longer lists is gone (it said goodbye, or its connection closed)."""
 
 Note = Callable[[Entry], None]
 """Puts an entry on the campaign's timeline (a declared kind: results/timeline.py)."""
@@ -226,7 +228,7 @@ class Fleet:
                 continue
             client = runner.clients.get(member.id)
             if client is None:
-                member.reason = "it quit or disconnected"
+                member.reason = QUIT
             elif client.state == STATE_MISSING:
                 member.reason = "no heartbeat for 3 s"
             else:
@@ -243,16 +245,20 @@ class Fleet:
         return {mid: self.members[mid].reason or "lost" for mid in ledger.workers
                 if mid in self.members and self.members[mid].state == "lost"}
 
-    def all_lost(self) -> str | None:
-        """Why no load generator is left, where every worker that joined was lost (None otherwise, or in one
-        process): ``every worker was lost (worker w1: it quit or disconnected)``."""
+    def all_lost(self) -> tuple[str, bool] | None:
+        """Where every worker that joined is gone (None otherwise, or in one process): why, and whether that fails
+        the campaign. Workers that all quit (a Ctrl-C to the process group reaches them first, say) stopped it:
+        ``every worker quit (worker w1)``. One that stopped answering (killed, its host gone) failed it:
+        ``every worker was lost (worker w1: no heartbeat for 3 s)``."""
         if not self.distributed:
             return None
         self.poll()
         joined = [m for m in self.members.values() if m.state != "refused"]
         if not joined or any(m.state != "lost" for m in joined):
             return None
-        return "every worker was lost (" + "; ".join(f"worker {m.id}: {m.reason or 'lost'}" for m in joined) + ")"
+        if all(m.reason == QUIT for m in joined):
+            return "every worker quit (" + ", ".join(f"worker {m.id}" for m in joined) + ")", False
+        return "every worker was lost (" + "; ".join(f"worker {m.id}: {m.reason or 'lost'}" for m in joined) + ")", True
 
     def wait_for_senders(self, classes: Iterable[str], timeout_s: float) -> None:
         """Return once every class has an accepted member that can send it and no worker is setting up.

@@ -14,7 +14,9 @@ skipped, the rest runs as it would have.
 
 A stage whose load was not exactly the stated one (a worker lost mid-stage, a sample missing: see
 loadgen/ledger.py) is marked ``invalid`` with the reason, and the campaign stops there with status
-``failed``: its figures would compare unequal loads.
+``failed``: its figures would compare unequal loads. A worker that quit mid-stage (stopped on purpose:
+a Ctrl-C to the process group reaches the workers first) stops the campaign as a stop does: the stage
+and the campaign are ``interrupted``, saying which worker quit.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from bench_plugin.analysis.objectives import ClassObjectives
 from bench_plugin.analysis.search import BoundarySearch
 from bench_plugin.analysis.summary import PROTOCOL_FAILURE, class_stats
 from bench_plugin.loadgen.arrivals import OPEN_LOOP, arrival_offsets
-from bench_plugin.loadgen.fleet import LOCAL, Fleet, NoLoadGenerators, on_this_host
+from bench_plugin.loadgen.fleet import LOCAL, QUIT, Fleet, NoLoadGenerators, on_this_host
 from bench_plugin.loadgen.ledger import StageKey, StageLedger
 from bench_plugin.loadgen.state import ClassLoad, StageAssignment
 from bench_plugin.results.placement import Placement
@@ -90,6 +92,10 @@ class ProtocolFailure(Exception):
 
 class StageInvalid(Exception):
     """A stage's load was not the stated one (its accounting failed); the message says how."""
+
+
+class WorkerQuit(Exception):
+    """Every worker lost mid-stage had quit (stopped on purpose, not failed): the campaign stops as a stop does."""
 
 
 class Conductor:
@@ -167,6 +173,8 @@ class Conductor:
             self.status, self.reason = "failed", f"releasing what the arm started failed: {exc}"
         except StageInvalid as exc:
             self.status, self.reason = "failed", f"{exc}; the campaign stopped there (what was measured is kept)"
+        except WorkerQuit as exc:
+            self.status, self.reason = "interrupted", f"{exc}; the campaign stopped there (what was measured is kept)"
         except StoreWriteError as exc:  # the disk is full, say: stop, keeping what was committed
             self.status, self.reason = "failed", f"{exc}; the campaign stopped there (what was committed is kept)"
         except gevent.GreenletExit:
@@ -198,6 +206,9 @@ class Conductor:
             raise CampaignFailed(f"trial {trial.id} (arm {trial.arm.name}, repeat {trial.repeat}): {exc}") from None
         except StageInvalid as exc:
             status, reason = "invalid", str(exc)
+            raise
+        except WorkerQuit as exc:
+            status, reason = "interrupted", str(exc)
             raise
         except gevent.GreenletExit:
             status, reason = "interrupted", "the run was stopped"
@@ -370,7 +381,7 @@ class Conductor:
             if disruption is not None:
                 disruption.end(stopped=status == "interrupted")
         gone = reason is not None and reason.startswith(SERVER_GONE)
-        self.unverified.append((assignment.key, status == "aborted" or gone))  # arrivals stopped early
+        self.unverified.append((assignment.key, status in ("aborted", "interrupted") or gone))  # stopped early
         if gone and reason is not None:
             self._drain(trial, segment)  # keep what was measured up to the server's exit, then stop
             raise ServerGone(f"stage {index}: {reason.removeprefix(SERVER_GONE)}")
@@ -380,6 +391,9 @@ class Conductor:
         if status == "invalid":
             self._drain(trial, segment)  # keep what the remaining workers measured, then stop
             raise StageInvalid(f"trial {trial.id} stage {index} is invalid: {reason}")
+        if status == "interrupted":
+            self._drain(trial, segment)  # keep what the remaining workers measured, then stop
+            raise WorkerQuit(f"trial {trial.id} stage {index}: {reason}")
         self._answered(trial, segment, index, tally)
         return status
 
@@ -428,6 +442,8 @@ class Conductor:
             if gone is not None:
                 return "invalid", SERVER_GONE + gone + " mid-stage"
             lost = self.fleet.lost(ledger)
+            if lost and all(why == QUIT for why in lost.values()):
+                return "interrupted", "; ".join(f"worker {w} quit mid-stage" for w in sorted(lost))
             if lost:
                 return "invalid", "; ".join(f"worker {w} was lost mid-stage ({why})" for w, why in sorted(lost.items()))
             assert self.tally is not None
