@@ -41,8 +41,8 @@ class ServerSpec(StrictModel):
 
     ``kind: reference`` runs ``python -m bench_plugin.servers <class> --size <size> <args>``; ``kind:
     command`` runs ``command`` with ``{port}``, ``{host}``, ``{device}``, ``{model}``, ``{python}``
-    (this interpreter) and ``{log_dir}`` (the campaign's server logs) substituted, for any other
-    OpenAI-compatible server.
+    (this interpreter), ``{log_dir}`` (the campaign's server logs), ``{arm}`` (the arm's name) and
+    ``{sharing}`` (its sharing mode) substituted, for any other OpenAI-compatible server.
     """
 
     kind: Literal["reference", "command"] = "reference"

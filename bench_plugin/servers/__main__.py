@@ -14,6 +14,7 @@ import os
 import sys
 
 from .api_audio import max_decode_tokens
+from .device import service_ms_for
 from .device_flags import cuda_only_refusal, device_spec_error
 from .presets import ASR_PRESETS, DEFAULT_MODEL_NAMES, EMBEDDING_PRESETS, LLM_PRESETS
 
@@ -150,6 +151,21 @@ def _add_synthetic(syn: argparse.ArgumentParser) -> None:
         default=0,
         help="requests served at once; later ones queue, so capacity is known (default 0: unlimited)",
     )
+    syn.add_argument(
+        "--shared-device",
+        default=None,
+        metavar="PATH",
+        help="queue every request on the simulated device in file PATH, shared with the other synthetic servers "
+        "given the same PATH (one FCFS queue, exponential service): the contention simulator (servers/device.py)",
+    )
+    syn.add_argument(
+        "--service-ms",
+        default="10",
+        metavar="SPEC",
+        help="with --shared-device: mean device time per request, ms; `10`, or per --service-key "
+        "`time-slicing=14,light=8,10` (a bare number for every other key; default 10)",
+    )
+    syn.add_argument("--service-key", default=None, help="what picks --service-ms's time: the arm ({arm}), say")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -201,6 +217,11 @@ def _validate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None
     if args.model_name is None:
         args.model_name = DEFAULT_MODEL_NAMES[args.kind].format(size=getattr(args, "size", ""))
     if args.kind == "synthetic":
+        if args.shared_device is not None:
+            try:
+                args.service_s = service_ms_for(args.service_ms, args.service_key) / 1000.0
+            except ValueError as exc:
+                parser.error(str(exc))
         return
     size: str = args.size
     if args.kind == "llm" and args.max_model_len is not None:

@@ -10,6 +10,9 @@ so the same request is slow in every run whatever else the server was sent) mark
 routes) or total latency (others). With
 ``--timing-log`` each finished request appends one JSON line with its server-side
 timings; ``status`` is the HTTP status, or 499 when the client went away mid-stream.
+With ``--shared-device PATH`` every request first queues on a simulated device shared with the
+other synthetic servers of that PATH (servers/device.py: the contention simulator), and its
+latency model starts when the device lets it go.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import random
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
@@ -30,6 +34,7 @@ from aiohttp import web
 
 from . import api_audio, api_embeddings, api_text
 from .app import CLIENT_GONE_STATUS, ApiError, ClientDisconnected, ServerState, create_app, read_json_object, serve
+from .device import SimulatedDevice
 from .metrics import ServerMetrics
 from .presets import RESERVED_TOKENS
 from .tokenizer import WordTokenizer, count_words
@@ -46,7 +51,8 @@ class RequestRecord:
     received_s: float
     slow: bool
     started_s: float = 0.0
-    """When service began: received_s, or later when --max-concurrency made it queue."""
+    """When service began: received_s, later when --max-concurrency made it queue, or when the shared device
+    (--shared-device) let it go."""
     first_token_s: float | None = None
     last_token_s: float | None = None
     end_s: float | None = None
@@ -54,6 +60,8 @@ class RequestRecord:
     status: int = 500
     request_id: str | None = None
     """The client's X-Request-Id header, where it sent one (bench_plugin's users do)."""
+    device_s: tuple[float, float] | None = None
+    """When the shared device (--shared-device) served it: (start, end); None without one."""
 
     def to_json(self) -> dict[str, Any]:
         """The timing-log line for this request."""
@@ -77,6 +85,8 @@ class RequestRecord:
             "output_tokens": self.output_tokens,
             "slow": self.slow,
             "status": self.status,
+            "device_start_s": None if self.device_s is None else self.device_s[0],
+            "device_end_s": None if self.device_s is None else self.device_s[1],
         }
 
 
@@ -108,6 +118,8 @@ class SyntheticServer:
         limit = getattr(args, "max_concurrency", 0)
         self._slots = asyncio.Semaphore(limit) if limit > 0 else None
         self._log: IO[str] | None = open(args.timing_log, "a", buffering=1) if args.timing_log else None  # noqa: SIM115
+        device = getattr(args, "shared_device", None)
+        self._device = SimulatedDevice(Path(device), args.service_s, args.seed) if device else None
 
     # -- Backend protocol: readiness is just a timer. -------------------------------
     def start(self, on_ready: Callable[[], object], on_error: Callable[[BaseException], object]) -> None:
@@ -115,7 +127,9 @@ class SyntheticServer:
         asyncio.get_running_loop().call_later(self.args.ready_after_s, on_ready)
 
     def stop(self) -> None:
-        """Nothing to stop: the timing log is line-buffered, so every line is already written."""
+        """Let go of the simulated device (the timing log is line-buffered: every line is already written)."""
+        if self._device is not None:
+            self._device.close()
 
     # -- bookkeeping ----------------------------------------------------------------
     def _begin(self, endpoint: str, content: bytes, request_id: str | None) -> RequestRecord:
@@ -145,7 +159,12 @@ class SyntheticServer:
         """Run ``work`` under a new record; log it with its final status whatever happens."""
         rec = self._begin(endpoint, content, request.headers.get("X-Request-Id"))
         try:
-            if self._slots is not None:
+            if self._device is not None:  # the shared device first; the latency model runs once it lets go
+                rec.device_s = self._device.admit(rec.received_s)
+                await sleep_until(rec.device_s[1])
+                rec.started_s = rec.device_s[1]
+                response = await work(rec)
+            elif self._slots is not None:
                 async with self._slots:
                     rec.started_s = time.time()
                     response = await work(rec)

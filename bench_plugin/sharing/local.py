@@ -118,8 +118,10 @@ class LocalBackend(SharingBackend):
         size = self.scenario.classes.get(name).server.size
         return AUTO_SIZES["gpu" if device.is_gpu else "cpu"][name] if size == "auto" else size
 
-    def command(self, name: str, device: Device, port: int, extra: list[str] | None = None) -> list[str]:
-        """The command line that serves class ``name`` on ``device`` at ``port`` (``extra``: sharing flags)."""
+    def command(self, name: str, device: Device, port: int, extra: list[str] | None = None, arm: str = "",
+                sharing: str = "exclusive") -> list[str]:
+        """The command line that serves class ``name`` on ``device`` at ``port`` (``extra``: sharing flags) in arm
+        ``arm`` of sharing mode ``sharing``."""
         spec = self.scenario.classes.get(name)
         server = spec.server
         # The server sees only its own GPU (CUDA_VISIBLE_DEVICES), which is therefore cuda:0 inside it.
@@ -127,7 +129,8 @@ class LocalBackend(SharingBackend):
         if server.kind == "command":
             assert server.command is not None
             fill = {"port": str(port), "host": HOST, "device": inside, "model": spec.model,
-                    "python": sys.executable, "log_dir": str(self.log_dir)}
+                    "python": sys.executable, "log_dir": str(self.log_dir),
+                    "arm": arm, "sharing": sharing}
             return [part.format(**fill) for part in server.command]
         cmd = [
             sys.executable, "-m", "bench_plugin.servers", name, "--host", HOST, "--port", str(port),
@@ -173,7 +176,7 @@ class LocalBackend(SharingBackend):
     def _start(self, name: str, plan: ServerPlan, trial_id: int, segment: int) -> ClassPlacement:
         port = free_port(HOST)
         pin = plan.pin
-        cmd = (pin.prefix() if pin else []) + self.command(name, plan.device, port, plan.args)
+        cmd = (pin.prefix() if pin else []) + self.command(name, plan.device, port, plan.args, plan.arm, plan.sharing)
         log = self.log_dir / f"trial-{trial_id:03d}-seg{segment}-{name}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "a", encoding="utf-8") as fh:

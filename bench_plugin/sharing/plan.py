@@ -51,6 +51,10 @@ class ServerPlan:
     """Extra reference-server flags (--memory-limit-mib, --stream-priority); empty for ``command`` servers."""
     pin: CpuPin | None = None
     """The CPU cores (and NUMA node) the arm's ``cpu_affinity`` gives this server; None: the campaign's own."""
+    arm: str = ""
+    """The arm's name (a ``command`` server's ``{arm}``: the contention simulator picks its speed by it)."""
+    sharing: str = "exclusive"
+    """The arm's sharing mode (a ``command`` server's ``{sharing}``)."""
 
     @property
     def device_arg(self) -> str:
@@ -128,7 +132,7 @@ def server_plan(arm: Arm, name: str, device: Device, kind: str, mps_env: dict[st
             args += ["--memory-limit-mib", str(settings.memory_limit_mib)]
         if settings.priority != "normal":
             args += ["--stream-priority", settings.priority]
-    return ServerPlan(device, env, args)
+    return ServerPlan(device, env, args, arm=arm.name, sharing=arm.sharing)
 
 
 def check_arm(arm: Arm, class_names: list[str], kinds: Mapping[str, str], devices: list[Device], *,
