@@ -46,7 +46,7 @@ class SimulatedDevice:
             raise ValueError(f"service time {service_s} s: give a positive one")
         self.path = path
         self.service_s = service_s
-        self._rng = random.Random(seed * 1_000_003 + os.getpid())
+        self._rng = random.Random(seed)  # the servers of one device are given distinct seeds (scenarios/simulator)
         self._clock = clock
         path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)

@@ -26,7 +26,7 @@ from bench_plugin.servers.device import (
 def test_two_handles_on_one_file_are_one_mm1_queue(tmp_path: Path) -> None:
     """Poisson arrivals split between two handles of one device (as two servers would be): each request's time on
     the device has the M/M/1 FCFS law, mean 1/(mu - lambda) and P95 ln(20)/(mu - lambda), whichever handle took it."""
-    service_s, rate, n = 0.010, 60.0, 60_000
+    service_s, rate, n = 0.010, 30.0, 200_000  # at 30% busy the queue's samples are nearly independent
     handles = [SimulatedDevice(tmp_path / "device", service_s, seed) for seed in (1, 2)]
     arrivals = random.Random(7)
     t, sojourns = 1000.0, []
@@ -40,9 +40,9 @@ def test_two_handles_on_one_file_are_one_mm1_queue(tmp_path: Path) -> None:
     sojourns = sorted(sojourns[n // 10:])  # past the empty start
     mean = sum(sojourns) / len(sojourns)
     p95 = sojourns[int(0.95 * len(sojourns))]
-    assert mean == pytest.approx(1 / (1 / service_s - rate), rel=0.06)
-    assert p95 == pytest.approx(sojourn_p95_s(service_s, rate), rel=0.06)
-    assert sojourn_p95_s(service_s, rate) == pytest.approx(P95_FACTOR / 40.0)
+    assert mean == pytest.approx(1 / (1 / service_s - rate), rel=0.04)
+    assert p95 == pytest.approx(sojourn_p95_s(service_s, rate), rel=0.04)
+    assert sojourn_p95_s(service_s, rate) == pytest.approx(P95_FACTOR / 70.0)
 
 
 def test_the_envelope_in_closed_form() -> None:
