@@ -150,7 +150,9 @@ def searched_limit(trials: list[TrialSummary], objectives: dict[str, ClassObject
     its lowest failing load; over repeats, the most common (None when no repeat had a failing load)."""
     found: Counter[str] = Counter()
     for trial in trials:
-        failing = [m for stage in trial.stages if (judged := trial.judged_stage(stage.index)) is not None
+        other_rays = {i for probe in trial.probes if probe.ray != "mix" for i in probe.stages}
+        failing = [m for stage in trial.stages if stage.index not in other_rays
+                   and (judged := trial.judged_stage(stage.index)) is not None
                    and not (m := stage_margin(judged, objectives)).passed]
         if failing and (worst := _worst(min(failing, key=lambda m: sum(m.offered.values())))) is not None:
             found[worst] += 1

@@ -45,12 +45,18 @@ def combined_status(results: list[SearchResult]) -> str:
     return FOUND if FOUND in limiting else limiting.pop()
 
 
+def mix_results(trial: TrialSummary) -> list[SearchResult]:
+    """The trial's search results along the scenario's ``search.mix`` (the ray ``mix``): the capacity's; the other
+    rays make the envelope (analysis/envelope.py)."""
+    return [r for r in trial.search if r.ray == "mix"]
+
+
 def limiting_class(trials: list[TrialSummary]) -> str | None:
     """Where each class was searched alone (an exclusive arm): the class whose boundary is the lowest, when
     every repeat that found one agrees; None otherwise, and for a search of the whole mix."""
     found = set()
     for trial in trials:
-        results = trial.search
+        results = mix_results(trial)
         estimates = [r.estimate for r in results if r.estimate is not None]
         if len(results) < 2 or len(estimates) < len(results):
             continue
@@ -60,9 +66,9 @@ def limiting_class(trials: list[TrialSummary]) -> str | None:
 
 
 def _repeat(trial: TrialSummary) -> RepeatCapacity | None:
-    if not trial.search:
+    results = mix_results(trial)
+    if not results:
         return None
-    results = trial.search
     scales = [r.estimate for r in results if r.estimate is not None]
     scale = min(scales) if scales and len(scales) == len(results) else None
     status = combined_status(results)
@@ -79,7 +85,7 @@ def arm_capacity(trials: list[TrialSummary], control: list[TrialSummary] | None)
     mine = [r for r in map(_repeat, trials) if r is not None]
     if not mine:
         return None
-    mix = next(t.search for t in trials if t.search)
+    mix = next(found for t in trials if (found := mix_results(t)))
     given = {k: v for result in mix for k, v in result.mix.items()}
     merged = {name: given[name] for name in sorted(given, key=class_rank)}
     ratio = None

@@ -31,10 +31,10 @@ def sample_warnings(scenario: Scenario) -> list[str]:
             lines += _short(where, name, stage.load.get(name, 0.0), stage.duration_s)  # type: ignore[call-overload]
     if scenario.search is not None:
         search = scenario.search
-        where = f"search start (scale {search.start_scale:g})"
-        for name in open_loop:
-            rate = search.mix.get(name, 0.0) * search.start_scale  # type: ignore[call-overload]
-            lines += _short(where, name, rate, search.stage_duration_s)
+        for ray, mix in search.rays().items():
+            where = f"search start (scale {search.start_scale:g})" + (f", ray {ray}" if ray != "mix" else "")
+            for name in open_loop:
+                lines += _short(where, name, mix.get(name, 0.0) * search.start_scale, search.stage_duration_s)
     return lines
 
 

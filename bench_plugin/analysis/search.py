@@ -18,6 +18,16 @@ It is pure: no I/O, no clock. The caller runs each proposed scale as one stage (
         search.record(scale, run_stage(search.offered(scale)))
     result = search.result(segment=0)
 
+3. sustain (``sustain=True``): once found (or passed up to the maximum), hold ``lo`` for a longer stage.
+   If it holds, the boundary is confirmed. If not, ``lo`` becomes the new ``hi``, the highest scale that
+   passed below it becomes ``lo``, and the search goes on (bisecting, or bracketing down) to a new
+   ``lo`` that is held in turn; after ``MAX_SUSTAINS`` failed holds it stops, unconfirmed.
+
+Several rays (load mixes) are searched in one segment by :class:`RaySearches`: each ray has its own
+search, and each next stage goes to the ray whose boundary is least known (the widest relative bracket,
+a ray not yet bracketed first; of equals, the one run least), so a ``budget`` of stage-runs, where one
+is set, is spent evenly over the frontier rather than on the first rays.
+
 ``fixed_sweep_runs`` says how many stages an evenly spaced sweep over the same range would need for
 the same relative precision, so a report can state what the search saved.
 """
@@ -33,13 +43,21 @@ BISECTING = "bisecting"
 FOUND = "found"
 ABOVE_MAXIMUM = "above the maximum"
 BELOW_MINIMUM = "below the minimum"
+PROBE = "probe"
+SUSTAIN = "sustain"
+CONFIRMED = "confirmed"
+HELD_UNDECIDED = "undecided"
+NOT_HELD = "failed"
+BUDGET_SPENT = "budget spent"
+MAX_SUSTAINS = 2
+"""Failed holds after which a search stops, its boundary unconfirmed."""
 
 
 class BoundarySearch:
     """Proposes stage scales that bracket and then bisect the boundary; see the module docstring."""
 
     def __init__(self, mix: dict[str, float], start: float, maximum: float, precision: float, *,
-                 growth: float = 2.0, minimum: float | None = None) -> None:
+                 growth: float = 2.0, minimum: float | None = None, sustain: bool = False, ray: str = "mix") -> None:
         if start <= 0 or maximum < start:
             raise ValueError(f"need 0 < start <= maximum (got start={start}, maximum={maximum})")
         if not 0 < precision < 1:
@@ -53,6 +71,15 @@ class BoundarySearch:
         self.lo: float | None = None
         self.hi: float | None = None
         self.runs = 0
+        self.ray = ray
+        self.sustain = sustain
+        self.held: str | None = None
+        """How the hold of the boundary went: CONFIRMED, HELD_UNDECIDED, NOT_HELD, or None (not yet / none)."""
+        self.undecided = 0
+        self.stopped: str | None = None
+        self._passes: list[float] = []
+        self._failed_holds = 0
+        self._phase = PROBE
         self._pending: float | None = start
         self._status = BRACKETING
 
@@ -64,16 +91,50 @@ class BoundarySearch:
         """The next scale to run, or None when the search is done; the same until it is recorded."""
         return self._pending
 
-    def record(self, scale: float, passed: bool) -> None:
-        """The outcome of running the proposed ``scale``."""
+    @property
+    def phase(self) -> str:
+        """What the pending proposal is: PROBE, or SUSTAIN (the hold of the boundary found)."""
+        return self._phase
+
+    @property
+    def width(self) -> float:
+        """How little is known of the boundary: the bracket's relative width, infinite while it is open."""
+        if self.lo is None or self.hi is None:
+            return math.inf
+        return (self.hi - self.lo) / self.hi
+
+    def record(self, scale: float, passed: bool, *, decided: bool = True, runs: int = 1) -> None:
+        """The outcome of running the proposed ``scale`` (``decided``: by its confidence bounds, not only its point
+        estimate; ``runs``: the stage-runs it took, extensions included)."""
         if self._pending is None or not math.isclose(scale, self._pending, rel_tol=1e-12):
             raise ValueError(f"scale {scale} was not proposed (the pending proposal is {self._pending})")
-        self.runs += 1
-        if passed:
+        self.runs += runs
+        self.undecided += not decided
+        if self._phase == SUSTAIN:
+            if passed:
+                self.held = CONFIRMED if decided else HELD_UNDECIDED
+                self._pending = None
+                return
+            self._failed_holds += 1
+            self._passes = [p for p in self._passes if p < scale]
+            self.hi = scale
+            self.lo = max(self._passes) if self._passes else None
+            self.held = NOT_HELD
+        elif passed:
             self.lo = scale
+            self._passes.append(scale)
         else:
             self.hi = scale
+        self._phase = PROBE
         self._pending = self._next()
+        found = self._status in (FOUND, ABOVE_MAXIMUM) and self.lo is not None
+        if self._pending is None and self.sustain and found and self._failed_holds < MAX_SUSTAINS:
+            self._phase, self._pending = SUSTAIN, self.lo
+
+    def stop(self, why: str) -> None:
+        """End the search where it stands (its budget is spent)."""
+        if self._pending is not None:
+            self.stopped, self._pending = why, None
 
     def _next(self) -> float | None:
         lo, hi = self.lo, self.hi
@@ -92,6 +153,7 @@ class BoundarySearch:
         if hi / self.growth < self.minimum:
             self._status = BELOW_MINIMUM
             return None
+        self._status = BRACKETING
         return hi / self.growth
 
     def result(self, segment: int) -> SearchResult:
@@ -104,7 +166,67 @@ class BoundarySearch:
             estimate=estimate, precision=(hi - lo) / hi if lo is not None and hi is not None else None,
             runs=self.runs,
             fixed_sweep_runs=fixed_sweep_runs(self.start, self.maximum, self.precision, at=estimate),
+            ray=self.ray, sustain=self.held, undecided=self.undecided, stopped=self.stopped,
         )
+
+
+class RaySearches:
+    """One BoundarySearch per ray of a segment, the next stage going to the least known ray (module docstring)."""
+
+    def __init__(self, rays: dict[str, dict[str, float]], start: float, maximum: float, precision: float, *,
+                 growth: float = 2.0, minimum: float | None = None, sustain: bool = False,
+                 budget: int | None = None) -> None:
+        if not rays:
+            raise ValueError("no ray to search")
+        self.searches = {name: BoundarySearch(mix, start, maximum, precision, growth=growth, minimum=minimum,
+                                              sustain=sustain, ray=name) for name, mix in rays.items()}
+        self.budget = budget
+
+    @property
+    def runs(self) -> int:
+        """Stage-runs used over every ray."""
+        return sum(s.runs for s in self.searches.values())
+
+    def propose(self) -> BoundarySearch | None:
+        """The search whose pending scale runs next (its ``propose()``, ``phase``), or None when all are done."""
+        if self.budget is not None and self.runs >= self.budget:
+            for search in self.searches.values():
+                search.stop(BUDGET_SPENT)
+        pending = [s for s in self.searches.values() if s.propose() is not None]
+        if not pending:
+            return None
+        # the widest bracket; of equals, the ray with the fewest runs; then the first (``max`` keeps the first)
+        return max(pending, key=lambda s: (s.width, -s.runs))
+
+    def results(self, segment: int) -> list[SearchResult]:
+        """Each ray's result, in the rays' order."""
+        return [search.result(segment) for search in self.searches.values()]
+
+
+def segment_rays(rays: dict[str, dict[str, float]], classes: list[str]) -> dict[str, dict[str, float]]:
+    """The rays a segment measuring ``classes`` searches: each ray restricted to those classes, a ray that loads
+    none of them left out, and a ray along the same direction as an earlier one left out (its boundary follows
+    from the earlier one's; analysis/envelope.py). An exclusive arm's segment of one class keeps one ray."""
+    out: dict[str, dict[str, float]] = {}
+    seen: list[dict[str, float]] = []
+    for name, mix in rays.items():
+        mine = {c: r for c, r in mix.items() if c in classes and r > 0}
+        if not mine:
+            continue
+        if any(same_direction(mine, other) for other in seen):
+            continue
+        seen.append(mine)
+        out[name] = mine
+    return out
+
+
+def same_direction(a: dict[str, float], b: dict[str, float]) -> bool:
+    """Whether two mixes load the same classes in the same proportions (one is the other scaled)."""
+    if set(a) != set(b):
+        return False
+    first = next(iter(a))
+    factor = b[first] / a[first]
+    return all(math.isclose(a[c] * factor, b[c], rel_tol=1e-9) for c in a)
 
 
 def fixed_sweep_runs(start: float, maximum: float, precision: float, at: float | None = None) -> int:

@@ -45,6 +45,7 @@ from bench_plugin.results.summary import (
     PlacedClass,
     Provenance,
     ScenarioRef,
+    SearchProbe,
     StageGpu,
     StageSummary,
     Summary,
@@ -178,6 +179,13 @@ def trial_summary(reader: CampaignReader, trial: TrialRecord,
         in_order = sorted(trial.stages, key=lambda r: r.started_s or 0.0)
         grouped = [(i, [record]) for i, record in enumerate(in_order)]
     stages = [_stage(reader, trial.id, index, rows, by_key, processes, objectives) for index, rows in grouped]
+    position = {(row.segment, row.index): index for index, rows in grouped for row in rows}
+    probes = [SearchProbe(segment=step.segment, ray=step.ray, phase=step.phase, scale=step.scale, passed=step.passed,
+                          stages=[position[(step.segment, i)] for i in (step.decision.stages if step.decision
+                                                                       else [step.stage])
+                                  if (step.segment, i) in position],
+                          decision=step.decision)
+              for step in reader.search_steps(trial.id)] if search else []
     protocol = {seg.index: seg.protocol for seg in trial.segments}
     disruptions = reader.disruptions(trial.id)
     for stage, (_, rows) in zip(stages, grouped, strict=True):
@@ -194,6 +202,7 @@ def trial_summary(reader: CampaignReader, trial: TrialRecord,
     pod_events = reader.pod_events(trial.id)
     return TrialSummary(id=trial.id, arm=trial.arm, repeat=trial.repeat, status=trial.status, reason=trial.reason,
                         placement=placement, stages=stages, devices_charged=devices_charged(trial), search=search,
+                        probes=probes,
                         pods=pod_summaries(pod_events, trial.ended_s) if pod_events else None)
 
 

@@ -8,9 +8,12 @@ start**, on fresh servers with a fresh warm-up: its stage k then follows the sam
 stages 0..k-1 on the same servers) as stage k of every other trial. Running only its missing stages
 would measure them after a warm-up instead of after the lower stages, and would leave the last
 completed stage without the stragglers that arrive after its end (they are committed with the next
-stage). An adaptive search segment (``search:``) is re-run whole for the same reason: its later
-steps are chosen from the figures of its earlier ones, on the same servers. A trial is done when its
-end was recorded as completed; one that was not runs its remaining segments.
+stage). An adaptive search segment (``search:``) runs again too, but keeps each ray whose search had
+ended (its result recorded): every probe of a search is drained and decided on its own samples, so a
+ray's probes need no history but ready, warmed servers, and its later probes follow only from its own
+earlier ones. The rays still open run again from their start on the fresh servers, their stages
+numbered after the kept ones. A trial is done when its end was recorded as completed; one that was
+not runs its remaining segments.
 
 The earlier attempt of a segment that runs again is not deleted: its rows (samples, stages, its
 segment row, its timeline events, telemetry and stage series) move to the store's ``superseded_*``
@@ -31,7 +34,7 @@ from __future__ import annotations
 import datetime as dt
 import sqlite3
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +46,7 @@ from bench_plugin.results.store import (
     StoreError,
     TrialRecord,
     open_store,
+    read_events,
     read_record,
     read_trials,
     store_version,
@@ -74,6 +78,8 @@ class Recorded:
     record: CampaignRecord
     """What the campaign recorded about itself (results/record.py)."""
     trials: list[TrialRecord]
+    ended_rays: dict[tuple[int, int], dict[str, list[int]]] = field(default_factory=dict)
+    """(trial, segment) -> each ray whose search ended (its result recorded) -> the stages its probes ran."""
 
     def refused(self, why: str) -> ResumeRefused:
         """A refusal naming this directory."""
@@ -105,6 +111,7 @@ def read_campaign(given: str) -> Recorded:
         with open_store(store) as db:
             version = store_version(db, str(store))
             record, trials = read_record(db, str(store)), read_trials(db)
+            ended_rays = _ended_rays(db, trials)
     except StoreError as exc:
         raise ResumeRefused(f"{where}: {exc}") from None
     except sqlite3.DatabaseError as exc:
@@ -114,12 +121,27 @@ def read_campaign(given: str) -> Recorded:
                             f"{STORE_VERSION}: resume it with the bench-plugin that wrote it")
     if not record.scenario.sha256:
         raise ResumeRefused(f"{where}: not a campaign's results directory ({STORE} records no scenario)")
-    recorded = Recorded(directory, given, record, trials)
+    recorded = Recorded(directory, given, record, trials, ended_rays)
     status = recorded.status
     if status is not None and status.status == "completed":
         at = f" at {_when(status.ended_s)}" if status.ended_s is not None else ""
         raise recorded.refused(f"the campaign completed{at}: nothing to resume")
     return recorded
+
+
+def _ended_rays(db: sqlite3.Connection, trials: list[TrialRecord]) -> dict[tuple[int, int], dict[str, list[int]]]:
+    """Per search segment, the rays whose search ended, and the stages of their probes (from the timeline)."""
+    out: dict[tuple[int, int], dict[str, list[int]]] = {}
+    for trial in trials:
+        ended = {(d["segment"], d.get("ray", "mix")) for d in read_events(db, trial.id, "search_result")}
+        for step in read_events(db, trial.id, "search_step"):
+            key = (step["segment"], step.get("ray", "mix"))
+            if key in ended:
+                stages = (step.get("decision") or {}).get("stages") or [step["stage"]]
+                out.setdefault((trial.id, key[0]), {}).setdefault(key[1], []).extend(stages)
+        for segment, ray in ended:
+            out.setdefault((trial.id, segment), {}).setdefault(ray, [])
+    return out
 
 
 def options_for(recorded: Recorded, scenario: str | None, results_dir: str | None,
@@ -204,11 +226,14 @@ class Plan:
     """What a resumed campaign keeps and what it runs again."""
 
     done: Done
-    """Trials and segments kept (the conductor skips them)."""
+    """Trials and segments kept (the conductor skips them), and the rays kept of search segments run again."""
     kept: list[tuple[int, int]]
     """(trial, segment) kept, in run order."""
     rerun: list[tuple[int, int]]
-    """(trial, segment) with an earlier, unfinished attempt: superseded, then run from its start."""
+    """(trial, segment) with an earlier, unfinished attempt: superseded, then run from its start (a search
+    segment: its rays whose search had ended are kept with their stages, and the others run)."""
+    kept_rays: dict[tuple[int, int], dict[str, list[int]]] = field(default_factory=dict)
+    """(trial, segment) run again -> the rays kept of its earlier attempt -> their stages."""
 
 
 def plan(recorded: Recorded, trials: list[Trial]) -> Plan:
@@ -234,7 +259,13 @@ def plan(recorded: Recorded, trials: list[Trial]) -> Plan:
             (kept if finished else rerun).append((record.id, segment.index))
         if record.status == "completed" and finished:
             done.add(record.id)
-    return Plan(Done(frozenset(done), frozenset(kept)), kept, rerun)
+    kept_rays = {key: rays for key in rerun if (rays := recorded.ended_rays.get(key))}
+    next_stage = {}
+    for key in kept_rays:
+        record = next(r for r in recorded.trials if r.id == key[0])
+        next_stage[key] = 1 + max((s.index for s in record.stages if s.segment == key[1]), default=-1)
+    return Plan(Done(frozenset(done), frozenset(kept), {k: frozenset(v) for k, v in kept_rays.items()}, next_stage),
+                kept, rerun, kept_rays)
 
 
 def begin(recorded: Recorded, resume_plan: Plan, recorder: Recorder, provenance: Provenance) -> Resume:
@@ -246,7 +277,10 @@ def begin(recorded: Recorded, resume_plan: Plan, recorder: Recorder, provenance:
     number = len(recorded.resumes) + 1
     superseded: dict[str, int] = {}
     for trial, segment in resume_plan.rerun:
-        for table, rows in recorder.supersede_segment(trial, segment, number).items():
+        rays = resume_plan.kept_rays.get((trial, segment), {})
+        for table, rows in recorder.supersede_segment(trial, segment, number,
+                                                      keep_stages=[i for stages in rays.values() for i in stages],
+                                                      keep_rays=list(rays)).items():
             superseded[table] = superseded.get(table, 0) + rows
     status = recorded.status or Ending(status="unfinished", reason="the process ended without recording how "
                                                                    "(killed, or its machine stopped)")
@@ -306,7 +340,10 @@ def describe(resuming: Resuming, record: Resume) -> str:
     kept, rerun = resuming.plan.kept, resuming.plan.rerun
     trials = len(resuming.plan.done.trials)
     samples = record.superseded.get("samples", 0)
-    again = (f"; runs again from its start: {', '.join(f'trial {t} segment {s}' for t, s in rerun)} "
+    rays = resuming.plan.kept_rays
+    named = ", ".join(f"trial {t} segment {s}" + (f" (keeping its ended rays: {', '.join(rays[(t, s)])})"
+                                                  if (t, s) in rays else "") for t, s in rerun)
+    again = (f"; runs again from its start: {named} "
              f"({samples} samples of the earlier attempt superseded)") if rerun else ""
     return (f"resuming {resuming.recorded.given} (resume {record.number}, after status "
             f"{record.previous_status}): keeps {_count(len(kept), 'segment')} ({_count(trials, 'trial')} done)"

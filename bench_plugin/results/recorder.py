@@ -229,21 +229,46 @@ class Recorder:
         self._execute("UPDATE segments SET released_s=? WHERE trial=? AND segment=?", (time.time(), trial, segment))
         self.checkpoint()
 
-    def supersede_segment(self, trial: int, segment: int, resume: int) -> dict[str, int]:
+    def supersede_segment(self, trial: int, segment: int, resume: int, *, keep_stages: Sequence[int] = (),
+                          keep_rays: Sequence[str] = ()) -> dict[str, int]:
         """Move every row of a segment's unfinished attempt to the ``superseded_*`` tables, in one transaction.
 
         Rows of the segment (samples, stages, its own row, its timeline events, stage series) and the
         trial's telemetry and pod events from the segment's start on (all of them for segment 0: nothing
-        of the trial before it is kept) move, tagged with ``resume``. Returns table -> rows moved.
+        of the trial before it is kept) move, tagged with ``resume``. A search segment's rays that ended
+        stay: their stages (``keep_stages``: rows, samples, series, the events of those stages), their
+        probes and results (``keep_rays``) and the telemetry and pod events within those stages' times.
+        Returns table -> rows moved.
         """
         self.commit()
         row = self._writer.run(self._fetch_one, "SELECT applied_s FROM segments WHERE trial=? AND segment=?",
                                (trial, segment))
         since = row[0] if row is not None and segment > 0 else None
-        own = ("trial=? AND segment=?", (trial, segment))
-        later = ("trial=?", (trial,)) if since is None else ("trial=? AND t>=?", (trial, since))
+        stages = sorted(set(keep_stages))
+        windows: list[tuple[float, float]] = []
+        for stage in stages:
+            found = self._writer.run(self._fetch_one, "SELECT started_s, ended_s FROM stages WHERE trial=? AND "
+                                     "segment=? AND stage=?", (trial, segment, stage))
+            if found is not None and found[0] is not None and found[1] is not None:
+                windows.append((found[0], found[1]))
+        marks = ",".join("?" * len(stages))
+        not_kept = f" AND stage NOT IN ({marks})" if stages else ""
+        own = (f"trial=? AND segment=?{not_kept}", (trial, segment, *stages))
+        outside = "".join(" AND NOT (t BETWEEN ? AND ?)" for _ in windows)
+        spans = tuple(v for window in windows for v in window)
+        later = ((f"trial=?{outside}", (trial, *spans)) if since is None
+                 else (f"trial=? AND t>=?{outside}", (trial, since, *spans)))
+        rays = ",".join("?" * len(keep_rays))
+        kept_events = ""
+        if stages:
+            kept_events += f" AND coalesce(json_extract(detail, '$.stage'), -1) NOT IN ({marks})"
+        if keep_rays:
+            kept_events += (f" AND NOT (kind IN ('search_step', 'search_result') AND "
+                            f"coalesce(json_extract(detail, '$.ray'), 'mix') IN ({rays}))")
         where: dict[str, tuple[str, tuple[Any, ...]]] = {
-            "events": ("trial=? AND json_extract(detail, '$.segment')=?", (trial, segment)),
+            "segments": ("trial=? AND segment=?", (trial, segment)),
+            "events": (f"trial=? AND json_extract(detail, '$.segment')=?{kept_events}",
+                       (trial, segment, *(stages if stages else ()), *keep_rays)),
             "telemetry": later, "pod_events": later,
         }
         statements: list[tuple[str, Sequence[Sequence[Any]]]] = []

@@ -37,7 +37,7 @@ from bench_plugin.results.record import CampaignRecord
 from bench_plugin.results.samples import SAMPLE_FIELDS, Sample
 from bench_plugin.results.summary import GeneratorUse, HostLoad, SearchResult, first_problem
 from bench_plugin.results.telemetry_rows import TelemetryRow
-from bench_plugin.results.timeline import Disruption, Entry, SearchOutcome, Telemetry, TimelineError, parse
+from bench_plugin.results.timeline import Disruption, Entry, SearchOutcome, SearchStep, Telemetry, TimelineError, parse
 from bench_plugin.scenario import Arm, class_rank
 
 E = TypeVar("E", bound=Entry)
@@ -591,6 +591,10 @@ class CampaignReader:
             assert isinstance(entry, model)
             out.append(entry)
         return out
+
+    def search_steps(self, trial: int) -> list[SearchStep]:
+        """Adaptive campaigns: each probe of ``trial``'s searches as decided, in run order."""
+        return list(self.entries(trial, SearchStep))
 
     def search_results(self, trial: int) -> list[SearchResult]:
         """Adaptive campaigns: each segment's search result, in run order."""

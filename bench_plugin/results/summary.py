@@ -25,6 +25,9 @@ version is refused with one line rather than read as something it is not. Versio
   And ``comparison.arms.<arm>.answer`` (the arm's answer in short: its figure per device against the
   control's, what limits it, the next step) and ``conditions.utc_offset_s`` (the campaign host's clock,
   for local times in the report); absent (None) in files written before them.
+  And the envelope's rays: ``trials[].search[].ray`` (``mix`` where absent), ``sustain``, ``undecided``,
+  ``stopped``, each probe's decision (``trials[].probes``) and ``comparison.arms.<arm>.envelope``; absent in
+  files written before them.
 """
 
 from __future__ import annotations
@@ -361,8 +364,59 @@ class StageSummary(Model):
         return {name: self.realised.get(name, value) for name, value in self.offered.items()}
 
 
+class ProbeCheck(Model):
+    """One criterion of one class in a search probe, as a count: requests beyond the limit out of those judged,
+    against the fraction allowed, with the one-sided confidence bounds of the true fraction (analysis/probe.py)."""
+
+    workload: str
+    criterion: str
+    """``p95``, ``ttft p95``, ``tpot p95`` or ``error rate``."""
+    n: int
+    """Requests judged: the successful ones for a latency, every one for the error rate."""
+    exceeded: int
+    """Of those, beyond the SLO (a latency) or failed (the error rate)."""
+    allowed: float
+    """The fraction allowed: 0.05 for a P95, the error budget for errors."""
+    lower: float
+    upper: float
+    """The true fraction's one-sided confidence bounds (Wilson score)."""
+    outcome: str
+    """``pass`` (upper bound within ``allowed``), ``fail`` (lower bound beyond it) or ``undecided``."""
+
+
+class ProbeDecision(Model):
+    """How a search probe was decided: every criterion's count, and the outcome (analysis/probe.py)."""
+
+    outcome: str
+    """``pass`` when every criterion passed, ``fail`` when any failed, else ``undecided``."""
+    point: bool
+    """The decision on the point estimates alone (every fraction within its allowance): what an undecided
+    probe falls back to once its extensions are spent."""
+    confidence: float
+    checks: list[ProbeCheck] = Field(default_factory=list)
+    stages: list[int] = Field(default_factory=list)
+    """The stages whose samples were pooled: the probe's first run and its extensions."""
+    note: str | None = None
+    """Why the probe failed without counts (its stage was rolled back or did not complete), else None."""
+
+
+class SearchProbe(Model):
+    """One probe of a trial's search: the load it held along a ray and how it was decided."""
+
+    segment: int
+    ray: str
+    phase: str
+    """``probe``, or ``sustain``: the hold of the boundary found."""
+    scale: float
+    passed: bool
+    """What the search took it for (its decision, or its point estimate when undecided)."""
+    stages: list[int]
+    """The trial's stages (``trials[].stages[].index``) it pooled: its first run and its extensions."""
+    decision: ProbeDecision | None = None
+
+
 class SearchResult(Model):
-    """One segment's adaptive search outcome (analysis/search.py), as the conductor recorded it."""
+    """One segment's adaptive search outcome along one ray (analysis/search.py), as the conductor recorded it."""
 
     segment: int
     classes: list[str]
@@ -383,6 +437,16 @@ class SearchResult(Model):
     """Stage-runs the search used."""
     fixed_sweep_runs: int
     """Stages an evenly spaced sweep would need for the same precision (analysis/search.fixed_sweep_runs)."""
+    ray: str = "mix"
+    """The ray searched (``search.rays()``): ``mix`` is the scenario's ``search.mix``; absent before rays."""
+    sustain: str | None = None
+    """The hold of the found boundary for the sustain time: ``confirmed`` (it passed), ``undecided`` (it passed on
+    its point estimate only), ``failed`` (it failed twice, and ``lo`` is the last scale that passed a probe), or
+    None (no sustain: none asked, none found, or written before sustains)."""
+    undecided: int = 0
+    """Probes its samples could not decide after every extension, decided by their point estimate."""
+    stopped: str | None = None
+    """Why the search stopped before its precision (``budget spent``), else None."""
 
 
 class PodSummary(Model):
@@ -442,6 +506,8 @@ class TrialSummary(Model):
     """Sum over the trial's segments of the distinct devices each used (see summary.devices_charged)."""
     search: list[SearchResult] = Field(default_factory=list)
     """Adaptive campaigns: each segment's search result (bounds, estimate, stage-runs; see conductor)."""
+    probes: list[SearchProbe] = Field(default_factory=list)
+    """Adaptive campaigns: each probe in run order, with its decision (absent in files written before them)."""
     pods: list[PodSummary] | None = None
     """The trial's workload pods in order of creation, as the cluster reported them; None where nothing was
     watched (the local and manual backends)."""
@@ -609,6 +675,81 @@ class Capacity(Model):
     per_repeat: list[RepeatCapacity]
 
 
+class RayRepeat(Model):
+    """One trial's boundary along one ray of the envelope (composed over its segments; analysis/envelope.py)."""
+
+    repeat: int
+    status: str
+    scale: float | None
+    """The estimate: the bracket's midpoint (scale of the ray's mix)."""
+    lo: float | None
+    """The highest scale that passed (held, where a sustain confirmed it)."""
+    hi: float | None
+    sustain: str | None
+    runs: int
+    undecided: int = 0
+    stopped: str | None = None
+
+
+class EnvelopeRay(Model):
+    """The arm's boundary along one ray (load mix) over its repeats: one point of its envelope's frontier."""
+
+    name: str
+    mix: PerClass
+    """Class -> req/s at scale 1 (classes it leaves idle absent)."""
+    held_out: bool = False
+    """Searched to test the envelope model's prediction, and kept out of its fit."""
+    status: str
+    scale: Spread
+    """The boundary's scale over repeats (each repeat's estimate)."""
+    lo: Spread
+    """The highest passing scale over repeats: the load shown to keep every SLO."""
+    boundary: PerClass
+    """Class -> its load at the mean scale."""
+    limit: str | None = None
+    """What breaks first beyond it: the criterion (``embedding p95``) most repeats name, else None."""
+    per_repeat: list[RayRepeat] = Field(default_factory=list)
+
+
+class EnvelopeFit(Model):
+    """The envelope model of one arm (analysis/envelope_model.py): its parameters, fit and validation."""
+
+    form: str
+    """The model in words, with its formula."""
+    fitted_on: list[str]
+    """The rays whose probes it was fit on (the held-out ones are not)."""
+    devices: list[list[str]]
+    """The classes that share a device in this arm (one list per device: each class alone where exclusive)."""
+    cost: PerClass
+    """Class -> w: the share of the device one request/s of it takes (the weights of the utilisation u)."""
+    criteria: dict[str, tuple[float, float]]
+    """Criterion (``llm p95``) -> (a, b) ms in P95 = a + b / (1 - u)."""
+    busy_limit: PerClass
+    """Class -> U: the busy fraction u of its device at which its first criterion reaches its SLO."""
+    limited_by: dict[str, str]
+    """Class -> that criterion (``llm ttft p95``)."""
+    measured_busy: PerClass = Field(default_factory=dict)
+    """Class -> the highest busy fraction u of its device in any stage measured with it loaded: beyond it the
+    model's answer is an extrapolation."""
+    points: int
+    """Probe measurements it was fit on."""
+    fit_error: float | None
+    """Root mean square relative error of its P95s on those points."""
+    rays: dict[str, float | None]
+    """Ray -> predicted boundary scale; the held-out ones were not fit."""
+    held_out_error: dict[str, float | None] = Field(default_factory=dict)
+    """Held-out ray -> (predicted - measured) / measured boundary scale."""
+    validated: str
+    """Where its predictions may be used: the cone of the fit rays and the loads measured, in words."""
+
+
+class Envelope(Model):
+    """An arm's operating envelope: its boundary along every ray searched, and its model where one was fit."""
+
+    rays: list[EnvelopeRay]
+    model: EnvelopeFit | None = None
+
+
 class Conditions(Model):
     """Where a verdict was measured: it may not hold on another device, driver or load range."""
 
@@ -663,6 +804,8 @@ class ArmComparison(Model):
     verdict: Verdict | None = None
     answer: Answer | None = None
     """The arm's answer in short (absent in files written before it)."""
+    envelope: Envelope | None = None
+    """Searched along several rays (``search.mixes``): the arm's envelope; None otherwise."""
 
 
 class Comparison(Model):

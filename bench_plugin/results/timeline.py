@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bench_plugin.results.placement import ClassPlacement
-from bench_plugin.results.summary import DisruptionStep, Resume, SearchResult, first_problem
+from bench_plugin.results.summary import DisruptionStep, ProbeDecision, Resume, SearchResult, first_problem
 
 
 class TimelineError(Exception):
@@ -140,8 +140,15 @@ class SearchStep(Entry):
     kind: ClassVar[str] = "search_step"
     segment: int
     stage: int
+    """The stage that decided it (the last of its extensions)."""
     scale: float
     passed: bool
+    """What the search took it for: the decision, or its point estimate when undecided."""
+    ray: str = "mix"
+    phase: str = "probe"
+    """``probe`` or ``sustain`` (the hold of the found boundary)."""
+    decision: ProbeDecision | None = None
+    """The counts and confidence bounds it was decided on (None in stores before statistical decisions)."""
 
 
 class SearchOutcome(Entry, SearchResult):

@@ -29,10 +29,10 @@ from typing import Any
 
 import gevent
 
-from bench_plugin.analysis.boundary import stage_margin
 from bench_plugin.analysis.objectives import ClassObjectives
-from bench_plugin.analysis.search import BoundarySearch
-from bench_plugin.analysis.summary import PROTOCOL_FAILURE, class_stats
+from bench_plugin.analysis.probe import UNDECIDED, decide, failed_stage, taken_as_passed
+from bench_plugin.analysis.search import SUSTAIN, RaySearches, segment_rays
+from bench_plugin.analysis.summary import PROTOCOL_FAILURE
 from bench_plugin.loadgen.arrivals import OPEN_LOOP, arrival_offsets
 from bench_plugin.loadgen.fleet import LOCAL, QUIT, Fleet, NoLoadGenerators, on_this_host
 from bench_plugin.loadgen.ledger import StageKey, StageLedger
@@ -42,7 +42,7 @@ from bench_plugin.results.record import CampaignRecord
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.samples import Sample
 from bench_plugin.results.store import StoreWriteError
-from bench_plugin.results.summary import Ending, GeneratorUse, StageSummary
+from bench_plugin.results.summary import Ending, GeneratorUse
 from bench_plugin.results.timeline import (
     DrainTimeout,
     ObserveProblem,
@@ -285,36 +285,55 @@ class Conductor:
                 rolled_back = index
 
     def _search(self, trial: Trial, segment: int, classes: list[str], urls: dict[str, str], spec: Search) -> None:
-        """Stages proposed by the adaptive boundary search, each judged before the next is chosen."""
-        search = BoundarySearch({name: spec.mix[name] for name in classes}, spec.start_scale,  # type: ignore[index]
-                                spec.max_scale, spec.precision, growth=spec.growth, minimum=spec.min_scale)
-        objectives = {name: ClassObjectives(self.scenario.classes.get(name).slo,
-                                            self.scenario.classes.get(name).error_budget) for name in classes}
-        index = 0
-        while (scale := search.propose()) is not None:
-            stage = Stage.model_validate(
-                {"duration_s": spec.stage_duration_s, "load": search.offered(scale), "name": f"x{scale:.4g}"}
-            )
-            self.judged = (trial.id, segment, index), []
-            status = self._stage(trial, segment, classes, index, stage, urls)
-            self._drain(trial, segment)  # the slowest requests of the stage decide it: wait for them
-            passed = self._passed(index, stage, status, objectives)
-            self.recorder.note(SearchStep(segment=segment, stage=index, scale=scale, passed=passed), trial.id)
-            search.record(scale, passed)
-            index += 1
+        """Stages proposed by the adaptive boundary search along each ray, each probe decided before the next is
+        chosen: an undecided one is run again at its load, its samples pooled (analysis/probe.py)."""
+        kept = self.done.rays.get((trial.id, segment), frozenset())  # a resume keeps the rays that had ended
+        rays = {name: mix for name, mix in segment_rays(spec.rays(), classes).items() if name not in kept}
+        if not rays:
+            return
+        searches = RaySearches(rays, spec.start_scale, spec.max_scale, spec.precision, growth=spec.growth,
+                               minimum=spec.min_scale, sustain=spec.sustain_duration_s > 0, budget=spec.budget)
+        index = self.done.next_stage.get((trial.id, segment), 0)
+        reported: set[str] = set()
+        while (search := searches.propose()) is not None:
+            scale = search.propose()
+            assert scale is not None
+            phase, load = search.phase, search.offered(scale)
+            objectives = {name: ClassObjectives(self.scenario.classes.get(name).slo,
+                                                self.scenario.classes.get(name).error_budget) for name in load}
+            duration = spec.sustain_duration_s if phase == SUSTAIN else spec.stage_duration_s
+            label = ("" if search.ray == "mix" else f"{search.ray} ") + f"x{scale:.4g}" + (" hold" if phase == SUSTAIN
+                                                                                            else "")
+            pooled: list[Sample] = []
+            stages: list[int] = []
+            while True:
+                name = label if not stages else f"{label} again {len(stages)}"
+                stage = Stage.model_validate({"duration_s": duration, "name": name,
+                                              "load": {c: load.get(c, 0.0) for c in classes}})
+                self.judged = (trial.id, segment, index), []
+                status = self._stage(trial, segment, classes, index, stage, urls)
+                self._drain(trial, segment)  # the slowest requests of the stage decide it: wait for them
+                pooled += self.judged[1]
+                stages.append(index)
+                index += 1
+                if status != "completed":
+                    decision = failed_stage(spec.confidence, stages, f"its stage was {status}")
+                else:
+                    decision = decide(pooled, objectives, spec.confidence, stages)
+                spent = searches.budget is not None and searches.runs + len(stages) >= searches.budget
+                if decision.outcome != UNDECIDED or len(stages) > spec.max_extensions or spent:
+                    break
+            passed = taken_as_passed(decision)
+            self.recorder.note(SearchStep(segment=segment, stage=stages[-1], scale=scale, passed=passed,
+                                          ray=search.ray, phase=phase, decision=decision), trial.id)
+            search.record(scale, passed, decided=decision.outcome != UNDECIDED, runs=len(stages))
+            if search.propose() is None:  # this ray is done: its outcome now, so a resume can keep it
+                self.recorder.note(SearchOutcome(**search.result(segment).model_dump()), trial.id)
+                reported.add(search.ray)
         self.judged = None
-        self.recorder.note(SearchOutcome(**search.result(segment).model_dump()), trial.id)
-
-    def _passed(self, index: int, stage: Stage, status: str, objectives: dict[str, ClassObjectives]) -> bool:
-        """Whether every class of the stage met its SLOs and error budget (a rollback fails it)."""
-        assert self.judged is not None
-        samples = self.judged[1]
-        stats = {name: class_stats([s for s in samples if s.workload == name], name, stage.duration_s, objectives[name])
-                 for name in objectives}  # judged on latency and errors, which the served time does not change
-        summary = StageSummary(index=index, name=stage.name, offered=self._offered(list(objectives), stage)[0],
-                               arrival={},
-                               duration_s=stage.duration_s, status=status, reason=None, classes=stats)
-        return status == "completed" and stage_margin(summary, objectives).passed
+        for result in searches.results(segment):
+            if result.ray not in reported:  # stopped by the budget
+                self.recorder.note(SearchOutcome(**result.model_dump()), trial.id)
 
     def _class_load(self, name: str, url: str, load: float) -> ClassLoad:
         spec = self.scenario.classes.get(name)

@@ -10,6 +10,7 @@ from the results directory by launch/resume.py).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from bench_plugin.scenario import Arm, Scenario
@@ -45,3 +46,7 @@ class Done:
 
     trials: frozenset[int] = field(default_factory=frozenset)
     segments: frozenset[tuple[int, int]] = field(default_factory=frozenset)
+    rays: Mapping[tuple[int, int], frozenset[str]] = field(default_factory=dict)
+    """A search segment that runs again -> its rays whose search ended in the earlier attempt: kept, not run."""
+    next_stage: Mapping[tuple[int, int], int] = field(default_factory=dict)
+    """A search segment that runs again with kept rays -> the index its first new stage takes (after theirs)."""

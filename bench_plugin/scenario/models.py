@@ -246,6 +246,45 @@ class Search(StrictModel):
     growth: float = Field(default=2.0, gt=1.0)
     precision: float = Field(default=0.1, gt=0.0, lt=1.0)
     stage_duration_s: PositiveFloat = Field(default=20.0, le=MAX_STAGE_S)
+    mixes: Literal["default"] | dict[str, dict[Literal["llm", "embedding", "asr"], Annotated[float, Field(ge=0)]]] \
+        | None = None
+    """More rays of the envelope, each searched on its own (named mixes, class -> req/s at scale 1; a class left
+    out is idle), besides ``mix`` (the ray named ``mix``). ``default``: each class alone, each pair and the whole
+    mix, at ``mix``'s rates (analysis/rays.py). None: ``mix`` only."""
+    held_out: list[str] = Field(default_factory=list)
+    """Rays searched but kept out of the envelope model's fit, to test its predictions (analysis/envelope_model)."""
+    confidence: float = Field(default=0.95, ge=0.5, lt=1.0)
+    """One-sided confidence of each probe's pass or fail (analysis/probe.py)."""
+    max_extensions: int = Field(default=2, ge=0, le=10)
+    """Times a probe that its samples cannot decide is run again at the same load, its samples pooled."""
+    sustain_s: float | None = Field(default=None, ge=0.0, le=MAX_STAGE_S)
+    """How long the found boundary is held to confirm it; default three stage durations; 0: not confirmed."""
+    budget: int | None = Field(default=None, ge=1)
+    """Most stage-runs per trial segment over all rays (None: no limit); runs go to the least known ray first."""
+
+    def rays(self) -> dict[str, dict[str, float]]:
+        """Ray name -> its mix (class -> req/s at scale 1, idle classes left out), ``mix`` first.
+
+        ``mixes: default`` adds each class alone and each pair of classes at ``mix``'s rates, named by their
+        classes (``llm``, ``llm+embedding``), so the envelope is searched on every face of the load space.
+        """
+        main: dict[str, float] = dict(sorted(self.mix.items(), key=lambda kv: class_rank(kv[0])))
+        out: dict[str, dict[str, float]] = {"mix": main}
+        if self.mixes == "default":
+            names = list(main)
+            subsets = [[n] for n in names] + [[a, b] for i, a in enumerate(names) for b in names[i + 1:]]
+            for subset in subsets:
+                if len(subset) < len(names):
+                    out["+".join(subset)] = {n: main[n] for n in subset}
+        elif self.mixes:
+            for ray, mix in self.mixes.items():
+                out[ray] = {n: r for n, r in sorted(mix.items(), key=lambda kv: class_rank(kv[0])) if r > 0}
+        return out
+
+    @property
+    def sustain_duration_s(self) -> float:
+        """The sustain stage's length (0: none)."""
+        return 3 * self.stage_duration_s if self.sustain_s is None else self.sustain_s
 
     @model_validator(mode="after")
     def _range(self) -> Search:
@@ -253,6 +292,18 @@ class Search(StrictModel):
             raise ValueError(f"max_scale {self.max_scale:g} is below start_scale {self.start_scale:g}")
         for name, rate in self.mix.items():
             _check_arrivals(f"search: mix.{name} x max_scale", rate * self.max_scale, self.stage_duration_s)
+        if self.sustain_duration_s > MAX_STAGE_S:
+            raise ValueError(f"sustain_s: three stage durations ({self.sustain_duration_s:g} s) exceed "
+                             f"{MAX_STAGE_S:g} s; give sustain_s")
+        if isinstance(self.mixes, dict):
+            for ray, mix in self.mixes.items():
+                if ray == "mix":
+                    raise ValueError("search.mixes: 'mix' names search.mix itself; give the ray another name")
+                if not any(rate > 0 for rate in mix.values()):
+                    raise ValueError(f"search.mixes.{ray}: give at least one class a positive rate")
+                for name, rate in mix.items():
+                    _check_arrivals(f"search: mixes.{ray}.{name} x max_scale", rate * self.max_scale,
+                                    self.stage_duration_s)
         return self
 
 
@@ -382,6 +433,17 @@ def _check_stage_classes(scenario: Scenario) -> None:
         closed = [n for n in sorted(class_names) if scenario.classes.get(n).arrival == "closed"]
         if closed:
             raise ValueError(f"search scales Poisson rates; class(es) {', '.join(closed)} are closed-loop")
+        if isinstance(scenario.search.mixes, dict):
+            for ray, mix in scenario.search.mixes.items():
+                unknown = sorted(set(mix) - class_names)
+                if unknown:
+                    raise ValueError(f"search.mixes.{ray} names classes not in the scenario: {', '.join(unknown)}")
+        rays = list(scenario.search.rays())
+        for name in scenario.search.held_out:
+            if name not in rays:
+                raise ValueError(f"search.held_out: no ray named {name!r} (rays: {', '.join(rays)})")
+        if scenario.search.held_out and len(rays) - len(set(scenario.search.held_out)) < 2:
+            raise ValueError("search.held_out: keep at least two rays to fit the envelope model")
     for i, stage in enumerate(scenario.stages):
         unknown = sorted(set(stage.load) - class_names)
         if unknown:

@@ -4,7 +4,21 @@ from __future__ import annotations
 
 import pytest
 
-from bench_plugin.analysis.search import ABOVE_MAXIMUM, BELOW_MINIMUM, FOUND, BoundarySearch, fixed_sweep_runs
+from bench_plugin.analysis.search import (
+    ABOVE_MAXIMUM,
+    BELOW_MINIMUM,
+    BUDGET_SPENT,
+    CONFIRMED,
+    FOUND,
+    MAX_SUSTAINS,
+    NOT_HELD,
+    PROBE,
+    SUSTAIN,
+    BoundarySearch,
+    RaySearches,
+    fixed_sweep_runs,
+    segment_rays,
+)
 
 
 def run(search: BoundarySearch, threshold: float) -> list[float]:
@@ -73,3 +87,83 @@ def test_only_the_proposed_scale_can_be_recorded_and_bad_settings_are_refused() 
         BoundarySearch({"llm": 1.0}, start=2.0, maximum=1.0, precision=0.1)
     with pytest.raises(ValueError):
         BoundarySearch({"llm": 1.0}, start=1.0, maximum=2.0, precision=1.5)
+
+
+def test_a_found_boundary_is_held_once_and_confirmed() -> None:
+    search = BoundarySearch({"llm": 1.0}, start=1.0, maximum=64.0, precision=0.1, sustain=True)
+    while (scale := search.propose()) is not None and search.phase == PROBE:
+        search.record(scale, scale < 3.7)
+    assert search.phase == SUSTAIN and scale == search.lo
+    search.record(scale, True)
+    assert search.propose() is None
+    result = search.result(segment=0)
+    assert result.status == FOUND and result.sustain == CONFIRMED and result.lo is not None and result.lo < 3.7
+
+
+def test_a_boundary_that_does_not_hold_is_searched_again_below_it() -> None:
+    """The probes pass below 3.7, but a longer hold fails above 3.3: the search moves down and holds again."""
+    search = BoundarySearch({"llm": 1.0}, start=1.0, maximum=64.0, precision=0.1, sustain=True)
+    held = []
+    while (scale := search.propose()) is not None:
+        if search.phase == SUSTAIN:
+            held.append(scale)
+            search.record(scale, scale < 3.3)
+        else:
+            search.record(scale, scale < 3.7)
+    result = search.result(segment=0)
+    assert len(held) == 2 and held[0] > 3.3 > held[1]
+    assert result.sustain == CONFIRMED and result.lo == held[1]
+    assert result.hi is not None and result.hi <= held[0] and (result.hi - result.lo) / result.hi <= 0.1
+
+
+def test_a_boundary_that_never_holds_stops_unconfirmed() -> None:
+    search = BoundarySearch({"llm": 1.0}, start=1.0, maximum=64.0, precision=0.1, sustain=True)
+    holds = 0
+    while (scale := search.propose()) is not None:
+        holds += search.phase == SUSTAIN
+        search.record(scale, search.phase == PROBE and scale < 3.7)
+    result = search.result(segment=0)
+    assert holds == MAX_SUSTAINS and result.sustain == NOT_HELD
+
+
+def test_undecided_probes_and_extension_runs_are_counted() -> None:
+    search = BoundarySearch({"llm": 1.0}, start=1.0, maximum=2.0, precision=0.1)
+    search.record(1.0, True, decided=False, runs=3)
+    search.record(2.0, True)
+    result = search.result(segment=0)
+    assert result.status == ABOVE_MAXIMUM and result.runs == 4 and result.undecided == 1 and result.sustain is None
+
+
+def test_the_least_known_ray_runs_next_and_a_budget_stops_every_ray() -> None:
+    rays = {"mix": {"llm": 1.0, "embedding": 4.0}, "llm": {"llm": 1.0}}
+    searches = RaySearches(rays, 1.0, 64.0, 0.05)
+    thresholds = {"mix": 3.0, "llm": 20.0}
+    chosen = []
+    while (search := searches.propose()) is not None:
+        pending = [s.width for s in searches.searches.values() if s.propose() is not None]
+        assert search.width == max(pending), "the ray whose boundary is least known goes first"
+        chosen.append(search.ray)
+        scale = search.propose()
+        assert scale is not None
+        search.record(scale, scale < thresholds[search.ray])
+    assert chosen[:2] == ["mix", "llm"], "both brackets are open: the first ray, then the other (still open)"
+    results = {r.ray: r for r in searches.results(segment=0)}
+    assert results["mix"].status == results["llm"].status == FOUND
+    budget = RaySearches(rays, 1.0, 64.0, 0.05, budget=5)
+    while (search := budget.propose()) is not None:
+        scale = search.propose()
+        assert scale is not None
+        search.record(scale, scale < thresholds[search.ray])
+    assert budget.runs == 5
+    assert {r.stopped for r in budget.results(segment=0)} == {BUDGET_SPENT}
+    assert {r.ray for r in budget.results(segment=0) if r.runs} == {"mix", "llm"}, "runs spread over the rays"
+
+
+def test_a_segment_searches_each_direction_of_its_classes_once() -> None:
+    rays = {"mix": {"llm": 1.0, "embedding": 4.0}, "llm": {"llm": 1.0}, "embedding": {"embedding": 4.0},
+            "llm-heavy": {"llm": 3.0, "embedding": 1.0}, "double": {"llm": 2.0, "embedding": 8.0}}
+    assert segment_rays(rays, ["llm", "embedding"]) == {
+        "mix": {"llm": 1.0, "embedding": 4.0}, "llm": {"llm": 1.0}, "embedding": {"embedding": 4.0},
+        "llm-heavy": {"llm": 3.0, "embedding": 1.0}}
+    assert segment_rays(rays, ["llm"]) == {"mix": {"llm": 1.0}}
+    assert segment_rays(rays, ["asr"]) == {}

@@ -319,8 +319,9 @@ def test_a_directory_that_is_no_campaign_is_refused(tmp_path: Path) -> None:
     assert one_error_line(resume(missing)) == f"bench_plugin: error: --resume {missing}: no such directory"
 
 
-SEARCH = {"mix": {"embedding": 10}, "start_scale": 1, "max_scale": 4, "precision": 0.15, "stage_duration_s": 1}
-"""Three steps (x1, x2, x4: the server's capacity is x10), each a second."""
+SEARCH = {"mix": {"embedding": 10}, "start_scale": 1, "max_scale": 4, "precision": 0.15, "stage_duration_s": 1,
+          "max_extensions": 0, "sustain_s": 0}
+"""Three steps (x1, x2, x4: the server's capacity is x10), each a second, neither extended nor held."""
 
 
 def search_steps(results: Path) -> list[float]:
@@ -364,4 +365,52 @@ def test_a_search_segment_killed_twice_runs_again_whole(tmp_path: Path) -> None:
     assert [(resume, n >= 1) for resume, n in cut] == [(1, True), (2, True)]
     with open_store(results / "results.sqlite") as db:
         assert [s for s in read_samples(db) if s.intended_s < summary.status.resumed[-1].at_s] == []
+    assert without_resumes(summary) == without_resumes(as_one_run(results, tmp_path / "as-one-run"))
+
+
+RAYS = {"mix": {"llm": 2, "embedding": 8, "asr": 2}, "mixes": {"asr-alone": {"asr": 4}}, "start_scale": 1, "max_scale": 4,
+        "precision": 0.3, "stage_duration_s": 1, "max_extensions": 0, "sustain_s": 0}
+"""Two rays, x1, x2 and x4 each (every one far below the simulated device's limits), taken in turn: the ray
+``mix`` ends first, one stage before ``asr-alone``."""
+
+
+def ray_results(results: Path) -> list[str]:
+    """The rays whose search result is on the timeline, in order."""
+    return read_now(results, lambda reader: [e.detail.get("ray", "mix") for e in reader.events("search_result")], [])
+
+
+def test_a_search_segment_killed_after_one_ray_ended_keeps_that_ray(tmp_path: Path) -> None:
+    """The ray whose search had ended keeps its stages, probes and result; only the open ray runs again."""
+    scenario = scenario_variant(tmp_path, "simulator", repeats=1, search=RAYS,
+                                arms=[{"name": "shared", "control": True, "sharing": "time-slicing"}])
+    results = tmp_path / "results"
+    first = stop_when([*LOCUSTFILE, "--scenario", str(scenario), "--results-dir", str(results)],
+                      tmp_path / "first.log", results, lambda: ray_results(results) == ["mix"], signal.SIGKILL)
+    assert first == -signal.SIGKILL
+    kept = read_now(results, lambda reader: [(e.detail["stage"], e.detail["scale"]) for e in
+                                             reader.events("search_step") if e.detail.get("ray") == "mix"], [])
+    assert [scale for _, scale in kept] == [1.0, 2.0, 4.0]
+    done = resume(results)
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert "keeping its ended rays: mix" in done.stdout
+    summary = load_summary(results / "summary.json")
+    (trial,) = summary.trials
+    by_ray = {r.ray: r for r in trial.search}
+    assert set(by_ray) == {"mix", "asr-alone"} and by_ray["mix"].status == by_ray["asr-alone"].status == \
+        "above the maximum"
+    probes = [(p.ray, p.scale) for p in trial.probes]
+    assert sorted(probes) == sorted([("mix", 1.0), ("mix", 2.0), ("mix", 4.0), ("asr-alone", 1.0),
+                                     ("asr-alone", 2.0), ("asr-alone", 4.0)]), "each probe once"
+    last = summary.status.resumed[-1]
+    with open_campaign(results / "results.sqlite") as reader:
+        samples = reader.samples(1)
+        steps = reader.search_steps(1)
+    kept_stages = {stage for stage, _ in kept}
+    assert {s.stage for s in steps if s.ray == "mix"} == kept_stages, "the kept ray's probes are the first attempt's"
+    assert all(s.intended_s < last.at_s for s in samples if s.stage in kept_stages)
+    assert all(s.intended_s > last.at_s for s in samples if s.stage not in kept_stages), "the open ray ran again"
+    assert min(s.stage for s in samples if s.stage not in kept_stages) > max(kept_stages), "numbered after them"
+    for stage in trial.stages:
+        assert stage.status == "completed" and all(stage.classes[n].requests == stage.arrivals[n]
+                                                   for n in stage.arrivals if stage.arrivals[n])
     assert without_resumes(summary) == without_resumes(as_one_run(results, tmp_path / "as-one-run"))

@@ -1,0 +1,100 @@
+"""Probe decisions: pass, fail or undecided by confidence bounds on the fraction of requests beyond each limit."""
+
+from __future__ import annotations
+
+import pytest
+from analysis_builders import objectives
+
+from bench_plugin.analysis.probe import (
+    FAIL,
+    PASS,
+    UNDECIDED,
+    batch_bounds,
+    decide,
+    failed_stage,
+    limiting_check,
+    taken_as_passed,
+    wilson_bounds,
+)
+from bench_plugin.results.samples import Sample
+
+
+def sample(i: int, latency_ms: float, *, workload: str = "embedding", ok: bool = True,
+           ttft_ms: float | None = None) -> Sample:
+    """Request ``i`` meant to go at i/10 s, taking ``latency_ms`` end to end."""
+    start = i / 10
+    return Sample(workload=workload, trial=1, segment=0, stage=0, seq=i, item=0, intended_s=start, sent_s=start,
+                  end_s=start + latency_ms / 1000, ok=ok, error=None if ok else "timeout",
+                  first_token_s=None if ttft_ms is None else start + ttft_ms / 1000, output_tokens=1)
+
+
+def test_wilson_bounds_match_their_closed_form() -> None:
+    # none beyond of 100 at 95% one-sided: the upper bound is z^2 / (n + z^2), z = 1.6449
+    lower, upper = wilson_bounds(0, 100, 0.95)
+    assert lower == 0.0 and upper == pytest.approx(1.6449**2 / (100 + 1.6449**2), rel=1e-4)
+    lower, upper = wilson_bounds(50, 100, 0.95)
+    assert (lower + upper) / 2 == pytest.approx(0.5) and upper - 0.5 == pytest.approx(0.08115, abs=1e-4)
+    assert wilson_bounds(0, 0, 0.95) == (0.0, 1.0)
+
+
+def test_a_probe_well_within_its_slo_passes_and_one_well_beyond_fails() -> None:
+    within = [sample(i, 50.0) for i in range(200)]
+    decision = decide(within, objectives(p95=100.0, names=("embedding",)), 0.95, [0])
+    assert decision.outcome == PASS and decision.point and decision.stages == [0]
+    beyond = [sample(i, 150.0 if i % 3 == 0 else 50.0) for i in range(200)]
+    decision = decide(beyond, objectives(p95=100.0, names=("embedding",)), 0.95, [0, 1])
+    assert decision.outcome == FAIL and not decision.point and not taken_as_passed(decision)
+    worst = limiting_check(decision)
+    assert worst is not None and (worst.workload, worst.criterion, worst.exceeded, worst.n) == ("embedding", "p95",
+                                                                                                  67, 200)
+
+
+def test_too_few_requests_leave_a_probe_undecided_and_its_point_estimate_stands_in() -> None:
+    few = [sample(i, 50.0) for i in range(20)]  # none beyond, but 20 requests cannot show <= 5% at 95%
+    decision = decide(few, objectives(p95=100.0, names=("embedding",)), 0.95, [0])
+    assert decision.outcome == UNDECIDED and decision.point and taken_as_passed(decision)
+    near = [sample(i, 150.0 if i % 20 == 0 else 50.0) for i in range(400)]  # exactly 5% beyond
+    decision = decide(near, objectives(p95=100.0, names=("embedding",)), 0.95, [0])
+    assert decision.outcome == UNDECIDED
+
+
+def test_clustered_slow_requests_widen_the_bounds() -> None:
+    """The same count beyond the SLO says less when the slow requests come in one spell (a queue) than spread."""
+    spread_out = [i % 25 == 0 for i in range(500)]
+    clustered = [i < 20 for i in range(500)]
+    assert sum(spread_out) == sum(clustered) == 20
+    even = batch_bounds(spread_out, 0.95)
+    spell = batch_bounds(clustered, 0.95)
+    assert even is not None and spell is not None and spell[1] > even[1]
+    beyond = [sample(i, 150.0 if flag else 50.0) for i, flag in enumerate(clustered)]
+    decision = decide(beyond, objectives(p95=100.0, names=("embedding",)), 0.95, [0])
+    assert decision.outcome == UNDECIDED, "4% beyond, but all in one spell: not shown to be within 5%"
+    even_samples = [sample(i, 150.0 if flag else 50.0) for i, flag in enumerate(spread_out)]
+    assert decide(even_samples, objectives(p95=100.0, names=("embedding",)), 0.95, [0]).outcome == UNDECIDED
+    assert batch_bounds([True] * 19, 0.95) is None, "fewer than two requests per batch: Wilson's bounds alone"
+
+
+def test_the_error_budget_guards_without_holding_a_probe_up() -> None:
+    spec = objectives(p95=100.0, budget=0.01, names=("embedding",))
+    clean = decide([sample(i, 50.0) for i in range(80)], spec, 0.95, [0])
+    assert [c.outcome for c in clean.checks] == [PASS, PASS], "no error: the budget passes without 270 requests"
+    one = decide([sample(i, 50.0, ok=i != 3) for i in range(80)], spec, 0.95, [0])
+    assert one.checks[1].outcome == UNDECIDED, "1 of 80 is beyond 1%, but not shown to be"
+    many = decide([sample(i, 50.0, ok=i % 5 != 0) for i in range(80)], spec, 0.95, [0])
+    assert many.checks[1].outcome == FAIL and many.outcome == FAIL
+    nothing = decide([sample(i, 50.0, ok=False) for i in range(80)], spec, 0.95, [0])
+    assert nothing.checks[0].outcome == FAIL and nothing.checks[0].n == 0
+
+
+def test_an_llm_answer_without_a_first_token_counts_beyond_its_ttft() -> None:
+    spec = objectives(p95=1000.0, ttft=100.0, names=("llm",))
+    answers = [sample(i, 200.0, workload="llm", ttft_ms=None if i % 4 == 0 else 50.0) for i in range(200)]
+    decision = decide(answers, spec, 0.95, [0])
+    ttft = next(c for c in decision.checks if c.criterion == "ttft p95")
+    assert ttft.exceeded == 50 and ttft.outcome == FAIL and decision.outcome == FAIL
+
+
+def test_a_stage_that_did_not_complete_fails_its_probe() -> None:
+    decision = failed_stage(0.95, [3], "its stage was aborted")
+    assert decision.outcome == FAIL and not taken_as_passed(decision) and decision.note == "its stage was aborted"
+    assert limiting_check(decision) is None
