@@ -12,6 +12,8 @@ from bench_plugin.analysis.answer import arm_answer
 from bench_plugin.analysis.boundary import arm_boundary, format_offered, load_order, searched_limit
 from bench_plugin.analysis.capacity import arm_capacity, capacity_text, limiting_class
 from bench_plugin.analysis.contention import stage_contention
+from bench_plugin.analysis.envelope import envelope_rays
+from bench_plugin.analysis.envelope_model import arm_model
 from bench_plugin.analysis.objectives import ClassObjectives
 from bench_plugin.analysis.statistics import spread
 from bench_plugin.analysis.verdict import StageVerdict, overall_verdict, stage_verdict
@@ -23,12 +25,13 @@ from bench_plugin.results.summary import (
     Boundary,
     Comparison,
     Conditions,
+    Envelope,
     Provenance,
     StageComparison,
     TrialSummary,
     Verdict,
 )
-from bench_plugin.scenario import Arm
+from bench_plugin.scenario import Arm, Search
 
 METHOD: dict[str, str] = {
     "pairing": "repeat r of each arm against repeat r of the control, at the same stage (same offered load)",
@@ -112,7 +115,8 @@ def build_comparison(trials: list[TrialSummary], scenario: StoredScenario, condi
         is_control = control is not None and arm.name == control.name
         reference = None if is_control or control is None else control_trials
         if adaptive:
-            out[arm.name] = _searched_arm(arm, mine, reference, control, control_trials, conditions, objectives)
+            out[arm.name] = _searched_arm(arm, mine, reference, control, control_trials, conditions, objectives,
+                                          scenario.resolved.search if scenario.resolved else None)
             continue
         arrival = next((s.arrival for t in mine for s in t.stages), None)
         boundary = arm_boundary(mine, objectives, arrival)
@@ -147,9 +151,14 @@ def _measured_range(trials: list[TrialSummary]) -> tuple[dict[str, float], dict[
 
 def _searched_arm(arm: Arm, mine: list[TrialSummary], reference: list[TrialSummary] | None,
                   control: Arm | None, control_trials: list[TrialSummary],
-                  conditions: Provenance, objectives: dict[str, ClassObjectives]) -> ArmComparison:
+                  conditions: Provenance, objectives: dict[str, ClassObjectives],
+                  search: Search | None) -> ArmComparison:
     """An arm of an adaptive campaign: its searched boundary and capacity per device against the control's."""
     capacity = arm_capacity(mine, reference)
+    envelope = None
+    if search is not None and search.mixes:
+        rays = envelope_rays(mine, search.rays(), search.held_out)
+        envelope = Envelope(rays=rays, model=arm_model(mine, rays, objectives))
     status = "not measured" if capacity is None else capacity.per_repeat[0].status
     offered = capacity.offered if capacity else {}
     alone = limiting_class(mine)  # each class searched alone: the class with the lowest boundary
@@ -173,7 +182,7 @@ def _searched_arm(arm: Arm, mine: list[TrialSummary], reference: list[TrialSumma
                           conditions=_conditions(arm, control, mine, conditions))
     return ArmComparison(sharing=arm.sharing, is_control=reference is None,
                          devices_charged=spread([t.devices_charged for t in mine]), boundary=boundary,
-                         verdict=verdict, search=capacity)
+                         verdict=verdict, search=capacity, envelope=envelope)
 
 
 def _with_verdict(stage: StageComparison, verdict: StageVerdict | None) -> StageComparison:

@@ -24,6 +24,17 @@ HOW_TO_READ: dict[str, str] = {
         "every SLO and error budget kept is worth it, higher at an SLO's cost a trade-off, not higher a loss (with "
         "fewer than 2 paired repeats: inconclusive; where a load generator fell behind: generator-limited, no "
         "verdict). The reasons say what decided each stage."),
+    "envelope": (
+        "Each arm's boundary along every ray (a load mix) it searched: the load per class at which the first SLO "
+        "or error budget breaks, its 95% CI over repeats, the highest load that passed, whether holding it for the "
+        "sustain time confirmed it, and what breaks first. The model explains the shape (one device, each request "
+        "taking a share of it; every P95 growing as 1/(1 - busy)) and predicts the rays it was not fit on: its "
+        "error there says how far to trust it between rays."),
+    "plan": (
+        "How many GPUs hold each traffic under each arm, with the headroom asked for: which classes share which "
+        "GPUs, how much the traffic can grow before the plan needs another GPU and what breaks first, the cost, and "
+        "what it saves against the control (each class on GPUs of its own). A plan resting on the model outside "
+        "where it was validated says so."),
     "load": (
         "Per class, its latency (P50, P95; for the LLM TTFT and TPOT P95) against the load offered to it, one line "
         "per arm, on a log scale. A line that rises steeply or crosses the dashed SLO line is where that arm stops "

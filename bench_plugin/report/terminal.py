@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench_plugin.analysis.answer import CONTROL, SEARCHED
-from bench_plugin.report import cut_short
+from bench_plugin.report import cut_short, envelope
 from bench_plugin.report.clock import campaign_clock
 from bench_plugin.report.comparison import boundary_short, spread_text
 from bench_plugin.results.summary import (
@@ -50,6 +50,7 @@ def render_answer(summary: Summary, report: Path | None = None) -> str:
                      + ("; the figures below are of what ran before" if summary.trials else ""))
     for name, arm in arms.items():
         lines += _arm(summary, name, arm, comparison.control)
+    lines += envelope.terminal(summary)
     flags = sorted({flag for trial in summary.trials for stage in trial.stages for flag in _stage_flags(stage)})
     if flags:
         lines.append("  flags: " + "; ".join(flags))

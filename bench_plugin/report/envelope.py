@@ -1,0 +1,188 @@
+"""The envelope in the report: each arm's boundary along every ray, its model, and its frontier in 2-D slices.
+
+One table per arm: per ray, the boundary load per class with the scale's 95% CI over repeats, the
+highest load that passed, whether the hold confirmed it, what breaks first, and what the model predicts
+(held-out rays marked, with the prediction's error). Then the model: its form, each class's cost and
+busy limit, its fit error and where it may be used. The picture draws the frontier on each face of the
+load space where two classes run and the third idles: each arm's measured boundaries with their CIs
+along the ray, and its model's frontier as a line, the control's beside the others'.
+"""
+
+from __future__ import annotations
+
+import math
+from itertools import combinations
+
+import numpy as np
+
+from bench_plugin.analysis.envelope_model import predicted_scale
+from bench_plugin.report.figures import ArmStyle, DataMarks, Layout, Plot, figure_svg, grid, new_figure, style
+from bench_plugin.report.tables import esc, table
+from bench_plugin.results.summary import Envelope, EnvelopeFit, EnvelopeRay, Summary
+
+
+def envelopes(summary: Summary) -> list[tuple[str, Envelope]]:
+    """(arm, its envelope) for every arm that searched rays, in the summary's order."""
+    comparison = summary.comparison
+    if comparison is None:
+        return []
+    return [(name, arm.envelope) for name, arm in comparison.arms.items() if arm.envelope and arm.envelope.rays]
+
+
+def _mix(mix: dict[str, float]) -> str:
+    return " : ".join(f"{name} {rate:g}" for name, rate in mix.items())
+
+
+def _boundary(ray: EnvelopeRay) -> str:
+    if not ray.boundary:
+        return "-"
+    return ", ".join(f"{name} {load:.3g}" for name, load in ray.boundary.items()) + " req/s"
+
+
+def _scale(ray: EnvelopeRay) -> str:
+    s = ray.scale
+    if s.mean is None:
+        return "-"
+    return f"{s.mean:.3g} ± {s.ci95:.2g}" if s.ci95 is not None else f"{s.mean:.3g} (one repeat)"
+
+
+def _held(ray: EnvelopeRay) -> str:
+    held = [r.sustain for r in ray.per_repeat]
+    if not any(held):
+        return "-"
+    confirmed = sum(h == "confirmed" for h in held)
+    return f"{confirmed} of {len(held)} confirmed" + (f", {sum(h == 'failed' for h in held)} failed"
+                                                       if any(h == "failed" for h in held) else "")
+
+
+def _predicted(ray: EnvelopeRay, fit: EnvelopeFit | None) -> str:
+    if fit is None:
+        return "-"
+    value = fit.rays.get(ray.name)
+    if value is None:
+        return "-"
+    error = fit.held_out_error.get(ray.name) if ray.held_out else None
+    measured = ray.scale.mean
+    if error is None and measured and ray.status == "found":  # beyond the maximum, nothing to compare with
+        error = (value - measured) / measured
+    return f"{value:.3g}" + ("" if error is None else f" ({error:+.0%})")
+
+
+HEADERS = ["ray", "mix (req/s at scale 1)", "boundary", "scale (95% CI)", "highest pass", "hold", "breaks first",
+           "model (error)"]
+
+
+def rows(envelope: Envelope) -> list[list[str]]:
+    """The arm's table rows, one per ray."""
+    out = []
+    for ray in envelope.rays:
+        out.append([ray.name + (" (held out)" if ray.held_out else ""), _mix(ray.mix), _boundary(ray), _scale(ray),
+                    "-" if ray.lo.mean is None else f"{ray.lo.mean:.3g}", _held(ray), ray.limit or "-",
+                    _predicted(ray, envelope.model)])
+    return out
+
+
+def model_text(fit: EnvelopeFit) -> str:
+    """The model in plain words with its parameters."""
+    costs = ", ".join(f"{name} {w * 1000:.3g}" for name, w in fit.cost.items())
+    limits = ", ".join(f"{name} {u:.2f} ({fit.limited_by.get(name, '-')})" for name, u in fit.busy_limit.items())
+    shared = "; ".join(" + ".join(d) for d in fit.devices)
+    error = "-" if fit.fit_error is None else f"{fit.fit_error:.0%}"
+    return (f"Model: {fit.form}; devices: {shared}. Each request/s takes w (per mille of the device): {costs}. "
+            f"Busy limit U per class (what sets it): {limits}. Fit on {fit.points} probe measurements, RMS relative "
+            f"error {error}. Valid for {fit.validated}.")
+
+
+def html_section(summary: Summary, plot: Plot | None) -> str:
+    """report.html's "Envelope" section."""
+    parts = []
+    if plot is not None:
+        parts.append(f'<figure id="{plot.id}">{plot.svg}<figcaption>{esc(plot.caption)}</figcaption></figure>')
+    for name, envelope in envelopes(summary):
+        parts.append(f"<h3>{esc(name)}</h3>")
+        parts.append(table(HEADERS, rows(envelope)))
+        if envelope.model is not None:
+            parts.append(f"<p>{esc(model_text(envelope.model))}</p>")
+        else:
+            parts.append("<p>No model: too few probes measured to fit one.</p>")
+    return "\n".join(parts)
+
+
+def markdown(summary: Summary) -> list[str]:
+    """report.md's and summary.md's envelope lines."""
+    lines: list[str] = []
+    for name, envelope in envelopes(summary):
+        lines += [f"### {name}", "", "| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
+        lines += ["| " + " | ".join(row) + " |" for row in rows(envelope)]
+        lines += ["", model_text(envelope.model) if envelope.model else "No model: too few probes to fit one.", ""]
+    return lines
+
+
+def terminal(summary: Summary) -> list[str]:
+    """The terminal's envelope lines: per arm, each ray's boundary, and the model's held-out error."""
+    lines = []
+    for name, envelope in envelopes(summary):
+        lines.append(f"  {name} envelope:")
+        for ray in envelope.rays:
+            tag = " (held out)" if ray.held_out else ""
+            lines.append(f"    {ray.name}{tag}: {_boundary(ray)}, scale {_scale(ray)}; "
+                         f"breaks first: {ray.limit or '-'}; model {_predicted(ray, envelope.model)}")
+        if envelope.model is not None:
+            lines.append(f"    model valid for {envelope.model.validated}")
+    return lines
+
+
+def _faces(summary: Summary) -> list[tuple[str, str]]:
+    names = [n for n in (summary.classes or []) if any(n in r.mix for _, e in envelopes(summary) for r in e.rays)]
+    return list(combinations(names, 2))
+
+
+def envelope_plot(summary: Summary, styles: dict[str, ArmStyle]) -> Plot | None:
+    """The frontier on every face of two classes (the third idle), per arm; None without rays on any face."""
+    found = envelopes(summary)
+    faces = _faces(summary)
+    if not found or not faces:
+        return None
+    marks = DataMarks("envelope")
+    with style():
+        fig = new_figure(3.2)
+        axes = grid(fig, 1, len(faces), Layout(left=0.7, right=0.2, top=0.35, bottom=0.55, wgap=0.75))
+        for ax, (x, y) in zip(axes, faces, strict=True):
+            for name, envelope in found:
+                st = styles.get(name)
+                colour = st.colour if st else "#222222"
+                on_face = [r for r in envelope.rays if set(r.mix) <= {x, y} and r.scale.mean is not None]
+                for ray in on_face:
+                    assert ray.scale.mean is not None
+                    lo = ray.scale.lo if ray.scale.lo is not None else ray.scale.mean
+                    hi = ray.scale.hi if ray.scale.hi is not None else ray.scale.mean
+                    xs = [ray.mix.get(x, 0.0) * s for s in (lo, hi)]
+                    ys = [ray.mix.get(y, 0.0) * s for s in (lo, hi)]
+                    marks.tag(ax.plot(xs, ys, color=colour, linewidth=2.2, alpha=0.6))
+                    marks.tag(ax.plot([ray.mix.get(x, 0.0) * ray.scale.mean], [ray.mix.get(y, 0.0) * ray.scale.mean],
+                                      st.marker if st else "o", color=colour, markersize=6,
+                                      markerfacecolor="white" if ray.held_out else colour))
+                if envelope.model is not None:
+                    angles = np.linspace(0.0, math.pi / 2, 61)
+                    curve = [(math.cos(a), math.sin(a), predicted_scale(envelope.model, {x: math.cos(a),
+                                                                                        y: math.sin(a)}))
+                             for a in angles]
+                    points = [(cx * s, cy * s) for cx, cy, s in curve if s is not None]
+                    if points:
+                        marks.tag(ax.plot([p[0] for p in points], [p[1] for p in points], color=colour,
+                                          linewidth=1.0, linestyle="--", label=name))
+            ax.set_xlabel(f"{x} req/s")
+            ax.set_ylabel(f"{y} req/s")
+            ax.set_xlim(left=0)
+            ax.set_ylim(bottom=0)
+            ax.set_title(f"{x} and {y} (others idle)", fontsize=9)
+        handles = [h for h in axes[0].get_legend_handles_labels()[0]]
+        if handles:
+            axes[-1].legend(loc="upper right", fontsize=8)
+        svg = figure_svg(fig, "envelope")
+    caption = ("Each arm's operating envelope on each face where two classes run and the third idles. Markers: the "
+               "boundary measured along each ray (mean over repeats; hollow: a held-out ray), with its 95% CI as a "
+               "thick segment along the ray. Dashed: the envelope model's frontier. Loads inside a frontier keep "
+               "every SLO; further out is more load on one device. The control (black) runs each class on its own "
+               "device.")
+    return Plot("envelope-picture", "Operating envelope per arm", svg, caption)
