@@ -4,6 +4,9 @@
     bench-plugin report DIR_A DIR_B    compare two campaigns side by side (refused, with the differing
                                        fixed conditions named, when they are not the same experiment)
     bench-plugin validate FILE...      check scenario files (and warn of stages too short to bound a P95)
+    bench-plugin plan DIR --traffic llm=R1,embedding=R2,asr=R3 [--headroom 0.2] [--gpu-cost C]
+                                       how many GPUs, shared how, hold that traffic within each arm's
+                                       envelope; writes DIR/plan.json and adds the plan to its reports
 
 A campaign itself runs with `locust --headless -f locustfiles/mixed.py --scenario ...`.
 """
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sqlite3
 import sys
 from collections.abc import Callable
@@ -108,8 +112,11 @@ def outline(scenario: Scenario) -> str:
     if scenario.search is not None:
         search = scenario.search
         mix = ", ".join(f"{name} {rate:g}" for name, rate in search.mix.items())
+        rays = len(search.rays())
+        along = (f" along {rays} rays" + (f" ({len(search.held_out)} held out)" if search.held_out else "")
+                 if rays > 1 else "")
         load = (f"an adaptive search from scale {search.start_scale:g} up to {search.max_scale:g} of "
-                f"{{{mix}}} req/s in {search.stage_duration_s:g}-s stages, to {search.precision:.0%}")
+                f"{{{mix}}} req/s{along} in {search.stage_duration_s:g}-s stages, to {search.precision:.0%}")
     else:
         load = _count(len(scenario.stages), "stage")
     return (f"{_count(len(scenario.arms), 'arm')} x {_count(scenario.repeats, 'repeat')}, {load}, "
@@ -134,6 +141,58 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 2 if failed else 0
 
 
+def parse_traffic(text: str, classes: list[str]) -> dict[str, float]:
+    """``llm=20,embedding=200`` -> {class: req/s}; CliError naming the part that is wrong."""
+    out: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, value = part.partition("=")
+        name = name.strip()
+        if not sep:
+            raise CliError(f"--traffic {text}: {part!r} is not CLASS=REQ_PER_S")
+        if name not in classes:
+            raise CliError(f"--traffic {text}: {name!r} is not a class of this campaign ({', '.join(classes)})")
+        if name in out:
+            raise CliError(f"--traffic {text}: {name} is given twice")
+        try:
+            rate = float(value)
+        except ValueError:
+            raise CliError(f"--traffic {text}: {value!r} is not a number of requests per second") from None
+        if not (math.isfinite(rate) and rate >= 0):
+            raise CliError(f"--traffic {text}: {name}={value}: give a rate of 0 or more")
+        out[name] = rate
+    if not any(out.values()):
+        raise CliError(f"--traffic {text}: give some class a rate above 0")
+    return {name: out.get(name, 0.0) for name in classes if name in out}
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from bench_plugin.analysis.packing import capacity_plans
+    from bench_plugin.report.plan import terminal
+    from bench_plugin.results.plan import FILENAME, write_plan
+
+    directory = _results_dir(Path(args.dir))
+    if not (math.isfinite(args.headroom) and 0 <= args.headroom <= 10):
+        raise CliError(f"--headroom {args.headroom:g}: give a fraction from 0 to 10 (0.2: 20% headroom)")
+    if args.gpu_cost is not None and not (math.isfinite(args.gpu_cost) and args.gpu_cost > 0):
+        raise CliError(f"--gpu-cost {args.gpu_cost:g}: give a positive cost per GPU")
+    campaign = load_campaign(directory)
+    summary = campaign.summary
+    classes = summary.classes or []
+    traffics = [parse_traffic(text, classes) for text in args.traffic]
+    if summary.comparison is None or not any(arm.envelope for arm in summary.comparison.arms.values()):
+        raise CliError(f"{directory}: no envelope to plan on: the campaign searched no rays "
+                       "(give its scenario search.mixes, e.g. `mixes: default`)")
+    document = capacity_plans(summary, str(directory), traffics, args.headroom, args.gpu_cost)
+    write_plan(directory / FILENAME, document)
+    if args.json:
+        sys.stdout.write(document.model_dump_json(indent=2, by_alias=True) + "\n")
+    else:
+        sys.stdout.write(terminal(document, summary.control))
+    regenerate(directory, summary)
+    sys.stderr.write(f"bench-plugin: wrote {directory / FILENAME}; report.html and report.md show the plan\n")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of `bench-plugin`."""
     parser = argparse.ArgumentParser(prog="bench-plugin", description=__doc__.split("\n\n")[0])
@@ -145,6 +204,15 @@ def build_parser() -> argparse.ArgumentParser:
     validate = sub.add_parser("validate", help="check scenario files")
     validate.add_argument("files", nargs="+", metavar="FILE")
     validate.set_defaults(run=cmd_validate)
+    plan = sub.add_parser("plan", help="how many GPUs, shared how, hold a traffic within each arm's envelope")
+    plan.add_argument("dir", metavar="DIR", help="results directory of a campaign that searched rays")
+    plan.add_argument("--traffic", action="append", required=True, metavar="CLASS=R,...",
+                      help="the traffic to hold, req/s per class (repeat for several traffics)")
+    plan.add_argument("--headroom", type=float, default=0.2,
+                      help="load each GPU to its boundary / (1 + HEADROOM) (default 0.2)")
+    plan.add_argument("--gpu-cost", type=float, default=None, help="cost of one GPU, to price each plan")
+    plan.add_argument("--json", action="store_true", help="print plan.json's document instead of the text")
+    plan.set_defaults(run=cmd_plan)
     return parser
 
 

@@ -27,7 +27,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench_plugin.report import answer, checks, cut_short, disruption, guide
+from bench_plugin.report import answer, checks, cut_short, disruption, envelope, guide
+from bench_plugin.report import plan as plan_section
 from bench_plugin.report.basis import Bases, Basis, any_low, html_cell, low_rule, value_text
 from bench_plugin.report.comparison import (
     NO_COMPARISON,
@@ -51,6 +52,8 @@ from bench_plugin.report.stage_series import html_section, read_trial_series
 from bench_plugin.report.tables import Raw, conditions_section, errors_table, esc, table, when
 from bench_plugin.report.telemetry import drawn_metrics
 from bench_plugin.report.timeline import timeline_plot
+from bench_plugin.results.plan import FILENAME as PLAN_FILE
+from bench_plugin.results.plan import PlanDocument, read_plan
 from bench_plugin.results.record import CampaignRecord
 from bench_plugin.results.store import (
     MAX_POINTS,
@@ -91,8 +94,9 @@ def write_report(results_dir: Path, summary: Summary | None = None, max_points: 
             raise FileNotFoundError(f"no summary.json in {results_dir} (`bench-plugin report DIR` writes it "
                                     "from results.sqlite)")
         summary = load_summary(summary_path)
+    plan = read_plan(results_dir / PLAN_FILE) if (results_dir / PLAN_FILE).is_file() else None
     with open_store(results_dir / "results.sqlite") as db:
-        page = render_html(summary, db, max_points)
+        page = render_html(summary, db, max_points, plan=plan)
         record = read_record(db)
         arm_settings: dict[str, str] = {}
         trials = read_trials(db)
@@ -101,14 +105,18 @@ def write_report(results_dir: Path, summary: Summary | None = None, max_points: 
         stage_series = read_trial_series(db, trials)
     out = results_dir / "report.html"
     out.write_text(page, encoding="utf-8")
-    (results_dir / "report.md").write_text(
-        render_report(summary, started_s=record.started_s, arm_settings=arm_settings,
-                      stage_series=stage_series), encoding="utf-8")
+    text = render_report(summary, started_s=record.started_s, arm_settings=arm_settings, stage_series=stage_series)
+    extra = (["## Operating envelope", "", *envelope.markdown(summary)] if envelope.envelopes(summary) else []) + (
+        plan_section.markdown(plan, summary.control) if plan is not None else [])
+    if extra:
+        text = text.rstrip("\n") + "\n\n" + "\n".join(extra).rstrip() + "\n"
+    (results_dir / "report.md").write_text(text, encoding="utf-8")
     return out
 
 
-def render_html(summary: Summary, db: sqlite3.Connection, max_points: int = MAX_POINTS) -> str:
-    """The report.html text for a summary and its open results store."""
+def render_html(summary: Summary, db: sqlite3.Connection, max_points: int = MAX_POINTS, *,
+                plan: PlanDocument | None = None) -> str:
+    """The report.html text for a summary and its open results store (and its capacity plan, where one was made)."""
     record = read_record(db)
     trials = read_trials(db)
     comparison = summary.comparison
@@ -133,6 +141,9 @@ def render_html(summary: Summary, db: sqlite3.Connection, max_points: int = MAX_
     sections = [
         *([("answer", "The answer", opening)] if opening else []),
         ("verdict", "Verdict", _verdict(summary, comparison, bases)),
+        *([("envelope", "Operating envelope", envelope.html_section(summary, envelope.envelope_plot(summary, styles)))]
+          if envelope.envelopes(summary) else []),
+        *([("plan", "Capacity plan", plan_section.html_section(plan, summary.control))] if plan else []),
         ("load", "Latency vs offered load", _figures(load_plots)),
         ("sharing", "Throughput and fairness", _figures(share_plots) + _fairness_note(comparison)),
         ("stages", "Per-stage figures", _stage_tables(summary, bases)),

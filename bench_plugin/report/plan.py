@@ -1,0 +1,109 @@
+"""The capacity plan in words: the terminal text of `bench-plugin plan`, and its section in report.html and report.md.
+
+Each traffic gets one line per arm: its GPUs, how the classes are packed on them, the growth it absorbs
+and what breaks first, its cost and what it saves against the control, and whether it rests on the
+envelope model outside where the model was validated.
+"""
+
+from __future__ import annotations
+
+from bench_plugin.report.tables import esc, table
+from bench_plugin.results.plan import ArmPlan, GroupPlan, PlanDocument, TrafficPlan
+
+
+def traffic_text(traffic: dict[str, float]) -> str:
+    """``llm 20 req/s, embedding 200 req/s``."""
+    return ", ".join(f"{name} {rate:g} req/s" for name, rate in traffic.items() if rate > 0)
+
+
+def group_text(group: GroupPlan) -> str:
+    """``embedding + asr shared on 3 GPUs (u 0.62 of 0.70 each)``, or ``llm alone on 2 GPUs``."""
+    how = "alone" if len(group.classes) == 1 else "shared"
+    gpus = f"{group.gpus} GPU{'s' if group.gpus != 1 else ''}"
+    load = ", ".join(f"{c} {group.load[c]:.3g}" for c in group.classes)
+    return (f"{' + '.join(group.classes)} {how} on {gpus} ({load} req/s; busy {group.busy:.2f} of "
+            f"{group.busy_limit:.2f} each, {group.limited_by} limits)")
+
+
+def growth_text(plan: ArmPlan) -> str:
+    """``absorbs +31% traffic before it needs another GPU; embedding p95 breaks first``."""
+    if plan.growth is None:
+        return ""
+    first = f"; {plan.first_limit} breaks first" if plan.first_limit else ""
+    return f"absorbs {plan.growth - 1:+.0%} traffic before it needs another GPU{first}"
+
+
+def money(value: float) -> str:
+    return f"{value:,.2f}"
+
+
+def arm_line(plan: ArmPlan, control: bool, gpu_cost: float | None) -> str:
+    """One arm's plan in one line (the terminal, report.md)."""
+    name = plan.arm + (" (control)" if control else "")
+    if plan.gpus is None:
+        return f"{name}: no plan: {plan.note}"
+    parts = [f"{plan.gpus} GPU{'s' if plan.gpus != 1 else ''}"]
+    if plan.saved_gpus is not None and not control:
+        saved = (f"saves {plan.saved_gpus}" if plan.saved_gpus >= 0 else f"needs {-plan.saved_gpus} more")
+        if plan.saved_cost is not None:
+            saved += f", {money(abs(plan.saved_cost))}"
+        parts.append(saved)
+    if plan.cost is not None:
+        parts.append(f"cost {money(plan.cost)}")
+    text = f"{name}: {'; '.join(parts)}: " + "; ".join(group_text(g) for g in plan.groups)
+    if growth := growth_text(plan):
+        text += f"; {growth}"
+    if plan.extrapolation:
+        text += f". EXTRAPOLATION: {'; '.join(plan.extrapolation)}"
+    return text
+
+
+def terminal(document: PlanDocument, control: str | None) -> str:
+    """What `bench-plugin plan` prints."""
+    lines = []
+    cost = f", GPU cost {money(document.gpu_cost)}" if document.gpu_cost is not None else ""
+    for plan in document.plans:
+        lines.append(f"Plan for {traffic_text(plan.traffic)} (headroom {document.headroom:.0%}{cost}):")
+        lines += [f"  {arm_line(arm, arm.arm == control, document.gpu_cost)}" for arm in plan.arms]
+        lines.append(f"  best: {plan.best}" if plan.best else "  best: none rests on validated ground")
+    return "\n".join(lines) + "\n"
+
+
+def _rows(plan: TrafficPlan, control: str | None) -> list[list[str]]:
+    rows = []
+    for arm in plan.arms:
+        rows.append([
+            arm.arm + (" (control)" if arm.arm == control else ""),
+            "-" if arm.gpus is None else str(arm.gpus),
+            "-" if arm.saved_gpus is None or arm.arm == control else f"{arm.saved_gpus:+d}",
+            "-" if arm.cost is None else money(arm.cost),
+            "; ".join(group_text(g) for g in arm.groups) if arm.groups else (arm.note or "-"),
+            "-" if arm.growth is None else f"{arm.growth - 1:+.0%}" + (f" ({arm.first_limit})" if arm.first_limit
+                                                                       else ""),
+            "; ".join(arm.extrapolation) or "no",
+        ])
+    return rows
+
+
+HEADERS = ["arm", "GPUs", "saved vs control", "cost", "packing", "growth absorbed (breaks first)", "extrapolation"]
+
+
+def html_section(document: PlanDocument, control: str | None) -> str:
+    """report.html's "Capacity plan" section."""
+    parts = [f"<p>{esc(document.method)}</p>"]
+    for plan in document.plans:
+        cost = f", GPU cost {money(document.gpu_cost)}" if document.gpu_cost is not None else ""
+        parts.append(f"<h3>{esc(traffic_text(plan.traffic))} (headroom {document.headroom:.0%}{esc(cost)})</h3>")
+        parts.append(table(HEADERS, _rows(plan, control)))
+        parts.append(f"<p>Best: {esc(plan.best or 'none rests on validated ground')}.</p>")
+    return "\n".join(parts)
+
+
+def markdown(document: PlanDocument, control: str | None) -> list[str]:
+    """report.md's lines of the plan."""
+    lines = ["## Capacity plan", "", document.method, ""]
+    for plan in document.plans:
+        lines += [f"### {traffic_text(plan.traffic)} (headroom {document.headroom:.0%})", ""]
+        lines += [f"- {arm_line(arm, arm.arm == control, document.gpu_cost)}" for arm in plan.arms]
+        lines += ["", f"Best: {plan.best or 'none rests on validated ground'}.", ""]
+    return lines
