@@ -8,12 +8,12 @@ start**, on fresh servers with a fresh warm-up: its stage k then follows the sam
 stages 0..k-1 on the same servers) as stage k of every other trial. Running only its missing stages
 would measure them after a warm-up instead of after the lower stages, and would leave the last
 completed stage without the stragglers that arrive after its end (they are committed with the next
-stage). An adaptive search segment (``search:``) runs again too, but keeps each ray whose search had
-ended (its result recorded): every probe of a search is drained and decided on its own samples, so a
-ray's probes need no history but ready, warmed servers, and its later probes follow only from its own
-earlier ones. The rays still open run again from their start on the fresh servers, their stages
-numbered after the kept ones. A trial is done when its end was recorded as completed; one that was
-not runs its remaining segments.
+stage). An adaptive search segment (``search:``) runs again too, but keeps every probe its earlier
+attempt decided, with its stages: each probe is drained and decided on its own samples, so it needs
+no history but ready, warmed servers, and a search's next probe follows only from the decisions before
+it. The kept decisions are replayed into the searches, which go on from there on the fresh servers
+(the probe that was cut short runs again), their new stages numbered after the kept ones. A trial is
+done when its end was recorded as completed; one that was not runs its remaining segments.
 
 The earlier attempt of a segment that runs again is not deleted: its rows (samples, stages, its
 segment row, its timeline events, telemetry and stage series) move to the store's ``superseded_*``
@@ -53,7 +53,7 @@ from bench_plugin.results.store import (
 )
 from bench_plugin.results.summary import Ending, Overrides, Provenance, Resume
 from bench_plugin.results.timeline import Resumed
-from bench_plugin.run.schedule import Done, Trial
+from bench_plugin.run.schedule import Done, KeptProbe, Trial
 
 STORE = "results.sqlite"
 
@@ -78,8 +78,10 @@ class Recorded:
     record: CampaignRecord
     """What the campaign recorded about itself (results/record.py)."""
     trials: list[TrialRecord]
-    ended_rays: dict[tuple[int, int], dict[str, list[int]]] = field(default_factory=dict)
-    """(trial, segment) -> each ray whose search ended (its result recorded) -> the stages its probes ran."""
+    probes: dict[tuple[int, int], tuple[KeptProbe, ...]] = field(default_factory=dict)
+    """(trial, segment) -> the search probes decided in it, in order (from the timeline)."""
+    ended_rays: dict[tuple[int, int], frozenset[str]] = field(default_factory=dict)
+    """(trial, segment) -> its rays whose search ended (their result recorded)."""
 
     def refused(self, why: str) -> ResumeRefused:
         """A refusal naming this directory."""
@@ -111,7 +113,7 @@ def read_campaign(given: str) -> Recorded:
         with open_store(store) as db:
             version = store_version(db, str(store))
             record, trials = read_record(db, str(store)), read_trials(db)
-            ended_rays = _ended_rays(db, trials)
+            probes, ended_rays = _searches(db, trials)
     except StoreError as exc:
         raise ResumeRefused(f"{where}: {exc}") from None
     except sqlite3.DatabaseError as exc:
@@ -121,7 +123,7 @@ def read_campaign(given: str) -> Recorded:
                             f"{STORE_VERSION}: resume it with the bench-plugin that wrote it")
     if not record.scenario.sha256:
         raise ResumeRefused(f"{where}: not a campaign's results directory ({STORE} records no scenario)")
-    recorded = Recorded(directory, given, record, trials, ended_rays)
+    recorded = Recorded(directory, given, record, trials, probes, ended_rays)
     status = recorded.status
     if status is not None and status.status == "completed":
         at = f" at {_when(status.ended_s)}" if status.ended_s is not None else ""
@@ -129,19 +131,21 @@ def read_campaign(given: str) -> Recorded:
     return recorded
 
 
-def _ended_rays(db: sqlite3.Connection, trials: list[TrialRecord]) -> dict[tuple[int, int], dict[str, list[int]]]:
-    """Per search segment, the rays whose search ended, and the stages of their probes (from the timeline)."""
-    out: dict[tuple[int, int], dict[str, list[int]]] = {}
+def _searches(db: sqlite3.Connection, trials: list[TrialRecord]
+              ) -> tuple[dict[tuple[int, int], tuple[KeptProbe, ...]], dict[tuple[int, int], frozenset[str]]]:
+    """Per search segment, its decided probes in order, and its rays whose search ended (from the timeline)."""
+    probes: dict[tuple[int, int], list[KeptProbe]] = {}
+    ended: dict[tuple[int, int], set[str]] = {}
     for trial in trials:
-        ended = {(d["segment"], d.get("ray", "mix")) for d in read_events(db, trial.id, "search_result")}
         for step in read_events(db, trial.id, "search_step"):
-            key = (step["segment"], step.get("ray", "mix"))
-            if key in ended:
-                stages = (step.get("decision") or {}).get("stages") or [step["stage"]]
-                out.setdefault((trial.id, key[0]), {}).setdefault(key[1], []).extend(stages)
-        for segment, ray in ended:
-            out.setdefault((trial.id, segment), {}).setdefault(ray, [])
-    return out
+            stages = (step.get("decision") or {}).get("stages") or [step["stage"]]
+            decided = (step.get("decision") or {}).get("outcome", "pass") != "undecided"
+            probes.setdefault((trial.id, step["segment"]), []).append(KeptProbe(
+                ray=step.get("ray", "mix"), scale=step["scale"], passed=step["passed"], decided=decided,
+                stages=tuple(stages)))
+        for result in read_events(db, trial.id, "search_result"):
+            ended.setdefault((trial.id, result["segment"]), set()).add(result.get("ray", "mix"))
+    return {k: tuple(v) for k, v in probes.items()}, {k: frozenset(v) for k, v in ended.items()}
 
 
 def options_for(recorded: Recorded, scenario: str | None, results_dir: str | None,
@@ -232,8 +236,8 @@ class Plan:
     rerun: list[tuple[int, int]]
     """(trial, segment) with an earlier, unfinished attempt: superseded, then run from its start (a search
     segment: its rays whose search had ended are kept with their stages, and the others run)."""
-    kept_rays: dict[tuple[int, int], dict[str, list[int]]] = field(default_factory=dict)
-    """(trial, segment) run again -> the rays kept of its earlier attempt -> their stages."""
+    kept_probes: dict[tuple[int, int], tuple[KeptProbe, ...]] = field(default_factory=dict)
+    """(trial, segment) run again -> the search probes kept of its earlier attempt, in order."""
 
 
 def plan(recorded: Recorded, trials: list[Trial]) -> Plan:
@@ -259,13 +263,13 @@ def plan(recorded: Recorded, trials: list[Trial]) -> Plan:
             (kept if finished else rerun).append((record.id, segment.index))
         if record.status == "completed" and finished:
             done.add(record.id)
-    kept_rays = {key: rays for key in rerun if (rays := recorded.ended_rays.get(key))}
+    kept_probes = {key: probes for key in rerun if (probes := recorded.probes.get(key))}
     next_stage = {}
-    for key in kept_rays:
+    for key in kept_probes:
         record = next(r for r in recorded.trials if r.id == key[0])
         next_stage[key] = 1 + max((s.index for s in record.stages if s.segment == key[1]), default=-1)
-    return Plan(Done(frozenset(done), frozenset(kept), {k: frozenset(v) for k, v in kept_rays.items()}, next_stage),
-                kept, rerun, kept_rays)
+    ended = {key: recorded.ended_rays.get(key, frozenset()) for key in kept_probes}
+    return Plan(Done(frozenset(done), frozenset(kept), kept_probes, ended, next_stage), kept, rerun, kept_probes)
 
 
 def begin(recorded: Recorded, resume_plan: Plan, recorder: Recorder, provenance: Provenance) -> Resume:
@@ -277,10 +281,10 @@ def begin(recorded: Recorded, resume_plan: Plan, recorder: Recorder, provenance:
     number = len(recorded.resumes) + 1
     superseded: dict[str, int] = {}
     for trial, segment in resume_plan.rerun:
-        rays = resume_plan.kept_rays.get((trial, segment), {})
+        probes = resume_plan.kept_probes.get((trial, segment), ())
         for table, rows in recorder.supersede_segment(trial, segment, number,
-                                                      keep_stages=[i for stages in rays.values() for i in stages],
-                                                      keep_rays=list(rays)).items():
+                                                      keep_stages=[i for p in probes for i in p.stages],
+                                                      keep_rays=sorted({p.ray for p in probes})).items():
             superseded[table] = superseded.get(table, 0) + rows
     status = recorded.status or Ending(status="unfinished", reason="the process ended without recording how "
                                                                    "(killed, or its machine stopped)")
@@ -340,9 +344,9 @@ def describe(resuming: Resuming, record: Resume) -> str:
     kept, rerun = resuming.plan.kept, resuming.plan.rerun
     trials = len(resuming.plan.done.trials)
     samples = record.superseded.get("samples", 0)
-    rays = resuming.plan.kept_rays
-    named = ", ".join(f"trial {t} segment {s}" + (f" (keeping its ended rays: {', '.join(rays[(t, s)])})"
-                                                  if (t, s) in rays else "") for t, s in rerun)
+    probes = resuming.plan.kept_probes
+    named = ", ".join(f"trial {t} segment {s}" + (f" (keeping the {_count(len(probes[(t, s)]), 'probe')} it decided)"
+                                                  if (t, s) in probes else "") for t, s in rerun)
     again = (f"; runs again from its start: {named} "
              f"({samples} samples of the earlier attempt superseded)") if rerun else ""
     return (f"resuming {resuming.recorded.given} (resume {record.number}, after status "

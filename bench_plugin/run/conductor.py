@@ -287,14 +287,14 @@ class Conductor:
     def _search(self, trial: Trial, segment: int, classes: list[str], urls: dict[str, str], spec: Search) -> None:
         """Stages proposed by the adaptive boundary search along each ray, each probe decided before the next is
         chosen: an undecided one is run again at its load, its samples pooled (analysis/probe.py)."""
-        kept = self.done.rays.get((trial.id, segment), frozenset())  # a resume keeps the rays that had ended
-        rays = {name: mix for name, mix in segment_rays(spec.rays(), classes).items() if name not in kept}
-        if not rays:
-            return
-        searches = RaySearches(rays, spec.start_scale, spec.max_scale, spec.precision, growth=spec.growth,
-                               minimum=spec.min_scale, sustain=spec.sustain_duration_s > 0, budget=spec.budget)
-        index = self.done.next_stage.get((trial.id, segment), 0)
-        reported: set[str] = set()
+        searches = RaySearches(segment_rays(spec.rays(), classes), spec.start_scale, spec.max_scale, spec.precision,
+                               growth=spec.growth, minimum=spec.min_scale, sustain=spec.sustain_duration_s > 0,
+                               budget=spec.budget)
+        key = (trial.id, segment)
+        for kept in self.done.probes.get(key, ()):  # a resume replays the probes its earlier attempt decided
+            searches.searches[kept.ray].record(kept.scale, kept.passed, decided=kept.decided, runs=len(kept.stages))
+        index = self.done.next_stage.get(key, 0)
+        reported: set[str] = set(self.done.rays.get(key, frozenset()))
         while (search := searches.propose()) is not None:
             scale = search.propose()
             assert scale is not None

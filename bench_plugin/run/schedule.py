@@ -46,7 +46,21 @@ class Done:
 
     trials: frozenset[int] = field(default_factory=frozenset)
     segments: frozenset[tuple[int, int]] = field(default_factory=frozenset)
+    probes: Mapping[tuple[int, int], tuple[KeptProbe, ...]] = field(default_factory=dict)
+    """A search segment that runs again -> the probes its earlier attempt decided, in order: kept, and replayed
+    into its searches, which go on from there."""
     rays: Mapping[tuple[int, int], frozenset[str]] = field(default_factory=dict)
-    """A search segment that runs again -> its rays whose search ended in the earlier attempt: kept, not run."""
+    """A search segment that runs again -> its rays whose search had ended (their result already recorded)."""
     next_stage: Mapping[tuple[int, int], int] = field(default_factory=dict)
-    """A search segment that runs again with kept rays -> the index its first new stage takes (after theirs)."""
+    """A search segment that runs again with kept probes -> the index its first new stage takes (after theirs)."""
+
+
+@dataclass(frozen=True)
+class KeptProbe:
+    """One probe a resume keeps: what its search needs to be replayed (results.timeline.SearchStep)."""
+
+    ray: str
+    scale: float
+    passed: bool
+    decided: bool
+    stages: tuple[int, ...]

@@ -338,38 +338,47 @@ def steps_since_resumed(results: Path) -> int:
     return read_now(results, since, 0)
 
 
-def test_a_search_segment_killed_twice_runs_again_whole(tmp_path: Path) -> None:
+def test_a_search_segment_killed_twice_keeps_its_decided_probes(tmp_path: Path) -> None:
+    """Each resume keeps the probes decided before the kill (their stages and samples), replays them into the
+    search, and runs only what was left: every step once, over three processes."""
     scenario = scenario_variant(tmp_path, "search-calibration", repeats=1, search=SEARCH)
     results = tmp_path / "results"
     first = stop_when([*LOCUSTFILE, "--scenario", str(scenario), "--results-dir", str(results)],
-                      tmp_path / "first.log", results, lambda: len(search_steps(results)) >= 2, signal.SIGKILL)
+                      tmp_path / "first.log", results, lambda: len(search_steps(results)) >= 1, signal.SIGKILL)
     assert first == -signal.SIGKILL
+    before = search_steps(results)
     second = stop_when([*LOCUSTFILE, "--resume", str(results)], tmp_path / "second.log", results,
                        lambda: steps_since_resumed(results) >= 1, signal.SIGKILL)
     assert second == -signal.SIGKILL
-    assert "runs again from its start: trial 1 segment 0" in (tmp_path / "second.log").read_text()
+    assert f"trial 1 segment 0 (keeping the {_count(len(before), 'probe')} it decided)" in (
+        tmp_path / "second.log").read_text()
     done = resume(results)
     assert done.returncode == 0, done.stdout[-3000:]
     summary = load_summary(results / "summary.json")
     assert [r.previous_status for r in summary.status.resumed] == ["unfinished", "unfinished"]
     assert all(r.kept == [] and r.rerun == [(1, 0)] for r in summary.status.resumed)
-    # The search ran whole in the last process: each of its steps once, one result, nothing of the cut attempts.
     steps = search_steps(results)
     (trial,) = summary.trials
-    assert steps[0] == 1.0 and len(set(steps)) == len(steps) == len(trial.stages) >= 3
+    assert steps == [1.0, 2.0, 4.0] and steps[:len(before)] == before, "each probe once, the kept ones first"
     assert [s.offered for s in trial.stages] == [{"embedding": pytest.approx(10.0 * k)} for k in steps]
     assert len(trial.search) == 1 and trial.search[0].runs == len(steps)
     assert all(s.classes["embedding"].requests == s.arrivals["embedding"] for s in trial.stages
                if s.status == "completed")  # a step past the boundary may be rolled back: fewer were sent
-    cut = store_rows(results, "SELECT resume, COUNT(*) FROM superseded_events WHERE kind='search_step' GROUP BY resume")
-    assert [(resume, n >= 1) for resume, n in cut] == [(1, True), (2, True)]
-    with open_store(results / "results.sqlite") as db:
-        assert [s for s in read_samples(db) if s.intended_s < summary.status.resumed[-1].at_s] == []
+    (cut,) = store_rows(results, "SELECT COUNT(*) FROM superseded_events WHERE kind='search_step'")
+    assert cut == (0,), "no decided probe was superseded"
+    first_resume = summary.status.resumed[0].at_s
+    with open_campaign(results / "results.sqlite") as reader:
+        kept_stage = reader.search_steps(1)[0].stage
+        assert all(s.intended_s < first_resume for s in reader.samples(1) if s.stage == kept_stage)
     assert without_resumes(summary) == without_resumes(as_one_run(results, tmp_path / "as-one-run"))
 
 
-RAYS = {"mix": {"llm": 2, "embedding": 8, "asr": 2}, "mixes": {"asr-alone": {"asr": 4}}, "start_scale": 1, "max_scale": 4,
-        "precision": 0.3, "stage_duration_s": 1, "max_extensions": 0, "sustain_s": 0}
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
+RAYS = {"mix": {"llm": 2, "embedding": 8, "asr": 2}, "mixes": {"asr-alone": {"asr": 4}}, "start_scale": 1,
+        "max_scale": 4, "precision": 0.3, "stage_duration_s": 1, "max_extensions": 0, "sustain_s": 0}
 """Two rays, x1, x2 and x4 each (every one far below the simulated device's limits), taken in turn: the ray
 ``mix`` ends first, one stage before ``asr-alone``."""
 
@@ -379,20 +388,23 @@ def ray_results(results: Path) -> list[str]:
     return read_now(results, lambda reader: [e.detail.get("ray", "mix") for e in reader.events("search_result")], [])
 
 
-def test_a_search_segment_killed_after_one_ray_ended_keeps_that_ray(tmp_path: Path) -> None:
-    """The ray whose search had ended keeps its stages, probes and result; only the open ray runs again."""
+def test_a_search_segment_killed_after_one_ray_ended_goes_on_from_its_decided_probes(tmp_path: Path) -> None:
+    """The ray whose search had ended keeps its stages, probes and result, the open ray its decided probes; only
+    the open ray's remaining probes run after the resume."""
     scenario = scenario_variant(tmp_path, "simulator", repeats=1, search=RAYS,
                                 arms=[{"name": "shared", "control": True, "sharing": "time-slicing"}])
     results = tmp_path / "results"
     first = stop_when([*LOCUSTFILE, "--scenario", str(scenario), "--results-dir", str(results)],
                       tmp_path / "first.log", results, lambda: ray_results(results) == ["mix"], signal.SIGKILL)
     assert first == -signal.SIGKILL
-    kept = read_now(results, lambda reader: [(e.detail["stage"], e.detail["scale"]) for e in
-                                             reader.events("search_step") if e.detail.get("ray") == "mix"], [])
-    assert [scale for _, scale in kept] == [1.0, 2.0, 4.0]
+    kept = read_now(results, lambda reader: [(e.detail.get("ray"), e.detail["stage"], e.detail["scale"])
+                                             for e in reader.events("search_step")], [])
+    assert [scale for ray, _, scale in kept if ray == "mix"] == [1.0, 2.0, 4.0]
+    open_ray = [scale for ray, _, scale in kept if ray == "asr-alone"]
+    assert open_ray == [1.0, 2.0][:len(open_ray)], "the rays take turns: asr-alone was still open"
     done = resume(results)
     assert done.returncode == 0, done.stdout[-3000:]
-    assert "keeping its ended rays: mix" in done.stdout
+    assert f"keeping the {_count(len(kept), 'probe')} it decided" in done.stdout
     summary = load_summary(results / "summary.json")
     (trial,) = summary.trials
     by_ray = {r.ray: r for r in trial.search}
@@ -404,11 +416,9 @@ def test_a_search_segment_killed_after_one_ray_ended_keeps_that_ray(tmp_path: Pa
     last = summary.status.resumed[-1]
     with open_campaign(results / "results.sqlite") as reader:
         samples = reader.samples(1)
-        steps = reader.search_steps(1)
-    kept_stages = {stage for stage, _ in kept}
-    assert {s.stage for s in steps if s.ray == "mix"} == kept_stages, "the kept ray's probes are the first attempt's"
-    assert all(s.intended_s < last.at_s for s in samples if s.stage in kept_stages)
-    assert all(s.intended_s > last.at_s for s in samples if s.stage not in kept_stages), "the open ray ran again"
+    kept_stages = {stage for _, stage, _ in kept}
+    assert all(s.intended_s < last.at_s for s in samples if s.stage in kept_stages), "kept from the first attempt"
+    assert all(s.intended_s > last.at_s for s in samples if s.stage not in kept_stages), "the rest ran after"
     assert min(s.stage for s in samples if s.stage not in kept_stages) > max(kept_stages), "numbered after them"
     for stage in trial.stages:
         assert stage.status == "completed" and all(stage.classes[n].requests == stage.arrivals[n]
