@@ -29,7 +29,7 @@ from bench_plugin.results.summary import EnvelopeRay, RayRepeat, SearchResult, T
 def _segment_result(results: list[SearchResult], mix: dict[str, float]) -> tuple[SearchResult, float] | None:
     """The segment's result along ``mix`` restricted to its classes, and the factor from its scale to ``mix``'s
     (None when the segment runs none of the mix's classes, or recorded no such search)."""
-    classes = results[0].classes
+    classes = {c for result in results for c in result.classes}  # the segment's: every class some ray of it loads
     mine = {c: r for c, r in mix.items() if c in classes and r > 0}
     if not mine:
         return None

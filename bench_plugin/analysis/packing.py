@@ -1,94 +1,135 @@
 """Packing: how many GPUs hold a traffic within an arm's envelope, how the classes go on them, what it saves.
 
-The envelope model (analysis/envelope_model.py) makes every GPU of an arm a simplex: a GPU whose loaded
-classes are ``S`` holds a load ``x`` while ``w · x ≤ U_S``, ``U_S = min_{c ∈ S} U_c``. With headroom
-``h`` a plan loads a GPU only to ``U_S / (1 + h)``, so the traffic can grow by ``1 + h`` before any GPU
-reaches its boundary. A class's traffic ``T_c`` is divisible over GPUs and needs the work ``W_c = w_c T_c``.
+The envelope model (analysis/envelope_model.py) makes every GPU a polytope: a GPU carrying the classes
+``S`` at the per-class load ``x`` keeps every SLO while ``w_j · x ≤ U_j`` for each criterion ``j`` of ``S``.
+A plan chooses ``n_S`` GPUs for each set of classes ``S`` (every nonempty subset of the classes that share
+a device in the arm; each class alone where the arm runs them apart) and the traffic ``y_S`` they carry,
+spread evenly over their GPUs. With headroom ``h`` every GPU is loaded to at most ``1 / (1 + h)`` of its
+limits, which is the same as holding ``(1 + h) T`` at the limits themselves. The least GPUs is then the
+mixed-integer linear program::
 
-**Exclusive arms** (each class on devices of its own): ``n_c = ⌈W_c (1 + h) / U_c⌉``.
+    minimise Σ_S n_S   subject to   Σ_{S ∋ c} y_{S,c} = (1 + h) T_c   for every class c,
+                                    w_j · y_S ≤ U_j n_S               for every S and criterion j of S,
+                                    n_S integer ≥ 0, y ≥ 0
 
-**Shared arms**: order the classes by ``U`` from the strictest, ``U_1 ≤ U_2 ≤ U_3``. A GPU whose strictest
-class is ``c_i`` holds ``U_i`` whichever of the looser classes it also carries, so it may as well be able
-to carry all of them: only the nested groups ``G_i = {c_i, c_i+1, ...}`` matter. ``n_i`` GPUs of group
-``G_i`` hold the traffic exactly when, for every ``i`` (Hall's condition on the staircase of which class
-may go where)::
+solved exactly (scipy's milp, HiGHS branch and bound, with no optimality gap): exact for the model, with
+traffic divisible over GPUs. Of the plans with that many GPUs, the one that absorbs the most growth is
+taken: a second program fixes ``Σ n_S`` and maximises ``g`` with ``Σ_{S ∋ c} y_{S,c} = g T_c`` at the limits;
+``g ≥ 1 + h`` by the first. ``g`` is the **growth** the plan absorbs before it needs another GPU, and the
+constraints that bind at ``g`` name the criterion that breaks first. The groups shown carry ``y_S / g``.
 
-    Σ_{j ≤ i} W_j ≤ Σ_{j ≤ i} n_j U_j / (1 + h)
-
-The plan is the least ``Σ n_i`` over every ``n_1`` from its least to all the work on ``G_1``, every ``n_2``
-likewise, and the ``n_3`` the rest needs: an exhaustive search, exact for the model, in at most a few
-thousand steps at the sizes teams run (tens of GPUs). Of equal counts, the one that absorbs the most growth.
-The classes are then placed from the strictest group up, each group filled with the strictest classes
-still unplaced, which the condition above guarantees is feasible.
-
-**Growth** a plan absorbs before it needs another GPU: the largest ``g`` with ``g Σ_{j ≤ i} W_j ≤ Σ_{j ≤ i}
-n_j U_j`` for every ``i``; the ``i`` that binds names the criterion that breaks first.
-
-**Validity**: a plan rests on the model. Each group's per-GPU load must lie in the cone of the rays the
-model was fit on (restricted to the classes of one device), and keep its GPUs no busier than any stage
-measured with each of its classes loaded; else the plan says it is an extrapolation. A headroom below
-the model's held-out error is named too.
+**Validity**: a plan rests on the model. Each group's per-GPU mix must lie in the cone of the rays the
+model was fit on (restricted to the classes of one device), and keep every criterion's ``u_j`` within
+the busiest stage it was fit on; else the plan says it is an extrapolation. A headroom below the model's
+held-out error is named too. **Savings** are against the control arm's plan.
 """
 
 from __future__ import annotations
 
 import math
+from itertools import combinations
 
 import numpy as np
 
 from bench_plugin.results.plan import ArmPlan, GroupPlan, PlanDocument, TrafficPlan
-from bench_plugin.results.summary import EnvelopeFit, EnvelopeRay, Summary
+from bench_plugin.results.summary import CriterionFit, EnvelopeFit, EnvelopeRay, Summary
 from bench_plugin.scenario import class_rank
 
 EPS = 1e-9
 
 
-def _ceil(x: float) -> int:
-    return max(0, math.ceil(x - EPS))
+class Infeasible(Exception):
+    """The model says no number of GPUs holds the traffic (a class that misses its SLO even alone)."""
 
 
-def _shared(work: list[float], limits: list[float], headroom: float) -> tuple[list[int], float]:
-    """The least GPUs per nested group (module docstring) for the classes' ``work``, strictest first, and the
-    growth that plan absorbs."""
-    caps = [u / (1 + headroom) for u in limits]
-    best: tuple[int, float, list[int]] | None = None
-
-    def search(i: int, chosen: list[int], room: float) -> None:
-        nonlocal best
-        done = sum(work[:i])
-        if i == len(work) - 1:  # the loosest group takes what is left
-            counts = [*chosen, _ceil((sum(work) - room) / caps[i]) if caps[i] > 0 else 10**9]
-            total = sum(counts)
-            g = growth(work, limits, counts)
-            if best is None or total < best[0] or (total == best[0] and g > best[1] + EPS):
-                best = (total, g, counts)
-            return
-        need = max(0.0, done + work[i] - room)  # the work of c_1..c_i that c_1..c_{i-1}'s groups cannot take
-        lowest = _ceil(need / caps[i]) if caps[i] > 0 else 10**9
-        highest = max(lowest, _ceil(max(0.0, sum(work) - room) / caps[i]) if caps[i] > 0 else lowest)
-        for n in range(lowest, highest + 1):
-            search(i + 1, [*chosen, n], room + n * caps[i])
-
-    search(0, [], 0.0)
-    assert best is not None
-    return best[2], best[1]
+def _subsets(classes: list[str]) -> list[tuple[str, ...]]:
+    return [s for k in range(1, len(classes) + 1) for s in combinations(classes, k)]
 
 
-def growth(work: list[float], limits: list[float], counts: list[int]) -> float:
-    """The largest factor on every class's work that the nested groups ``counts`` still hold at their limits."""
-    g = math.inf
-    for i in range(len(work)):
-        need = sum(work[:i + 1])
-        if need > 0:
-            g = min(g, sum(n * u for n, u in zip(counts[:i + 1], limits[:i + 1], strict=True)) / need)
-    return g
+class Program:
+    """The packing programs of one device's classes (module docstring)."""
 
+    def __init__(self, classes: list[str], rows: list[CriterionFit]) -> None:
+        self.classes = classes
+        self.rows = rows
+        self.sets = _subsets(classes)
+        self.y_index: dict[tuple[tuple[str, ...], str], int] = {}
+        for s in self.sets:
+            for c in s:
+                self.y_index[(s, c)] = len(self.sets) + len(self.y_index)
+        self.size = len(self.sets) + len(self.y_index)
 
-def _binding(work: list[float], limits: list[float], counts: list[int]) -> int:
-    """The prefix of classes whose groups fill first as the traffic grows (the last class of it)."""
-    ratios = [sum(n * u for n, u in zip(counts[:i + 1], limits[:i + 1], strict=True)) / sum(work[:i + 1])
-              if sum(work[:i + 1]) > 0 else math.inf for i in range(len(work))]
-    return int(np.argmin(ratios))
+    def _limits(self, extra: int) -> tuple[np.ndarray, list[tuple[tuple[str, ...], CriterionFit]]]:
+        """The rows w_j · y_S - U_j n_S <= 0, one per set and criterion of its classes."""
+        out, which = [], []
+        for i, s in enumerate(self.sets):
+            for row in self.rows:
+                if row.workload not in s:
+                    continue
+                line = np.zeros(self.size + extra)
+                line[i] = -row.limit
+                for c in s:
+                    line[self.y_index[(s, c)]] = row.weights.get(c, 0.0)
+                out.append(line)
+                which.append((s, row))
+        return np.array(out), which
+
+    def _serve(self, extra: int) -> np.ndarray:
+        """Per class, the sum of its y over the sets that carry it."""
+        out = np.zeros((len(self.classes), self.size + extra))
+        for (_, c), j in self.y_index.items():
+            out[self.classes.index(c), j] = 1.0
+        return out
+
+    def least(self, traffic: dict[str, float], headroom: float) -> int:
+        """The least GPUs that hold ``(1 + headroom) * traffic``; Infeasible when none does."""
+        from scipy.optimize import Bounds, LinearConstraint, milp  # imported when first needed: analysis only
+
+        limits, _ = self._limits(0)
+        demand = np.array([(1 + headroom) * traffic[c] for c in self.classes])
+        cost = np.concatenate([np.ones(len(self.sets)), np.zeros(len(self.y_index))])
+        found = milp(cost, constraints=[LinearConstraint(limits, -np.inf, 0.0),
+                                        LinearConstraint(self._serve(0), demand, demand)],
+                     integrality=np.concatenate([np.ones(len(self.sets)), np.zeros(len(self.y_index))]),
+                     bounds=Bounds(0, np.inf), options={"mip_rel_gap": 0.0})
+        if not found.success:
+            raise Infeasible(found.message)
+        return round(found.fun)
+
+    def most_growth(self, traffic: dict[str, float], gpus: int) -> tuple[float, dict[tuple[str, ...], int],
+                                                                         dict[tuple[str, ...], dict[str, float]]]:
+        """With ``gpus`` GPUs: the largest g that holds g * traffic, the GPUs per set and each set's traffic at g."""
+        from scipy.optimize import Bounds, LinearConstraint, milp
+
+        limits, _ = self._limits(1)
+        serve = self._serve(1)
+        serve[:, -1] = [-traffic[c] for c in self.classes]  # Σ y - g T = 0
+        total = np.concatenate([np.ones(len(self.sets)), np.zeros(len(self.y_index) + 1)])
+        cost = np.zeros(self.size + 1)
+        cost[-1] = -1.0
+        found = milp(cost, constraints=[LinearConstraint(limits, -np.inf, 0.0),
+                                        LinearConstraint(serve, 0.0, 0.0),
+                                        LinearConstraint(total[None, :], gpus, gpus)],
+                     integrality=np.concatenate([np.ones(len(self.sets)), np.zeros(len(self.y_index) + 1)]),
+                     bounds=Bounds(0, np.concatenate([np.full(self.size, np.inf), [1e6]])),
+                     options={"mip_rel_gap": 0.0})
+        if not found.success:
+            raise Infeasible(found.message)
+        x = found.x
+        counts = {s: round(x[i]) for i, s in enumerate(self.sets) if round(x[i]) > 0}
+        carried = {s: {c: float(x[self.y_index[(s, c)]]) for c in s} for s in counts}
+        return float(x[-1]), counts, carried
+
+    def binding(self, counts: dict[tuple[str, ...], int], carried: dict[tuple[str, ...], dict[str, float]]
+                ) -> list[CriterionFit]:
+        """The criteria whose limit the sets' traffic reaches (within rounding): what breaks first."""
+        out: list[CriterionFit] = []
+        for s, n in counts.items():
+            for row in self.rows:
+                used = sum(row.weights.get(c, 0.0) * carried[s][c] for c in s)
+                if row.workload in s and used >= row.limit * n * (1 - 1e-6) - 1e-9 and row not in out:
+                    out.append(row)
+        return out
 
 
 def in_cone(direction: dict[str, float], rays: list[dict[str, float]]) -> bool:
@@ -107,75 +148,78 @@ def in_cone(direction: dict[str, float], rays: list[dict[str, float]]) -> bool:
 def arm_plan(arm: str, sharing: str | None, fit: EnvelopeFit | None, rays: list[EnvelopeRay],
              traffic: dict[str, float], headroom: float) -> ArmPlan:
     """How the arm holds ``traffic`` with ``headroom`` (module docstring); ``gpus`` None with a note when its
-    envelope has no model, or the model does not cover a class of the traffic."""
+    envelope has no model, the model covers not every class of the traffic, or no GPUs would do."""
     if fit is None:
         return ArmPlan(arm=arm, sharing=sharing, gpus=None, note="no envelope model: too few probes to fit one")
     wanted = {c: t for c, t in traffic.items() if t > 0}
-    missing = [c for c in wanted if c not in fit.cost or c not in fit.busy_limit]
+    rows = fit.criteria
+    missing = [c for c in wanted if not any(r.workload == c for r in rows.values())
+               or not any(c in d for d in fit.devices)]
     if missing:
         return ArmPlan(arm=arm, sharing=sharing, gpus=None,
                        note=f"its envelope model does not cover {', '.join(missing)}")
-    fitted = [r.mix for r in rays if r.name in fit.fitted_on]
+    labels = {id(row): name for name, row in rows.items()}
     groups: list[GroupPlan] = []
-    grow, first = math.inf, None
+    grow, first = math.inf, []
     for device in fit.devices:
-        classes = sorted((c for c in device if c in wanted), key=lambda c: (fit.busy_limit[c], c))
+        classes = sorted((c for c in device if c in wanted), key=class_rank)
         if not classes:
             continue
-        work = [fit.cost[c] * wanted[c] for c in classes]
-        limits = [fit.busy_limit[c] for c in classes]
-        counts, g = _shared(work, limits, headroom)
-        if g < grow:
-            grow = g
-            first = fit.limited_by.get(classes[_binding(work, limits, counts)])
-        groups += _place(classes, work, limits, counts, headroom, fit, wanted)
-    extrapolation = []
+        mine = [r for r in rows.values() if r.workload in classes]
+        program = Program(classes, mine)
+        try:
+            gpus = program.least({c: wanted[c] for c in classes}, headroom)
+            g, counts, carried = program.most_growth({c: wanted[c] for c in classes}, gpus)
+        except Infeasible:
+            return ArmPlan(arm=arm, sharing=sharing, gpus=None,
+                           note=f"by its model no number of GPUs holds {', '.join(classes)} within the SLOs")
+        if g < grow - EPS:
+            grow, first = g, sorted(labels[id(r)] for r in program.binding(counts, carried))
+        groups += _groups(counts, carried, g, mine, labels)
+    extrapolation = _extrapolation(groups, fit, rays, rows, headroom)
+    return ArmPlan(arm=arm, sharing=sharing, gpus=sum(g.gpus for g in groups), groups=groups,
+                   growth=None if math.isinf(grow) else grow, first_limit=" and ".join(first) or None,
+                   extrapolation=extrapolation)
+
+
+def _groups(counts: dict[tuple[str, ...], int], carried: dict[tuple[str, ...], dict[str, float]], g: float,
+            rows: list[CriterionFit], labels: dict[int, str]) -> list[GroupPlan]:
+    out = []
+    for s, n in counts.items():
+        load = {c: carried[s][c] / g for c in s if carried[s][c] / g > EPS}
+        if not load:
+            continue
+        per_gpu = {c: v / n for c, v in load.items()}
+        used = [(sum(row.weights.get(c, 0.0) * v for c, v in per_gpu.items()) / row.limit if row.limit > 0
+                 else math.inf, labels[id(row)]) for row in rows if row.workload in load]
+        worst = max(used) if used else (0.0, "-")
+        out.append(GroupPlan(classes=sorted(load, key=class_rank), gpus=n,
+                             load={c: load[c] for c in sorted(load, key=class_rank)}, used=worst[0],
+                             limited_by=worst[1]))
+    return out
+
+
+def _extrapolation(groups: list[GroupPlan], fit: EnvelopeFit, rays: list[EnvelopeRay],
+                   rows: dict[str, CriterionFit], headroom: float) -> list[str]:
+    out = []
+    fitted = [r.mix for r in rays if r.name in fit.fitted_on]
     for group in groups:
         device = next(d for d in fit.devices if group.classes[0] in d)
         mine = [{c: r for c, r in ray.items() if c in device and r > 0} for ray in fitted]
         if not in_cone(group.load, [m for m in mine if m]):
-            extrapolation.append(f"{' + '.join(group.classes)} in the proportions "
-                                 f"{':'.join(f'{group.load[c]:.3g}' for c in group.classes)} lies outside the rays "
-                                 f"the model was fit on")
-    for group in groups:
-        least = min(group.classes, key=lambda c: fit.measured_busy.get(c, 0.0))
-        reached = fit.measured_busy.get(least, 0.0)
-        if fit.measured_busy and group.busy > reached + EPS:
-            extrapolation.append(f"{' + '.join(group.classes)} would keep each GPU {group.busy:.2f} busy, beyond the "
-                                 f"{reached:.2f} measured with {least} loaded")
+            out.append(f"{' + '.join(group.classes)} in the proportions "
+                       f"{':'.join(f'{group.load[c]:.3g}' for c in group.classes)} lies outside the rays the model "
+                       f"was fit on")
+        per_gpu = {c: v / group.gpus for c, v in group.load.items()}
+        for name, row in rows.items():
+            if row.workload in group.classes:
+                busy = sum(row.weights.get(c, 0.0) * v for c, v in per_gpu.items())
+                if busy > row.measured + EPS:
+                    out.append(f"{' + '.join(group.classes)} would take {name} to u {busy:.2f}, beyond the "
+                               f"{row.measured:.2f} measured")
     held = [abs(e) for e in fit.held_out_error.values() if e is not None]
     if held and max(held) > headroom:
-        extrapolation.append(f"the headroom {headroom:.0%} is below the model's held-out error {max(held):.0%}")
-    return ArmPlan(arm=arm, sharing=sharing, gpus=sum(g.gpus for g in groups), groups=groups,
-                   growth=None if math.isinf(grow) else grow, first_limit=first, extrapolation=extrapolation)
-
-
-def _place(classes: list[str], work: list[float], limits: list[float], counts: list[int], headroom: float,
-           fit: EnvelopeFit, traffic: dict[str, float]) -> list[GroupPlan]:
-    """Each nested group's share of each class: filled from the strictest group up with the strictest classes
-    still unplaced."""
-    left = list(work)
-    out = []
-    for i, n in enumerate(counts):
-        if n == 0:
-            continue
-        room = n * limits[i] / (1 + headroom)
-        taken: dict[str, float] = {}
-        for j in range(i, len(classes)):
-            share = min(left[j], room)
-            if share > EPS:
-                taken[classes[j]] = share
-                left[j] -= share
-                room -= share
-        if not taken:
-            continue
-        strictest = min(taken, key=lambda c: fit.busy_limit[c])
-        ordered = sorted(taken, key=class_rank)
-        out.append(GroupPlan(
-            classes=ordered, gpus=n,
-            load={c: traffic[c] * taken[c] / work[classes.index(c)] for c in ordered},
-            busy=sum(taken.values()) / n, busy_limit=fit.busy_limit[strictest],
-            limited_by=fit.limited_by.get(strictest, strictest)))
+        out.append(f"the headroom {headroom:.0%} is below the model's held-out error {max(held):.0%}")
     return out
 
 
@@ -202,6 +246,16 @@ def best_arm(plans: list[ArmPlan]) -> str | None:
     return min(sound, key=lambda p: (p.gpus, -(p.growth or 0.0))).arm
 
 
+METHOD = ("Each arm's envelope model makes a GPU a polytope: carrying the classes S at the per-class load x, it "
+          "keeps every SLO while w_j·x <= U_j for each criterion j of S. The least GPUs solve a mixed-integer "
+          "program (GPUs per set of classes, the traffic each set carries, every GPU at 1/(1 + headroom) of its "
+          "limits), exactly (HiGHS, no optimality gap) for the model with traffic divisible over GPUs; of equal "
+          "counts, the plan that absorbs the most growth. Savings are against the control arm's plan. A plan "
+          "whose per-GPU mix lies outside the rays the model was fit on, that loads a criterion beyond the "
+          "busiest stage it was fit on, or whose headroom is below the model's held-out error, is marked as an "
+          "extrapolation (analysis/packing.py; docs/analysis.md).")
+
+
 def capacity_plans(summary: Summary, campaign: str, traffics: list[dict[str, float]], headroom: float,
                    gpu_cost: float | None) -> PlanDocument:
     """Every arm's plan for each traffic, from the campaign's envelopes: plan.json's document."""
@@ -216,12 +270,3 @@ def capacity_plans(summary: Summary, campaign: str, traffics: list[dict[str, flo
         arms = with_costs(arms, comparison.control if comparison else None, gpu_cost)
         plans.append(TrafficPlan(traffic=dict(traffic), arms=arms, best=best_arm(arms)))
     return PlanDocument(campaign=campaign, headroom=headroom, gpu_cost=gpu_cost, method=METHOD, plans=plans)
-
-
-METHOD = ("Each arm's envelope model makes a GPU a simplex w·x <= U_S (U_S the busy limit of its strictest loaded "
-          "class); a GPU is loaded to U_S / (1 + headroom). Exclusive arms: each class on GPUs of its own, "
-          "ceil(w_c T_c (1 + h) / U_c). Shared arms: an exhaustive search over the nested groups of classes (the "
-          "strictest with every looser one), exact for the model with traffic divisible over GPUs; of equal GPU "
-          "counts, the plan that absorbs the most growth. Savings are against the control arm's plan. A plan "
-          "whose per-GPU mix lies outside the rays the model was fit on, or whose headroom is below the model's "
-          "held-out error, is marked as an extrapolation (analysis/packing.py; docs/analysis.md).")

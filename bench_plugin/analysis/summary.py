@@ -185,7 +185,7 @@ def trial_summary(reader: CampaignReader, trial: TrialRecord,
                                                                        else [step.stage])
                                   if (step.segment, i) in position],
                           decision=step.decision)
-              for step in reader.search_steps(trial.id)] if search else []
+              for step in reader.search_steps(trial.id)]
     protocol = {seg.index: seg.protocol for seg in trial.segments}
     disruptions = reader.disruptions(trial.id)
     for stage, (_, rows) in zip(stages, grouped, strict=True):

@@ -83,14 +83,27 @@ def rows(envelope: Envelope) -> list[list[str]]:
 
 
 def model_text(fit: EnvelopeFit) -> str:
-    """The model in plain words with its parameters."""
-    costs = ", ".join(f"{name} {w * 1000:.3g}" for name, w in fit.cost.items())
-    limits = ", ".join(f"{name} {u:.2f} ({fit.limited_by.get(name, '-')})" for name, u in fit.busy_limit.items())
+    """The model in plain words with its fit."""
     shared = "; ".join(" + ".join(d) for d in fit.devices)
     error = "-" if fit.fit_error is None else f"{fit.fit_error:.0%}"
-    return (f"Model: {fit.form}; devices: {shared}. Each request/s takes w (per mille of the device): {costs}. "
-            f"Busy limit U per class (what sets it): {limits}. Fit on {fit.points} probe measurements, RMS relative "
-            f"error {error}. Valid for {fit.validated}.")
+    return (f"Model: {fit.form}; devices: {shared}. Fit on {fit.points} probe measurements, RMS relative error "
+            f"{error}. Valid for {fit.validated}.")
+
+
+MODEL_HEADERS = ["criterion", "SLO", "a (ms)", "b (ms)", "w per req/s (llm / embedding / asr, per mille)",
+                 "U (busy at its SLO)", "busiest measured", "points", "fit error"]
+
+
+def model_rows(fit: EnvelopeFit) -> list[list[str]]:
+    """One row per criterion: its law, its interference row and its limit."""
+    out = []
+    for name, row in fit.criteria.items():
+        weights = " / ".join("-" if c not in row.weights else f"{row.weights[c] * 1000:.3g}"
+                             for c in ("llm", "embedding", "asr"))
+        out.append([name, f"{row.slo_ms:g} ms", f"{row.a:.0f}", f"{row.b:.0f}", weights, f"{row.limit:.2f}",
+                    f"{row.measured:.2f}", str(row.points),
+                    "-" if row.fit_error is None else f"{row.fit_error:.0%}"])
+    return out
 
 
 def html_section(summary: Summary, plot: Plot | None) -> str:
@@ -103,6 +116,7 @@ def html_section(summary: Summary, plot: Plot | None) -> str:
         parts.append(table(HEADERS, rows(envelope)))
         if envelope.model is not None:
             parts.append(f"<p>{esc(model_text(envelope.model))}</p>")
+            parts.append(table(MODEL_HEADERS, model_rows(envelope.model)))
         else:
             parts.append("<p>No model: too few probes measured to fit one.</p>")
     return "\n".join(parts)
@@ -114,7 +128,12 @@ def markdown(summary: Summary) -> list[str]:
     for name, envelope in envelopes(summary):
         lines += [f"### {name}", "", "| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
         lines += ["| " + " | ".join(row) + " |" for row in rows(envelope)]
-        lines += ["", model_text(envelope.model) if envelope.model else "No model: too few probes to fit one.", ""]
+        if envelope.model is None:
+            lines += ["", "No model: too few probes to fit one.", ""]
+            continue
+        lines += ["", model_text(envelope.model), "", "| " + " | ".join(MODEL_HEADERS) + " |",
+                  "|" + "---|" * len(MODEL_HEADERS)]
+        lines += ["| " + " | ".join(row) + " |" for row in model_rows(envelope.model)] + [""]
     return lines
 
 

@@ -17,12 +17,12 @@ def traffic_text(traffic: dict[str, float]) -> str:
 
 
 def group_text(group: GroupPlan) -> str:
-    """``embedding + asr shared on 3 GPUs (u 0.62 of 0.70 each)``, or ``llm alone on 2 GPUs``."""
+    """``embedding + asr shared on 3 GPUs (...; each GPU at 80% of where embedding p95 reaches its SLO)``."""
     how = "alone" if len(group.classes) == 1 else "shared"
     gpus = f"{group.gpus} GPU{'s' if group.gpus != 1 else ''}"
     load = ", ".join(f"{c} {group.load[c]:.3g}" for c in group.classes)
-    return (f"{' + '.join(group.classes)} {how} on {gpus} ({load} req/s; busy {group.busy:.2f} of "
-            f"{group.busy_limit:.2f} each, {group.limited_by} limits)")
+    return (f"{' + '.join(group.classes)} {how} on {gpus} ({load} req/s; each GPU at {group.used:.0%} of "
+            f"where {group.limited_by} reaches its SLO)")
 
 
 def growth_text(plan: ArmPlan) -> str:

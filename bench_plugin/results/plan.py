@@ -26,12 +26,11 @@ class GroupPlan(Model):
     gpus: int
     load: PerClass
     """Class -> the req/s the group carries, over its GPUs."""
-    busy: float
-    """u per GPU: the busy fraction the model gives one GPU of the group under its share of the load."""
-    busy_limit: float
-    """U: the busy fraction at which the group's strictest class reaches its SLO."""
+    used: float
+    """On each GPU, the largest u_j / U_j over the criteria of its classes: how much of the load at which the
+    first of them reaches its SLO it carries (at most 1 / (1 + headroom))."""
     limited_by: str
-    """That class's criterion (``embedding p95``)."""
+    """That criterion (``embedding p95``)."""
 
 
 class ArmPlan(Model):
@@ -49,7 +48,7 @@ class ArmPlan(Model):
     growth: float | None = None
     """The factor by which every class's traffic can grow before this plan needs another GPU (1.3: +30%)."""
     first_limit: str | None = None
-    """The criterion that breaks first when the traffic grows past ``growth``."""
+    """The criterion (or criteria) that break first when the traffic grows past ``growth``."""
     extrapolation: list[str] = Field(default_factory=list)
     """Why the plan rests on the model outside where it was validated; empty when it does not."""
     note: str | None = None

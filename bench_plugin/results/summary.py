@@ -420,7 +420,7 @@ class SearchResult(Model):
 
     segment: int
     classes: list[str]
-    """The classes measured together in the segment (one, where each class was searched alone)."""
+    """The classes the ray loads in the segment (one, where each class was searched alone)."""
     mix: PerClass
     """Class -> its load at scale 1 (req/s, or users if closed-loop)."""
     status: str
@@ -711,6 +711,26 @@ class EnvelopeRay(Model):
     per_repeat: list[RayRepeat] = Field(default_factory=list)
 
 
+class CriterionFit(Model):
+    """One latency criterion in the envelope model: P95 = a + b / (1 - u), u = Σ_k w_k λ_k (analysis/envelope_model)."""
+
+    workload: str
+    slo_ms: float
+    a: float
+    """ms: what the class takes with its device idle."""
+    b: float
+    """ms: how much it suffers as the device's work for it nears saturation."""
+    weights: PerClass
+    """Class k -> w_k: the share of this criterion's device one request/s of k takes (its interference row)."""
+    limit: float
+    """U = 1 - b / (SLO - a): the u at which it reaches its SLO (0 when even idle it does not)."""
+    measured: float
+    """The highest u of any stage it was fit on: beyond it the model's answer is an extrapolation."""
+    points: int
+    fit_error: float | None
+    """Root mean square relative error of its P95s on its points."""
+
+
 class EnvelopeFit(Model):
     """The envelope model of one arm (analysis/envelope_model.py): its parameters, fit and validation."""
 
@@ -720,17 +740,8 @@ class EnvelopeFit(Model):
     """The rays whose probes it was fit on (the held-out ones are not)."""
     devices: list[list[str]]
     """The classes that share a device in this arm (one list per device: each class alone where exclusive)."""
-    cost: PerClass
-    """Class -> w: the share of the device one request/s of it takes (the weights of the utilisation u)."""
-    criteria: dict[str, tuple[float, float]]
-    """Criterion (``llm p95``) -> (a, b) ms in P95 = a + b / (1 - u)."""
-    busy_limit: PerClass
-    """Class -> U: the busy fraction u of its device at which its first criterion reaches its SLO."""
-    limited_by: dict[str, str]
-    """Class -> that criterion (``llm ttft p95``)."""
-    measured_busy: PerClass = Field(default_factory=dict)
-    """Class -> the highest busy fraction u of its device in any stage measured with it loaded: beyond it the
-    model's answer is an extrapolation."""
+    criteria: dict[str, CriterionFit]
+    """Criterion (``llm p95``, ``llm ttft p95``) -> its fit."""
     points: int
     """Probe measurements it was fit on."""
     fit_error: float | None

@@ -3,29 +3,30 @@ way to put classes on GPUs."""
 
 from __future__ import annotations
 
-import itertools
 import math
 import random
 
 import pytest
+from packing_truth import CLASSES, fewest_gpus, fewest_gpus_lp
 
-from bench_plugin.analysis.packing import arm_plan, best_arm, growth, in_cone, with_costs
+from bench_plugin.analysis.packing import arm_plan, best_arm, in_cone, with_costs
 from bench_plugin.analysis.statistics import spread
-from bench_plugin.results.summary import EnvelopeFit, EnvelopeRay
-
-CLASSES = ("llm", "embedding", "asr")
-SUBSETS = [frozenset(s) for k in (1, 2, 3) for s in itertools.combinations(CLASSES, k)]
+from bench_plugin.results.summary import CriterionFit, EnvelopeFit, EnvelopeRay
 
 
 def fit(cost: dict[str, float], limits: dict[str, float], shared: bool = True,
-        held_out_error: float | None = None) -> EnvelopeFit:
+        held_out_error: float | None = None, rows: dict[str, tuple[dict[str, float], float]] | None = None,
+        measured: float = 1.0) -> EnvelopeFit:
+    """A model whose every criterion row is ``cost`` (one busy fraction per device) with the class's limit, or
+    the given ``rows`` (class -> its weights and limit)."""
     devices = [list(cost)] if shared else [[c] for c in cost]
+    given = rows or {c: (dict(cost) if shared else {c: cost[c]}, limits[c]) for c in cost}
+    criteria = {f"{c} p95": CriterionFit(workload=c, slo_ms=1000.0, a=0.0, b=0.0, weights=w, limit=u, measured=measured,
+                                         points=10, fit_error=0.0) for c, (w, u) in given.items()}
     return EnvelopeFit(form="test", fitted_on=["mix", "llm", "embedding", "asr", "llm+embedding", "llm+asr",
                                                  "embedding+asr"],
-                       devices=devices, cost=cost, criteria={}, busy_limit=limits,
-                       limited_by={c: f"{c} p95" for c in cost}, points=100, fit_error=0.01, rays={},
-                       held_out_error={} if held_out_error is None else {"held": held_out_error},
-                       validated="test")
+                       devices=devices, criteria=criteria, points=100, fit_error=0.01, rays={},
+                       held_out_error={} if held_out_error is None else {"held": held_out_error}, validated="test")
 
 
 def ray(name: str, mix: dict[str, float]) -> EnvelopeRay:
@@ -35,28 +36,6 @@ def ray(name: str, mix: dict[str, float]) -> EnvelopeRay:
 RAYS = [ray("mix", {"llm": 1, "embedding": 4, "asr": 1}), ray("llm", {"llm": 1}), ray("embedding", {"embedding": 4}),
         ray("asr", {"asr": 1}), ray("llm+embedding", {"llm": 1, "embedding": 4}), ray("llm+asr", {"llm": 1, "asr": 1}),
         ray("embedding+asr", {"embedding": 4, "asr": 1})]
-
-
-def fewest_gpus(work: dict[str, float], limits: dict[str, float], headroom: float) -> int:
-    """The truth, by brute force: the least total of GPUs over every subset of classes a GPU may carry, feasible
-    when every set of classes fits in the GPUs that may carry one of them (Hall's condition, over all 7 sets)."""
-    caps = {s: min(limits[c] for c in s) / (1 + headroom) for s in SUBSETS}
-    needed = [c for c in CLASSES if work.get(c, 0) > 0]
-    for total in range(0, 200):
-        for split in itertools.combinations(range(total + len(SUBSETS) - 1), len(SUBSETS) - 1):
-            counts = [b - a - 1 for a, b in zip((-1, *split), (*split, total + len(SUBSETS) - 1), strict=True)]
-            ok = True
-            for k in range(1, len(needed) + 1):
-                for group in itertools.combinations(needed, k):
-                    room = sum(n * caps[s] for n, s in zip(counts, SUBSETS, strict=True) if s & set(group))
-                    if sum(work[c] for c in group) > room + 1e-9:
-                        ok = False
-                        break
-                if not ok:
-                    break
-            if ok:
-                return total
-    raise AssertionError("no plan under 200 GPUs")
 
 
 def test_the_plan_is_as_small_as_every_way_of_packing_allows() -> None:
@@ -72,8 +51,7 @@ def test_the_plan_is_as_small_as_every_way_of_packing_allows() -> None:
         carried = {c: sum(g.load.get(c, 0.0) for g in plan.groups) for c in CLASSES}
         assert carried == pytest.approx(traffic), "every request/s placed once"
         for group in plan.groups:
-            assert group.busy <= group.busy_limit / (1 + headroom) + 1e-9, "no GPU beyond its limit less headroom"
-            assert group.busy_limit == min(limits[c] for c in group.classes)
+            assert group.used <= 1 / (1 + headroom) + 1e-6, "no GPU beyond its limits less the headroom"
 
 
 def test_segregating_the_strict_class_beats_mixing_it_in() -> None:
@@ -84,7 +62,7 @@ def test_segregating_the_strict_class_beats_mixing_it_in() -> None:
     plan = arm_plan("shared", "mps", fit(cost, limits), RAYS, traffic, 0.0)
     assert plan.gpus == 2 and {tuple(g.classes): g.gpus for g in plan.groups} == {("embedding",): 1,
                                                                                   ("llm", "asr"): 1}
-    assert plan.growth == pytest.approx(1.0) and plan.first_limit in ("embedding p95", "llm p95")
+    assert plan.growth == pytest.approx(1.0) and plan.first_limit is not None and "embedding p95" in plan.first_limit
     mixed_only = 0.45 + 0.40 + 0.45
     assert math.ceil(mixed_only / 0.4) == 4, "all three on every GPU would take 4"
 
@@ -101,9 +79,26 @@ def test_an_exclusive_arm_gives_each_class_gpus_of_its_own() -> None:
     assert plan.first_limit == "embedding p95"
 
 
-def test_growth_is_the_factor_at_which_the_first_group_fills() -> None:
-    assert growth([0.5, 0.5], [0.5, 1.0], [1, 1]) == pytest.approx(1.0)
-    assert growth([0.25, 0.5], [0.5, 1.0], [1, 1]) == pytest.approx(min(0.5 / 0.25, 1.5 / 0.75))
+def test_interference_that_is_not_one_busy_fraction_is_packed_exactly() -> None:
+    """Asr weighs on the llm five times what it weighs on itself (time-slicing): the least GPUs, checked against
+    a brute force of every count of GPUs per set of classes, each split found by a linear program."""
+    rng = random.Random(5)
+    for _ in range(12):
+        rows = {"llm": ({"llm": rng.uniform(0.02, 0.05), "embedding": rng.uniform(0.0, 0.01),
+                         "asr": rng.uniform(0.03, 0.08)}, rng.uniform(0.4, 0.8)),
+                "embedding": ({"llm": rng.uniform(0.0, 0.004), "embedding": rng.uniform(0.002, 0.006),
+                               "asr": rng.uniform(0.0, 0.004)}, rng.uniform(0.5, 0.9)),
+                "asr": ({"llm": rng.uniform(0.005, 0.02), "embedding": rng.uniform(0.0, 0.005),
+                         "asr": rng.uniform(0.01, 0.03)}, rng.uniform(0.6, 0.95))}
+        traffic = {"llm": rng.uniform(2, 25), "embedding": rng.uniform(10, 150), "asr": rng.uniform(2, 25)}
+        headroom = rng.choice([0.0, 0.2])
+        plan = arm_plan("ts", "time-slicing", fit({c: 0.0 for c in CLASSES}, {}, rows=rows), RAYS, traffic,
+                        headroom)
+        truth = fewest_gpus_lp(traffic, [(c, w, u) for c, (w, u) in rows.items()], headroom)
+        assert plan.gpus == truth, (rows, traffic, headroom)
+        assert plan.growth is not None and plan.growth >= 1 + headroom - 1e-6
+        carried = {c: sum(g.load.get(c, 0.0) for g in plan.groups) for c in CLASSES}
+        assert carried == pytest.approx(traffic)
 
 
 def test_costs_savings_and_the_best_arm() -> None:
@@ -130,6 +125,9 @@ def test_a_plan_outside_the_fit_rays_or_thinner_than_the_model_error_is_an_extra
     inside = arm_plan("mps", "mps", fit(cost, limits), only_mix, {"llm": 10.0, "embedding": 40.0, "asr": 10.0}, 0.2)
     assert not inside.extrapolation
     thin = arm_plan("mps", "mps", fit(cost, limits, held_out_error=-0.3), RAYS, {"llm": 10.0}, 0.2)
+    beyond = arm_plan("mps", "mps", fit(cost, limits, rows={c: ({c: 0.05}, 0.9) for c in cost}, measured=0.5),
+                      RAYS, {"llm": 15.0}, 0.0)
+    assert beyond.gpus == 1 and beyond.extrapolation == ["llm would take llm p95 to u 0.75, beyond the 0.50 measured"]
     assert thin.extrapolation == ["the headroom 20% is below the model's held-out error 30%"]
 
 
