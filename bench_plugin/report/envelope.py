@@ -182,7 +182,7 @@ def envelope_plot(summary: Summary, styles: dict[str, ArmStyle]) -> Plot | None:
                                       st.marker if st else "o", color=colour, markersize=6,
                                       markerfacecolor="white" if ray.held_out else colour))
                 if envelope.model is not None:
-                    angles = np.linspace(0.0, math.pi / 2, 61)
+                    angles = np.linspace(0.0, math.pi / 2, 181)
                     curve = [(math.cos(a), math.sin(a), predicted_scale(envelope.model, {x: math.cos(a),
                                                                                         y: math.sin(a)}))
                              for a in angles]
