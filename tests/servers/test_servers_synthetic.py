@@ -170,11 +170,11 @@ def test_slow_fraction_adds_extra(start_server: StartServer, tmp_path: Path) -> 
     server.wait_ready()
     for _ in range(12):
         post(server, "/v1/completions", {"prompt": "a", "max_tokens": 2})
-    for _ in range(8):
+    for _ in range(20):  # enough of each kind that one request a busy host delays does not move the median
         post(server, "/v1/embeddings", {"input": "a"})
-    lines = _wait_for_lines(log, 20)
+    lines = _wait_for_lines(log, 32)
     slow = [bool(line["slow"]) for line in lines]
-    assert 0 < sum(slow[:12]) < 12 and 0 < sum(slow[12:]) < 8
+    assert 0 < sum(slow[:12]) < 12 and 2 < sum(slow[12:]) < 18
     for kind in (True, False):  # slow ones take the extra 40 ms, the others do not
         chosen = [line for line in lines[:12] if bool(line["slow"]) is kind]
         assert_server_timing([float(line["ttft_ms"]) for line in chosen],  # type: ignore[arg-type]
