@@ -373,12 +373,13 @@ class Conductor:
         arrivals = _arrivals(assignment)
         self.moments.stage_started(trial, segment, index, stage.name, offered, arrival, assignment.start_s,
                                    assignment.end_s, assignment.duration_s, arrivals)
-        ledger = self.fleet.announce(assignment, arrivals)
-        window = self.host.start()
         status, reason = "completed", None
-        disruption = StageDisruption.begin(self.scenario, self.backend, self.recorder, trial, segment, index,
-                                            classes, start)
-        try:
+        window, disruption = None, None
+        try:  # from here on the stage row exists: whatever stops the run closes it (a stop can come while announcing)
+            ledger = self.fleet.announce(assignment, arrivals)
+            window = self.host.start()
+            disruption = StageDisruption.begin(self.scenario, self.backend, self.recorder, trial, segment, index,
+                                                classes, start)
             status, reason = self._watch(assignment, ledger)
             if status != "completed":
                 self.fleet.stop_stage(assignment.key)
@@ -393,7 +394,8 @@ class Conductor:
             raise
         finally:
             ended = min(time.time(), assignment.end_s)
-            self.host_loads[assignment.key] = self.host.stop(window)
+            if window is not None:
+                self.host_loads[assignment.key] = self.host.stop(window)
             self.moments.stage_ended(trial, segment, index, ended, status, reason)
             self.telemetry.stage_ended(trial.id, segment, index, start, ended)
             self.tally = None

@@ -359,7 +359,9 @@ def test_a_search_segment_killed_twice_keeps_its_decided_probes(tmp_path: Path) 
     assert all(r.kept == [] and r.rerun == [(1, 0)] for r in summary.status.resumed)
     steps = search_steps(results)
     (trial,) = summary.trials
-    assert steps == [1.0, 2.0, 4.0] and steps[:len(before)] == before, "each probe once, the kept ones first"
+    # x2 and x4 are within the server's capacity, but a busy host can break its SLO: the search then bisects
+    assert steps[0] == 1.0 and steps[:len(before)] == before, "the kept probes first, then the rest"
+    assert len(set(steps)) == len(steps) == len(trial.stages), "each probe once"
     assert [s.offered for s in trial.stages] == [{"embedding": pytest.approx(10.0 * k)} for k in steps]
     assert len(trial.search) == 1 and trial.search[0].runs == len(steps)
     assert all(s.classes["embedding"].requests == s.arrivals["embedding"] for s in trial.stages
