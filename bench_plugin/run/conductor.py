@@ -373,10 +373,15 @@ class Conductor:
         arrivals = _arrivals(assignment)
         self.moments.stage_started(trial, segment, index, stage.name, offered, arrival, assignment.start_s,
                                    assignment.end_s, assignment.duration_s, arrivals)
-        status, reason = "completed", None
+        status: str = "interrupted"  # until the stage has run
+        reason: str | None = "the stage could not start"
         window, disruption = None, None
         try:  # from here on the stage row exists: whatever stops the run closes it (a stop can come while announcing)
-            ledger = self.fleet.announce(assignment, arrivals)
+            try:
+                ledger = self.fleet.announce(assignment, arrivals)
+            except NoLoadGenerators as exc:
+                status, reason = "invalid", str(exc)
+                raise CampaignFailed(str(exc)) from None
             window = self.host.start()
             disruption = StageDisruption.begin(self.scenario, self.backend, self.recorder, trial, segment, index,
                                                 classes, start)
