@@ -37,7 +37,7 @@ def money(value: float) -> str:
     return f"{value:,.2f}"
 
 
-def arm_line(plan: ArmPlan, control: bool, gpu_cost: float | None) -> str:
+def arm_line(plan: ArmPlan, control: bool) -> str:
     """One arm's plan in one line (the terminal, report.md)."""
     name = plan.arm + (" (control)" if control else "")
     if plan.gpus is None:
@@ -64,7 +64,7 @@ def terminal(document: PlanDocument, control: str | None) -> str:
     cost = f", GPU cost {money(document.gpu_cost)}" if document.gpu_cost is not None else ""
     for plan in document.plans:
         lines.append(f"Plan for {traffic_text(plan.traffic)} (headroom {document.headroom:.0%}{cost}):")
-        lines += [f"  {arm_line(arm, arm.arm == control, document.gpu_cost)}" for arm in plan.arms]
+        lines += [f"  {arm_line(arm, arm.arm == control)}" for arm in plan.arms]
         lines.append(f"  best: {plan.best}" if plan.best else "  best: none rests on validated ground")
     return "\n".join(lines) + "\n"
 
@@ -104,6 +104,6 @@ def markdown(document: PlanDocument, control: str | None) -> list[str]:
     lines = ["## Capacity plan", "", document.method, ""]
     for plan in document.plans:
         lines += [f"### {traffic_text(plan.traffic)} (headroom {document.headroom:.0%})", ""]
-        lines += [f"- {arm_line(arm, arm.arm == control, document.gpu_cost)}" for arm in plan.arms]
+        lines += [f"- {arm_line(arm, arm.arm == control)}" for arm in plan.arms]
         lines += ["", f"Best: {plan.best or 'none rests on validated ground'}.", ""]
     return lines
