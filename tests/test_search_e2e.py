@@ -84,7 +84,8 @@ def test_bracket_bisect_and_hold_to_the_stated_precision(campaign: tuple[Path, d
         assert result["sustain"] in ("confirmed", "undecided", "failed")
         assert (result["sustain"] != "failed") == holds[-1]["passed"]
         assert holds[-1]["scale"] == (result["hi"] if result["sustain"] == "failed" else result["lo"])
-        held_stage = trial["stages"][trial["probes"][-1]["stages"][0]]
+        last_hold = [p for p in trial["probes"] if p["phase"] == "sustain"][-1]  # after two failed holds, probes follow
+        held_stage = trial["stages"][last_hold["stages"][0]]
         assert held_stage["duration_s"] == pytest.approx(9.0), "held for three stage durations"
 
 

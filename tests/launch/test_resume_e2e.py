@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 import pytest
 import yaml
-from harness import run_locust, scenario_variant, start_locust, stop_process
+from harness import ROOT, run_locust, scenario_variant, start_locust, stop_process
 
 from bench_plugin.report.outputs import summarise
 from bench_plugin.results.recorder import Recorder
@@ -385,6 +385,16 @@ RAYS = {"mix": {"llm": 2, "embedding": 8, "asr": 2}, "mixes": {"asr-alone": {"as
 ``mix`` ends first, one stage before ``asr-alone``."""
 
 
+def loose_classes() -> dict[str, Any]:
+    """scenarios/simulator.yaml's classes with SLOs no probe here can break, even on a machine so busy that its
+    servers answer late: each probe passes, so the rays run x1, x2, x4 exactly."""
+    classes: dict[str, Any] = yaml.safe_load((ROOT / "scenarios" / "simulator.yaml").read_text())["classes"]
+    for spec in classes.values():
+        spec["slo"] = {"p95_ms": 30_000}
+        spec["error_budget"] = 0.5
+    return classes
+
+
 def ray_results(results: Path) -> list[str]:
     """The rays whose search result is on the timeline, in order."""
     return read_now(results, lambda reader: [e.detail.get("ray", "mix") for e in reader.events("search_result")], [])
@@ -393,7 +403,7 @@ def ray_results(results: Path) -> list[str]:
 def test_a_search_segment_killed_after_one_ray_ended_goes_on_from_its_decided_probes(tmp_path: Path) -> None:
     """The ray whose search had ended keeps its stages, probes and result, the open ray its decided probes; only
     the open ray's remaining probes run after the resume."""
-    scenario = scenario_variant(tmp_path, "simulator", repeats=1, search=RAYS,
+    scenario = scenario_variant(tmp_path, "simulator", repeats=1, search=RAYS, classes=loose_classes(),
                                 arms=[{"name": "shared", "control": True, "sharing": "time-slicing"}])
     results = tmp_path / "results"
     first = stop_when([*LOCUSTFILE, "--scenario", str(scenario), "--results-dir", str(results)],
