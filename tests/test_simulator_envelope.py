@@ -84,7 +84,7 @@ def test_each_ray_is_within_the_search_precision_of_the_truth(campaign: tuple[Pa
 
 
 def test_the_held_out_ray_is_predicted_within_the_stated_error(campaign: tuple[Path, Summary]) -> None:
-    """The model, fit on noisy 6-s probes, predicts every ray (the held-out one too) within 20% of the closed form
+    """The model, fit on noisy 10-s probes, predicts every ray (the held-out one too) within 20% of the closed form
     (15% precision plus the fit's own error; seen: at most 16%); the held-out error it states, against the
     measured boundary (itself within the search's precision of the truth), is then at most 1.2 / 0.85 - 1."""
     _, summary = campaign
