@@ -205,3 +205,59 @@ def search_campaign_store(directory: Path) -> Path:
         member = next(m for m in tar.getmembers() if m.name.endswith("/results.sqlite"))
         tar.extract(member, directory, filter="data")
     return (directory / member.name).parent
+
+
+HOLDING_LOCUSTFILE = '''
+import ctypes
+import time
+
+import gevent
+from locust import events
+
+from bench_plugin import ASRUser, CampaignShape, EmbeddingUser, LLMUser, add_arguments, register
+
+__all__ = ["ASRUser", "CampaignShape", "EmbeddingUser", "LLMUser"]
+LIBC = ctypes.CDLL(None)
+
+
+def hog() -> None:
+    """Burn the event loop's CPU 95 ms of every 100: a load generator with more work than its core."""
+    while True:
+        began = time.time()
+        while time.time() - began < 0.095:
+            pass
+        gevent.sleep(0.005)
+
+
+def hold_the_loop() -> None:
+    """Sleep 30 ms in C every 100 ms: the loop stops, its CPU idles."""
+    while True:
+        LIBC.usleep(30_000)
+        gevent.sleep(0.07)
+
+
+started = []
+
+
+def at_stage(stage: int, **_: object) -> None:
+    if stage >= FROM_STAGE and not started:
+        started.append(gevent.spawn(HOLDER))
+
+
+def wire(environment, **_: object) -> None:
+    register(environment)
+    environment.bench_plugin_events.stage_start.add_listener(at_stage)
+
+
+events.init_command_line_parser.add_listener(add_arguments)
+events.init.add_listener(wire)
+'''
+
+
+def holding_locustfile(tmp_path: Path, name: str, holder: str, from_stage: int = 0) -> Path:
+    """A locustfile ``name``.py whose load generator runs ``holder`` on its event loop from stage ``from_stage`` on:
+    ``hog`` (burns 95 ms of every 100 in Python: more work than its core) or ``hold_the_loop`` (sleeps 30 ms of
+    every 100 in C: the loop stops while its CPU idles)."""
+    path = tmp_path / f"{name}.py"
+    path.write_text(HOLDING_LOCUSTFILE + f"\nHOLDER = {holder}\nFROM_STAGE = {from_stage}\n")
+    return path

@@ -4,7 +4,8 @@ The server serves two requests at once, 20 ms each (100 req/s); beyond that requ
 60 ms P95 SLO breaks. How close the search lands depends on this machine's load, so the test checks
 what must hold whatever the noise: every probe was decided exactly as the probe rule says on its own
 samples (extensions pooled), the stages followed bracket-then-bisect and the found boundary was held
-for a longer stage, the search ended within its precision, below the server's capacity.
+for a longer stage, the search ended within its precision, below the server's capacity. A load generator
+that falls behind from the second probe on leaves the probe that fails unjudged and the search stopped there.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import ROOT, run_locust
+from harness import ROOT, holding_locustfile, run_locust, scenario_variant
 
 from bench_plugin.analysis.objectives import ClassObjectives
-from bench_plugin.analysis.probe import UNDECIDED, decide, taken_as_passed
+from bench_plugin.analysis.probe import UNDECIDED, decide, judge_lag, taken_as_passed
 from bench_plugin.results.store import open_campaign
 from bench_plugin.results.summary import ProbeDecision
 from bench_plugin.scenario import Slo
@@ -57,7 +58,7 @@ def test_each_probe_is_decided_by_its_own_samples(campaign: tuple[Path, dict[str
             decision = ProbeDecision.model_validate(step["decision"])
             mine = [s for s in samples if s.segment == step["segment"] and s.stage in decision.stages]
             if decision.note is None:
-                again = decide(mine, {"embedding": spec}, decision.confidence, decision.stages)
+                again = judge_lag(decide(mine, {"embedding": spec}, decision.confidence, decision.stages), None)
                 assert again == decision, step
             assert step["passed"] == taken_as_passed(decision)
             assert len(decision.stages) == 1 or decision.outcome == UNDECIDED or decision.stages[-1] == step["stage"]
@@ -96,3 +97,37 @@ def test_the_report_gives_the_boundary_and_the_cost(campaign: tuple[Path, dict[s
     assert all(r["runs"] >= 2 for r in arm["search"]["per_repeat"])
     if arm["boundary"]["status"] == "found":
         assert arm["boundary"]["text"].startswith("boundary at embedding")
+
+
+def test_a_probe_its_load_generator_fell_behind_in_stops_the_search_unjudged(tmp_path: Path) -> None:
+    """The first probe (30 req/s for 2 s: 60 requests, enough to show a pass) passes; from the second stage on, the
+    generator's loop is busy 95% of the time, so requests leave and are read up to 95 ms late against a 60 ms SLO.
+    Whatever it measures there, the first probe that does not pass is not judged, and the boundary is said to be
+    at least the last load that passed."""
+    locustfile = holding_locustfile(tmp_path, "hogged", "hog", from_stage=1)
+    scenario = scenario_variant(tmp_path, "search-calibration", repeats=1, search={
+        "mix": {"embedding": 30}, "start_scale": 1, "max_scale": 32, "precision": 0.15, "stage_duration_s": 2,
+        "max_extensions": 0})
+    results = tmp_path / "results"
+    done = run_locust(["-f", str(locustfile), "--scenario", str(scenario), "--results-dir", str(results)],
+                      timeout=300, report=True)
+    assert done.returncode == 0, done.stdout[-3000:]
+    summary = json.loads((results / "summary.json").read_text())
+    (trial,) = summary["trials"]
+    (result,) = trial["search"]
+    probes = trial["probes"]
+    *judged, last = probes
+    assert judged and all(p["passed"] and p["decision"]["outcome"] in ("pass", "undecided") for p in judged), probes
+    assert judged[0]["scale"] == 1.0 and all(p["decision"]["lag_judged"] for p in probes)
+    assert last["decision"]["outcome"] == "generator-limited" and not last["passed"]
+    stage = trial["stages"][last["stages"][-1]]
+    assert stage["generator_limited"].startswith("CPU-bound: ")
+    assert last["decision"]["note"] == stage["generator_limited"]
+    assert result["status"] == "generator-limited" and result["hi"] is None
+    assert result["lo"] == max(p["scale"] for p in judged) == result["estimate"]
+    assert result["stopped"].startswith(f"the load generator fell behind at x{last['scale']:.4g} (CPU-bound: ")
+    assert sum(len(p["stages"]) for p in probes) == len(trial["stages"]), "nothing ran after the unjudged probe"
+    boundary = summary["comparison"]["arms"]["synthetic"]["boundary"]
+    assert boundary["status"] == "generator-limited" and boundary["limiting"] is None
+    markdown = (results / "report.md").read_text()
+    assert "the load generator fell behind first" in markdown and "Next: rerun with more load generators" in markdown

@@ -4,8 +4,8 @@ stalled one, a busy host.
 Each test runs the real `locust --headless` command on the calibration scenario (synthetic servers
 started by the local backend, each writing its own timing log) with stages cut short. The CPU-bound and
 the stalled generator are locustfiles whose listener starts, at the first stage, a greenlet that holds
-the event loop: burning the CPU in Python, or sleeping in C (libc's usleep through ctypes, which does
-not yield to gevent: what an NVML poll did on the loop of a GPU host).
+the event loop (harness.holding_locustfile): burning the CPU in Python, or sleeping in C (libc's usleep
+through ctypes, which does not yield to gevent: what an NVML poll did on the loop of a GPU host).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import ROOT, run_locust, scenario_variant, start_locust, stop_process
+from harness import ROOT, holding_locustfile, run_locust, scenario_variant, start_locust, stop_process
 
 from bench_plugin.analysis.selfcheck import CPU_ADVICE, advice
 from bench_plugin.loadgen.arrivals import arrival_count
@@ -32,60 +32,6 @@ pytestmark = pytest.mark.slow
 
 STAGES = [{"name": "a", "duration_s": 2.5, "load": {"llm": 3, "embedding": 5}},
           {"name": "b", "duration_s": 1.5, "load": {"llm": 1.3, "embedding": 7}}]
-
-LOCUSTFILE = '''
-import ctypes
-import time
-
-import gevent
-from locust import events
-
-from bench_plugin import ASRUser, CampaignShape, EmbeddingUser, LLMUser, add_arguments, register
-
-__all__ = ["ASRUser", "CampaignShape", "EmbeddingUser", "LLMUser"]
-LIBC = ctypes.CDLL(None)
-
-
-def hog() -> None:
-    """Burn the event loop's CPU 95 ms of every 100: a load generator with more work than its core."""
-    while True:
-        began = time.time()
-        while time.time() - began < 0.095:
-            pass
-        gevent.sleep(0.005)
-
-
-def hold_the_loop() -> None:
-    """Sleep 30 ms in C every 100 ms: the loop stops, its CPU idles."""
-    while True:
-        LIBC.usleep(30_000)
-        gevent.sleep(0.07)
-
-
-started = []
-
-
-def at_first_stage(**_: object) -> None:
-    if not started:
-        started.append(gevent.spawn(HOLDER))
-
-
-def wire(environment, **_: object) -> None:
-    register(environment)
-    environment.bench_plugin_events.stage_start.add_listener(at_first_stage)
-
-
-events.init_command_line_parser.add_listener(add_arguments)
-events.init.add_listener(wire)
-'''
-
-
-def holding_locustfile(tmp_path: Path, name: str, holder: str) -> Path:
-    """A locustfile ``name``.py that runs ``holder`` (hog or hold_the_loop) on its loop from the first stage on."""
-    path = tmp_path / f"{name}.py"
-    path.write_text(LOCUSTFILE + f"\nHOLDER = {holder}\n")
-    return path
-
 
 def campaign(tmp_path: Path, locustfile: Path = ROOT / "locustfiles" / "mixed.py", **changes: Any) -> Path:
     scenario = scenario_variant(tmp_path, "calibration", **{"stages": STAGES, **changes})

@@ -102,7 +102,8 @@ def next_step(comparison: ArmComparison, trials: list[TrialSummary], ratio: Judg
     """The first rule of the module docstring that holds for this arm."""
     if any(t.status != "completed" for t in trials):
         return NEXT_STEPS["unfinished"]
-    if any(s.verdict == GENERATOR_LIMITED or s.generator_limited for s in comparison.stages):
+    if comparison.boundary.status == GENERATOR_LIMITED or any(s.verdict == GENERATOR_LIMITED or s.generator_limited
+                                                               for s in comparison.stages):
         return NEXT_STEPS["generator"]
     pairs = None if ratio is None else ratio.n
     if pairs is not None and pairs < MIN_PAIRS:

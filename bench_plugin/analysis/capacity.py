@@ -10,16 +10,21 @@ since each class must keep its SLOs at the same load mix.
 The verdict follows the seed's rule on that capacity: sharing is worth it when the capacity within
 SLOs per device is significantly higher than the control's (paired by repeat; a ratio, so by its
 geometric mean and log-scale interval); below that it is a loss, once at least two paired repeats
-show it; with fewer it is inconclusive. There is no trade-off here: at its boundary every arm, by
+show it; with fewer it is inconclusive. Where the load generator fell behind before the boundary (a search
+``generator-limited`` in some repeat), that capacity is only a lower bound: the arm is still worth it when
+only its own capacity is bounded and is significantly higher, and a loss when only the control's is and the
+arm's is significantly lower; otherwise it is not judged. There is no trade-off here: at its boundary every arm, by
 definition, keeps every SLO.
 """
 
 from __future__ import annotations
 
-from bench_plugin.analysis.search import ABOVE_MAXIMUM, BELOW_MINIMUM, FOUND
-from bench_plugin.analysis.significance import HIGHER, describe, ratio_figure
+from bench_plugin.analysis.search import ABOVE_MAXIMUM, BELOW_MINIMUM, FOUND, GENERATOR_LIMITED
+from bench_plugin.analysis.selfcheck import advice
+from bench_plugin.analysis.significance import HIGHER, LOWER, describe, ratio_figure
 from bench_plugin.analysis.statistics import spread
 from bench_plugin.analysis.verdict import CONTROLS, LOSS, MIN_PAIRS, NOT_COMPARED, WORTH_IT, inconclusive, too_few
+from bench_plugin.analysis.verdict import GENERATOR_LIMITED as NOT_JUDGED
 from bench_plugin.results.summary import Capacity, RepeatCapacity, SearchResult, TrialSummary
 from bench_plugin.scenario import class_rank
 
@@ -29,11 +34,11 @@ def combined_status(results: list[SearchResult]) -> str:
     the class whose boundary is lowest, since that one sets the mix's boundary.
 
     A search still under way, or one whose boundary is below its minimum, decides it at once; a class whose
-    load passed up to the maximum does not make the boundary "above the maximum" while another class's
-    was found below it. Ties go to ``found``.
+    load passed up to the maximum (or whose load generator fell behind first) does not make the boundary
+    "above the maximum" (``generator-limited``) while another class's was found below it. Ties go to ``found``.
     """
     statuses = [r.status for r in results]
-    if unfinished := [s for s in statuses if s not in (FOUND, ABOVE_MAXIMUM, BELOW_MINIMUM)]:
+    if unfinished := [s for s in statuses if s not in (FOUND, ABOVE_MAXIMUM, BELOW_MINIMUM, GENERATOR_LIMITED)]:
         return unfinished[0]
     if BELOW_MINIMUM in statuses:
         return BELOW_MINIMUM
@@ -76,8 +81,11 @@ def _repeat(trial: TrialSummary) -> RepeatCapacity | None:
     per_device = None
     if scale is not None and trial.devices_charged:
         per_device = scale * sum(mix.values()) / trial.devices_charged
+    limited = next((r.stopped for r in results if r.status == GENERATOR_LIMITED), None) \
+        if status == GENERATOR_LIMITED else None
     return RepeatCapacity(repeat=trial.repeat, status=status, scale=scale, runs=sum(r.runs for r in results),
-                          fixed_sweep_runs=sum(r.fixed_sweep_runs for r in results), capacity_per_device=per_device)
+                          fixed_sweep_runs=sum(r.fixed_sweep_runs for r in results), capacity_per_device=per_device,
+                          limited=limited)
 
 
 def arm_capacity(trials: list[TrialSummary], control: list[TrialSummary] | None) -> Capacity | None:
@@ -115,6 +123,19 @@ def capacity_text(arm: str, control: str, capacity: Capacity, reference: Capacit
         return NOT_COMPARED, f"{arm}: no boundary found to compare with {control}." + cost
     numbers = (f"capacity within SLOs {mine:.2f} req/s per device against {theirs:.2f} for {control}, "
                f"{describe(ratio, what=CONTROLS)}")
+    bounded = {who: [r.limited for r in c.per_repeat if r.limited]
+               for who, c in ((arm, capacity), (control, reference))}
+    if any(bounded.values()):
+        lower_bound = "; ".join(f"{who}'s capacity in {len(why)} of {len(c.per_repeat)} repeats is a lower bound "
+                                f"({why[0]})" for (who, why), c in zip(bounded.items(), (capacity, reference),
+                                                                       strict=True) if why)
+        enough = ratio.spread.n >= MIN_PAIRS
+        if enough and not bounded[control] and ratio.call == HIGHER:  # the arm's true capacity is higher still
+            return WORTH_IT, f"{arm} is worth it: {numbers}; {lower_bound}." + cost
+        if enough and not bounded[arm] and ratio.call == LOWER:  # the control's true capacity is higher still
+            return LOSS, f"{arm} is a loss: {numbers}; {lower_bound}." + cost
+        return NOT_JUDGED, (f"{arm} is not judged: {numbers}, but {lower_bound}; "
+                            f"{advice(w for why in bounded.values() for w in why)}." + cost)
     if ratio.spread.n < MIN_PAIRS:
         call = inconclusive(ratio.spread.n)
         return call, f"{arm} is {call}: {numbers}; {too_few(ratio.spread.n)}." + cost

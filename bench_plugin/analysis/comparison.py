@@ -15,6 +15,7 @@ from bench_plugin.analysis.contention import stage_contention
 from bench_plugin.analysis.envelope import envelope_rays
 from bench_plugin.analysis.envelope_model import arm_model
 from bench_plugin.analysis.objectives import ClassObjectives
+from bench_plugin.analysis.search import GENERATOR_LIMITED
 from bench_plugin.analysis.statistics import spread
 from bench_plugin.analysis.verdict import StageVerdict, overall_verdict, stage_verdict
 from bench_plugin.results.facts import BackendFacts
@@ -159,10 +160,11 @@ def _searched_arm(arm: Arm, mine: list[TrialSummary], reference: list[TrialSumma
     if search is not None and search.mixes:
         rays = envelope_rays(mine, search.rays(), search.held_out)
         envelope = Envelope(rays=rays, model=arm_model(mine, rays, objectives))
-    status = "not measured" if capacity is None else capacity.per_repeat[0].status
+    status = "not measured" if capacity is None else next(
+        (r.status for r in capacity.per_repeat if r.status == GENERATOR_LIMITED), capacity.per_repeat[0].status)
     offered = capacity.offered if capacity else {}
-    alone = limiting_class(mine)  # each class searched alone: the class with the lowest boundary
-    limiting = alone or searched_limit(mine, objectives)
+    alone = limiting_class(mine) if status != GENERATOR_LIMITED else None  # the class with the lowest boundary
+    limiting = alone or (searched_limit(mine, objectives) if status != GENERATOR_LIMITED else None)
     text = (f"boundary at {format_offered(offered)} (scale {capacity.scale.mean:.3g} of the mix; "
             f"search status: {status}" + (f"; limited by {alone}, each class searched alone" if alone else "")
             + ")" if capacity and capacity.scale.mean is not None

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import Counter
 
 from bench_plugin.analysis.capacity import combined_status
-from bench_plugin.analysis.probe import limiting_check
+from bench_plugin.analysis.probe import limited_why, limiting_check
 from bench_plugin.analysis.search import FOUND, same_direction
 from bench_plugin.analysis.statistics import spread
 from bench_plugin.results.summary import EnvelopeRay, RayRepeat, SearchResult, TrialSummary
@@ -75,7 +75,7 @@ def ray_repeat(trial: TrialSummary, mix: dict[str, float]) -> tuple[RayRepeat, s
 def _probe_limit(trial: TrialSummary, result: SearchResult) -> str | None:
     """The worst criterion of the lowest failing probe of ``result``'s search (its segment and ray)."""
     failing = [p for p in trial.probes if p.segment == result.segment and p.ray == result.ray and not p.passed
-               and p.decision is not None]
+               and p.decision is not None and limited_why(p.decision) is None]
     if not failing:
         return None
     lowest = min(failing, key=lambda p: p.scale)

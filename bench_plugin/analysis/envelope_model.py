@@ -22,7 +22,8 @@ packs.
 
 The fit, per criterion: every completed stage of the rays not held out that loads its class gives one
 point, its P95 against the realised per-class load of its device; points beyond four times the SLO (a
-queue that no longer settles in a stage) and without a figure are left out. Its parameters (a, b and a
+queue that no longer settles in a stage), without a figure, or from a stage its load generator could not
+send (analysis/selfcheck.py: part of that latency is the client's) are left out. Its parameters (a, b and a
 weight for each class its points ever load; each positive, fit as a logarithm) minimise the squared
 log-ratio of model to measurement (soft-L1 robust loss, scipy's least_squares). A class never loaded
 beside it gets no weight: the model knows nothing of it there, and the cone check below says so. The
@@ -95,7 +96,7 @@ def fit_points(trials: list[TrialSummary], rays: list[str], limits: dict[Criteri
     for trial in trials:
         stages = {i for probe in trial.probes if probe.ray in rays for i in probe.stages}
         for stage in trial.stages:
-            if stage.index not in stages or stage.status != "completed":
+            if stage.index not in stages or stage.status != "completed" or stage.generator_limited:
                 continue
             load = stage.load
             for criterion, limit in limits.items():

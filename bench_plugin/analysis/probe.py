@@ -24,6 +24,16 @@ when every criterion of every loaded class passes, fails when any fails, and is 
 undecided probe is run again at the same load and judged on its pooled samples (``search.max_extensions``
 times at most), and only then decided on its point estimates (every p̂ ≤ a), which the record says.
 
+Latency counts from each request's intended send time, so a load generator that falls behind
+(analysis/selfcheck.py) adds its own delays, in sending and in reading the answers, to the latency the
+probe judges. A probe the search takes as passed (a pass, or an undecided one whose point estimates are
+within) stands: the servers kept the SLOs even with those delays added. A failure does not: the client
+may have made it, and the send times alone cannot say how much, since a loop short of CPU also reads
+the answers late. So a probe that fails (or stays undecided beyond its allowance) on such a stage is
+not judged: its outcome is ``generator-limited``, and the search stops there (analysis/search.py), its
+boundary at least the last load that passed. The fix is the generator's (more load-generating
+processes), not the probe's.
+
 Special cases, each decided: a class with requests but none successful fails its latency criteria; a
 zero error budget passes with no error and fails with one; a successful LLM answer without a first-token
 time counts as beyond its TTFT SLO (as the goodput counts it), and one of a single token has no TPOT.
@@ -45,6 +55,7 @@ from bench_plugin.results.summary import ProbeCheck, ProbeDecision
 PASS = "pass"
 FAIL = "fail"
 UNDECIDED = "undecided"
+LIMITED = "generator-limited"
 P95_ALLOWED = 0.05
 """The fraction of requests a P95 SLO lets be slower than it."""
 BATCHES = 10
@@ -146,6 +157,27 @@ def decide(samples: Iterable[Sample], objectives: dict[str, ClassObjectives], co
 def failed_stage(confidence: float, stages: list[int], why: str) -> ProbeDecision:
     """A probe whose stage did not complete (rolled back, cut short): a failure, decided without counts."""
     return ProbeDecision(outcome=FAIL, point=False, confidence=confidence, stages=list(stages), note=why)
+
+
+def judge_lag(decision: ProbeDecision, why: str | None) -> ProbeDecision:
+    """``decision`` with its load generator's delays judged (the module's rule): ``why`` says why the generator fell
+    behind in one of the probe's stages (None: it kept up)."""
+    checked = decision.model_copy(update={"lag_judged": True})
+    if why is None or taken_as_passed(decision) or decision.note is not None:  # kept up; passed anyway; stopped
+        return checked
+    return generator_limited(checked, why)
+
+
+def generator_limited(decision: ProbeDecision, why: str) -> ProbeDecision:
+    """``decision`` unjudged: its stage's load generator fell behind (``why``, analysis/selfcheck.py)."""
+    return decision.model_copy(update={"outcome": LIMITED, "point": False, "note": why})
+
+
+def limited_why(decision: ProbeDecision | None) -> str | None:
+    """Why the probe went unjudged (its load generator fell behind), or None when it was judged."""
+    if decision is None or decision.outcome != LIMITED:
+        return None
+    return decision.note or "the load generator fell behind"
 
 
 def taken_as_passed(decision: ProbeDecision) -> bool:

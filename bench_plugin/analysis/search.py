@@ -28,6 +28,11 @@ search, and each next stage goes to the ray whose boundary is least known (the w
 a ray not yet bracketed first; of equals, the one run least), so a ``budget`` of stage-runs, where one
 is set, is spent evenly over the frontier rather than on the first rays.
 
+A probe that its load generator's lateness leaves unjudged (analysis/probe.py: a failure that the lateness
+may have made) ends the search there (``record(..., limited=why)``): status GENERATOR_LIMITED, keeping the
+bracket its judged probes gave, so the boundary is at least ``lo``. :func:`judged_result` applies the same
+rule afterwards to a search recorded before probes were judged so.
+
 ``fixed_sweep_runs`` says how many stages an evenly spaced sweep over the same range would need for
 the same relative precision, so a report can state what the search saved.
 """
@@ -36,7 +41,8 @@ from __future__ import annotations
 
 import math
 
-from bench_plugin.results.summary import SearchResult
+from bench_plugin.analysis.probe import LIMITED
+from bench_plugin.results.summary import SearchProbe, SearchResult
 
 BRACKETING = "bracketing"
 BISECTING = "bisecting"
@@ -49,6 +55,8 @@ CONFIRMED = "confirmed"
 HELD_UNDECIDED = "undecided"
 NOT_HELD = "failed"
 BUDGET_SPENT = "budget spent"
+GENERATOR_LIMITED = "generator-limited"
+"""A search stopped at a probe its load generator could not send: the boundary is at least ``lo``."""
 MAX_SUSTAINS = 2
 """Failed holds after which a search stops, its boundary unconfirmed."""
 
@@ -103,12 +111,17 @@ class BoundarySearch:
             return math.inf
         return (self.hi - self.lo) / self.hi
 
-    def record(self, scale: float, passed: bool, *, decided: bool = True, runs: int = 1) -> None:
+    def record(self, scale: float, passed: bool, *, decided: bool = True, runs: int = 1,
+               limited: str | None = None) -> None:
         """The outcome of running the proposed ``scale`` (``decided``: by its confidence bounds, not only its point
-        estimate; ``runs``: the stage-runs it took, extensions included)."""
+        estimate; ``runs``: the stage-runs it took, extensions included; ``limited``: why the load generator could
+        not send it, which ends the search unjudged there)."""
         if self._pending is None or not math.isclose(scale, self._pending, rel_tol=1e-12):
             raise ValueError(f"scale {scale} was not proposed (the pending proposal is {self._pending})")
         self.runs += runs
+        if limited is not None:
+            self._status, self._pending, self.stopped = GENERATOR_LIMITED, None, generator_stop(scale, limited)
+            return
         self.undecided += not decided
         if self._phase == SUSTAIN:
             if passed:
@@ -201,6 +214,39 @@ class RaySearches:
     def results(self, segment: int) -> list[SearchResult]:
         """Each ray's result, in the rays' order."""
         return [search.result(segment) for search in self.searches.values()]
+
+
+def generator_stop(scale: float, why: str) -> str:
+    """A search's ``stopped`` where its load generator fell behind at ``scale``."""
+    return f"the load generator fell behind at x{scale:.4g} ({why})"
+
+
+def judged_result(result: SearchResult, probes: list[SearchProbe]) -> SearchResult:
+    """``result`` as the search would have ended had it stopped at its first probe left unjudged because its load
+    generator fell behind (analysis/probe.py; ``probes``: the search's, in the order run): the bracket of its judged
+    probes before that one (``hi`` the lowest failure, ``lo`` the highest pass below it), status
+    GENERATOR_LIMITED. ``result`` itself where no probe went unjudged, or where the search already stopped there."""
+    first = next((i for i, p in enumerate(probes) if p.decision is not None and p.decision.outcome == LIMITED), None)
+    if first is None or result.status == GENERATOR_LIMITED:
+        return result
+    judged, probe = probes[:first], probes[first]
+    fails = [p.scale for p in judged if not p.passed]
+    hi = min(fails) if fails else None
+    passes = [p.scale for p in judged if p.passed and (hi is None or p.scale < hi)]
+    lo = max(passes) if passes else None
+    holds = [p for p in judged if p.phase == SUSTAIN]
+    held = None
+    if holds:
+        last = holds[-1]
+        outcome = last.decision.outcome if last.decision is not None else "pass"
+        held = NOT_HELD if not last.passed else HELD_UNDECIDED if outcome == "undecided" else CONFIRMED
+    assert probe.decision is not None
+    return result.model_copy(update={
+        "status": GENERATOR_LIMITED, "lo": lo, "hi": hi,
+        "estimate": (lo + hi) / 2 if lo is not None and hi is not None else lo if lo is not None else hi,
+        "precision": (hi - lo) / hi if lo is not None and hi is not None else None, "sustain": held,
+        "undecided": sum(1 for p in judged if p.decision is not None and p.decision.outcome == "undecided"),
+        "stopped": generator_stop(probe.scale, probe.decision.note or "")})
 
 
 def segment_rays(rays: dict[str, dict[str, float]], classes: list[str]) -> dict[str, dict[str, float]]:

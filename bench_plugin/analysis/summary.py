@@ -26,6 +26,8 @@ from bench_plugin.analysis.gpu import GPU_METRICS, stage_gpu
 from bench_plugin.analysis.intervals import duration_needed_s, intervals, samples_needed
 from bench_plugin.analysis.objectives import ClassObjectives, objectives_from_scenario, sample_meets_slo
 from bench_plugin.analysis.pods import arm_pods, pod_summaries
+from bench_plugin.analysis.probe import judge_lag, limited_why
+from bench_plugin.analysis.search import judged_result
 from bench_plugin.analysis.selfcheck import check_stage
 from bench_plugin.analysis.statistics import percentiles, spread
 from bench_plugin.results.record import CampaignRecord
@@ -186,6 +188,10 @@ def trial_summary(reader: CampaignReader, trial: TrialRecord,
                                   if (step.segment, i) in position],
                           decision=step.decision)
               for step in reader.search_steps(trial.id)]
+    limited = {stage.index: stage.generator_limited for stage in stages if stage.generator_limited}
+    if limited and search:  # a search recorded before the generator's lateness was judged with each probe
+        probes = [_lag_judged(p, limited) for p in probes]
+        search = [judged_result(r, [p for p in probes if p.segment == r.segment and p.ray == r.ray]) for r in search]
     protocol = {seg.index: seg.protocol for seg in trial.segments}
     disruptions = reader.disruptions(trial.id)
     for stage, (_, rows) in zip(stages, grouped, strict=True):
@@ -204,6 +210,17 @@ def trial_summary(reader: CampaignReader, trial: TrialRecord,
                         placement=placement, stages=stages, devices_charged=devices_charged(trial), search=search,
                         probes=probes,
                         pods=pod_summaries(pod_events, trial.ended_s) if pod_events else None)
+
+
+def _lag_judged(probe: SearchProbe, limited: dict[int, str]) -> SearchProbe:
+    """``probe`` with its load generator's delays judged as the search now does it (analysis/probe.judge_lag), from
+    its stages' self-check (``limited``: stage -> why the generator fell behind)."""
+    decision = probe.decision
+    why = next((limited[s] for s in probe.stages if s in limited), None)
+    if decision is None or decision.lag_judged or why is None:
+        return probe
+    judged = judge_lag(decision, why)
+    return probe.model_copy(update={"decision": judged, "passed": probe.passed and limited_why(judged) is None})
 
 
 def _stage(reader: CampaignReader, trial: int, index: int, rows: list[StageRecord],

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench_plugin.analysis.probe import LIMITED
 from bench_plugin.results.facts import BackendFacts
 from bench_plugin.results.record import CampaignRecord
 from bench_plugin.results.recorder import Recorder
@@ -139,10 +140,13 @@ def _searches(db: sqlite3.Connection, trials: list[TrialRecord]
     for trial in trials:
         for step in read_events(db, trial.id, "search_step"):
             stages = (step.get("decision") or {}).get("stages") or [step["stage"]]
-            decided = (step.get("decision") or {}).get("outcome", "pass") != "undecided"
+            decision = step.get("decision") or {}
+            decided = decision.get("outcome", "pass") != "undecided"
+            limited = (decision.get("note") or "the load generator fell behind") \
+                if decision.get("outcome") == LIMITED else None
             probes.setdefault((trial.id, step["segment"]), []).append(KeptProbe(
                 ray=step.get("ray", "mix"), scale=step["scale"], passed=step["passed"], decided=decided,
-                stages=tuple(stages)))
+                stages=tuple(stages), limited=limited))
         for result in read_events(db, trial.id, "search_result"):
             ended.setdefault((trial.id, result["segment"]), set()).add(result.get("ray", "mix"))
     return {k: tuple(v) for k, v in probes.items()}, {k: frozenset(v) for k, v in ended.items()}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from bench_plugin.analysis.answer import CONTROL, SEARCHED
 from bench_plugin.analysis.boundary import BELOW, NOT_REACHED, format_offered
-from bench_plugin.analysis.search import ABOVE_MAXIMUM, BELOW_MINIMUM
+from bench_plugin.analysis.search import ABOVE_MAXIMUM, BELOW_MINIMUM, GENERATOR_LIMITED
 from bench_plugin.analysis.significance import HIGHER, LOWER
 from bench_plugin.analysis.verdict import LOSS, TRADE_OFF, WORTH_IT
 from bench_plugin.report.comparison import boundary_short, call_kind, error_bars, interval, spread_text
@@ -43,6 +43,8 @@ def _extent(comp: ArmComparison) -> str:
     limit = f", where {b.limiting} gives out first" if b.limiting else ""
     if b.status in (NOT_REACHED, ABOVE_MAXIMUM):
         return f"every SLO held at every load measured{f', up to {load}' if load else ''}"
+    if b.status == GENERATOR_LIMITED:
+        return f"every SLO held{f' at about {load}' if load else ''}, where the load generator fell behind first"
     if b.status in (BELOW, BELOW_MINIMUM):
         return f"an SLO broke already at the lowest load measured{f' ({b.limiting})' if b.limiting else ''}"
     if load:

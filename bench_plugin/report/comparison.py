@@ -121,6 +121,10 @@ def boundary_short(boundary: Boundary, limited: bool = True) -> str:
         return f"above the highest load searched: every SLO kept at {about} (scale {scale}){limit}"
     if boundary.status == "below the minimum":
         return f"below the lowest load searched{limit}"
+    if boundary.status == "generator-limited" and boundary.offered:
+        about = ", ".join(f"{name} {load:.3g}" for name, load in boundary.offered.items())
+        return (f"not found: the load generator fell behind first; every SLO kept at about {about} "
+                f"(scale {spread_text(boundary.stage_position, 1)}){limit}")
     return boundary.status + limit
 
 

@@ -16,6 +16,7 @@ from itertools import combinations
 import numpy as np
 
 from bench_plugin.analysis.envelope_model import predicted_scale
+from bench_plugin.analysis.search import ABOVE_MAXIMUM, FOUND
 from bench_plugin.report.figures import ArmStyle, DataMarks, Layout, Plot, figure_svg, grid, new_figure, style
 from bench_plugin.report.tables import esc, table
 from bench_plugin.results.summary import Envelope, EnvelopeFit, EnvelopeRay, Summary
@@ -40,10 +41,13 @@ def _boundary(ray: EnvelopeRay) -> str:
 
 
 def _scale(ray: EnvelopeRay) -> str:
+    """The scale with its CI, and the search's status where it found no boundary (``generator-limited``: the load
+    generator fell behind first)."""
     s = ray.scale
+    status = "" if ray.status == FOUND else f" ({ray.status})"
     if s.mean is None:
-        return "-"
-    return f"{s.mean:.3g} ± {s.ci95:.2g}" if s.ci95 is not None else f"{s.mean:.3g} (one repeat)"
+        return "-" + status
+    return (f"{s.mean:.3g} ± {s.ci95:.2g}" if s.ci95 is not None else f"{s.mean:.3g} (one repeat)") + status
 
 
 def _held(ray: EnvelopeRay) -> str:
@@ -170,7 +174,8 @@ def envelope_plot(summary: Summary, styles: dict[str, ArmStyle]) -> Plot | None:
             for name, envelope in found:
                 st = styles.get(name)
                 colour = st.colour if st else "#222222"
-                on_face = [r for r in envelope.rays if set(r.mix) <= {x, y} and r.scale.mean is not None]
+                on_face = [r for r in envelope.rays if set(r.mix) <= {x, y} and r.scale.mean is not None
+                           and r.status in (FOUND, ABOVE_MAXIMUM)]  # a boundary, or a load shown to hold
                 for ray in on_face:
                     assert ray.scale.mean is not None
                     lo = ray.scale.lo if ray.scale.lo is not None else ray.scale.mean

@@ -388,7 +388,8 @@ class ProbeDecision(Model):
     """How a search probe was decided: every criterion's count, and the outcome (analysis/probe.py)."""
 
     outcome: str
-    """``pass`` when every criterion passed, ``fail`` when any failed, else ``undecided``."""
+    """``pass`` when every criterion passed, ``fail`` when any failed, else ``undecided``; ``generator-limited``
+    when its load generator fell behind, whatever the counts: not judged."""
     point: bool
     """The decision on the point estimates alone (every fraction within its allowance): what an undecided
     probe falls back to once its extensions are spent."""
@@ -397,7 +398,11 @@ class ProbeDecision(Model):
     stages: list[int] = Field(default_factory=list)
     """The stages whose samples were pooled: the probe's first run and its extensions."""
     note: str | None = None
-    """Why the probe failed without counts (its stage was rolled back or did not complete), else None."""
+    """Why the probe failed without counts (its stage was rolled back or did not complete), or why its load
+    generator fell behind (``generator-limited``), else None."""
+    lag_judged: bool = False
+    """Whether the load generator's lateness was judged with the probe (analysis/probe.py); stores written before
+    that are judged afterwards, from their stages' self-check."""
 
 
 class SearchProbe(Model):
@@ -424,7 +429,8 @@ class SearchResult(Model):
     mix: PerClass
     """Class -> its load at scale 1 (req/s, or users if closed-loop)."""
     status: str
-    """``found``, ``above the maximum``, ``below the minimum``, or ``bracketing``/``bisecting`` if cut short."""
+    """``found``, ``above the maximum``, ``below the minimum``, ``generator-limited`` (stopped at a probe its load
+    generator could not send: the boundary is at least ``lo``), or ``bracketing``/``bisecting`` if cut short."""
     lo: float | None
     """The highest scale that passed (None: none did)."""
     hi: float | None
@@ -446,7 +452,8 @@ class SearchResult(Model):
     undecided: int = 0
     """Probes its samples could not decide after every extension, decided by their point estimate."""
     stopped: str | None = None
-    """Why the search stopped before its precision (``budget spent``), else None."""
+    """Why the search stopped before its precision (``budget spent``, or where its load generator fell behind),
+    else None."""
 
 
 class PodSummary(Model):
@@ -662,6 +669,9 @@ class RepeatCapacity(Model):
     runs: int
     fixed_sweep_runs: int
     capacity_per_device: float | None
+    limited: str | None = None
+    """Where its load generator fell behind before the boundary (status ``generator-limited``: ``scale`` is
+    only a lower bound), else None."""
 
 
 class Capacity(Model):

@@ -30,9 +30,10 @@ from typing import Any
 import gevent
 
 from bench_plugin.analysis.objectives import ClassObjectives
-from bench_plugin.analysis.probe import UNDECIDED, decide, failed_stage, taken_as_passed
+from bench_plugin.analysis.probe import UNDECIDED, decide, failed_stage, judge_lag, limited_why, taken_as_passed
 from bench_plugin.analysis.search import SUSTAIN, RaySearches, segment_rays
-from bench_plugin.analysis.summary import PROTOCOL_FAILURE
+from bench_plugin.analysis.selfcheck import check_stage
+from bench_plugin.analysis.summary import PROTOCOL_FAILURE, class_stats
 from bench_plugin.loadgen.arrivals import OPEN_LOOP, arrival_offsets
 from bench_plugin.loadgen.fleet import LOCAL, QUIT, Fleet, NoLoadGenerators, on_this_host
 from bench_plugin.loadgen.ledger import StageKey, StageLedger
@@ -42,7 +43,7 @@ from bench_plugin.results.record import CampaignRecord
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.samples import Sample
 from bench_plugin.results.store import StoreWriteError
-from bench_plugin.results.summary import Ending, GeneratorUse
+from bench_plugin.results.summary import ClassStats, Ending, GeneratorUse
 from bench_plugin.results.timeline import (
     DrainTimeout,
     ObserveProblem,
@@ -144,6 +145,8 @@ class Conductor:
         """Trials and segments a resumed campaign already ran to their end: skipped."""
         self.judged: tuple[tuple[int, int, int], list[Sample]] | None = None
         """The stage an adaptive search is about to judge, and its samples (stragglers included)."""
+        self.judged_use: dict[str, GeneratorUse] | None = None
+        """What the load generators used and saw sending that stage, once it drained (``_generators``)."""
         self.stop_cause = "Ctrl-C or a stop signal"
         """What stopped the run, if it is stopped (the plugin names the signal where it knows it)."""
         self._urls: dict[str, str] = {}
@@ -292,7 +295,8 @@ class Conductor:
                                budget=spec.budget)
         key = (trial.id, segment)
         for kept in self.done.probes.get(key, ()):  # a resume replays the probes its earlier attempt decided
-            searches.searches[kept.ray].record(kept.scale, kept.passed, decided=kept.decided, runs=len(kept.stages))
+            searches.searches[kept.ray].record(kept.scale, kept.passed, decided=kept.decided, runs=len(kept.stages),
+                                               limited=kept.limited)
         index = self.done.next_stage.get(key, 0)
         reported: set[str] = set(self.done.rays.get(key, frozenset()))
         while (search := searches.propose()) is not None:
@@ -306,11 +310,12 @@ class Conductor:
                                                                                             else "")
             pooled: list[Sample] = []
             stages: list[int] = []
+            behind: str | None = None  # why the load generator fell behind in some stage of the probe
             while True:
                 name = label if not stages else f"{label} again {len(stages)}"
                 stage = Stage.model_validate({"duration_s": duration, "name": name,
                                               "load": {c: load.get(c, 0.0) for c in classes}})
-                self.judged = (trial.id, segment, index), []
+                self.judged, self.judged_use = ((trial.id, segment, index), []), None
                 status = self._stage(trial, segment, classes, index, stage, urls)
                 self._drain(trial, segment)  # the slowest requests of the stage decide it: wait for them
                 pooled += self.judged[1]
@@ -320,13 +325,16 @@ class Conductor:
                     decision = failed_stage(spec.confidence, stages, f"its stage was {status}")
                 else:
                     decision = decide(pooled, objectives, spec.confidence, stages)
+                    behind = behind or self._generator_limit(self.judged[1], objectives, duration)
                 spent = searches.budget is not None and searches.runs + len(stages) >= searches.budget
                 if decision.outcome != UNDECIDED or len(stages) > spec.max_extensions or spent:
                     break
+            decision = judge_lag(decision, behind)  # a failure the generator's delays may have made: unjudged
+            limited = limited_why(decision)  # then the search stops there
             passed = taken_as_passed(decision)
             self.recorder.note(SearchStep(segment=segment, stage=stages[-1], scale=scale, passed=passed,
                                           ray=search.ray, phase=phase, decision=decision), trial.id)
-            search.record(scale, passed, decided=decision.outcome != UNDECIDED, runs=len(stages))
+            search.record(scale, passed, decided=decision.outcome != UNDECIDED, runs=len(stages), limited=limited)
             if search.propose() is None:  # this ray is done: its outcome now, so a resume can keep it
                 self.recorder.note(SearchOutcome(**search.result(segment).model_dump()), trial.id)
                 reported.add(search.ray)
@@ -334,6 +342,21 @@ class Conductor:
         for result in searches.results(segment):
             if result.ray not in reported:  # stopped by the budget
                 self.recorder.note(SearchOutcome(**result.model_dump()), trial.id)
+
+    def _generator_limit(self, samples: list[Sample], objectives: dict[str, ClassObjectives],
+                         duration_s: float) -> str | None:
+        """Why the load generators could not send the stage just drained as planned (analysis/selfcheck.py: the
+        rule the summary applies to every stage), or None."""
+        mine: dict[str, list[Sample]] = {}
+        for sample in samples:
+            mine.setdefault(sample.workload, []).append(sample)
+
+        def stats_of(name: str, some: list[Sample]) -> ClassStats:
+            return class_stats(some, name, duration_s, objectives.get(name))
+
+        rows = [self.judged_use] if self.judged_use is not None else []
+        return check_stage({name: stats_of(name, some) for name, some in mine.items()}, rows, mine, stats_of,
+                           objectives).limited
 
     def _class_load(self, name: str, url: str, load: float) -> ClassLoad:
         spec = self.scenario.classes.get(name)
@@ -510,8 +533,10 @@ class Conductor:
             if host is not None:  # load generators on this host are the run's own CPU, not other work
                 host = with_extra_own(host, sum(cpu for member, (cpu, _) in ledger.usage.items()
                                                 if member != LOCAL and on_this_host(member)))
-            self.recorder.stage_checked(*key, generators=_generators(ledger),
-                                        host=host)
+            used = _generators(ledger)
+            if self.judged is not None and self.judged[0] == key:
+                self.judged_use = used
+            self.recorder.stage_checked(*key, generators=used, host=host)
             self.recorder.note(StageAccounting(segment=key[1], stage=key[2], shares=self.fleet.ledgers[key].describe(),
                                                problems=problems), trial.id)
             if problems:

@@ -64,3 +64,5 @@ class KeptProbe:
     passed: bool
     decided: bool
     stages: tuple[int, ...]
+    limited: str | None = None
+    """Why its load generator fell behind (the probe went unjudged and its search stopped), else None."""

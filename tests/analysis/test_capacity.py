@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from bench_plugin.analysis.capacity import combined_status
-from bench_plugin.results.summary import SearchResult
+from bench_plugin.analysis.capacity import capacity_text, combined_status
+from bench_plugin.analysis.selfcheck import CPU_ADVICE
+from bench_plugin.analysis.significance import ratio_figure
+from bench_plugin.analysis.statistics import spread
+from bench_plugin.results.summary import Capacity, RepeatCapacity, SearchResult
 
 
 def result(name: str, status: str, estimate: float | None) -> SearchResult:
@@ -22,6 +25,56 @@ def result(name: str, status: str, estimate: float | None) -> SearchResult:
     ([result("llm", "found", 3.0), result("asr", "below the minimum", 0.5)], "below the minimum"),
     ([result("llm", "found", 3.0), result("asr", "bisecting", 6.0)], "bisecting"),  # not finished: no boundary yet
     ([result("llm", "found", 3.0)], "found"),
+    # the embedding's generator fell behind above 20: llm's boundary at 15 still sets the mix's
+    ([result("llm", "found", 15.0), result("embedding", "generator-limited", 20.0)], "found"),
+    ([result("llm", "found", 15.0), result("embedding", "generator-limited", 8.0)], "generator-limited"),
 ])
 def test_the_lowest_class_decides(results: list[SearchResult], status: str) -> None:
     assert combined_status(results) == status
+
+
+def capacity(per_device: list[float], limited: list[str | None]) -> Capacity:
+    """An arm's capacity over repeats (``limited``: each repeat's generator stop, None where it kept up)."""
+    repeats = [RepeatCapacity(repeat=i, status="generator-limited" if why else "found", scale=v, runs=6,
+                              fixed_sweep_runs=20, capacity_per_device=v, limited=why)
+               for i, (v, why) in enumerate(zip(per_device, limited, strict=True))]
+    return Capacity(mix={"llm": 1.0}, scale=spread(per_device), offered={"llm": 1.0},
+                    capacity_per_device=spread(per_device), capacity_per_device_ratio=None, per_repeat=repeats)
+
+
+BEHIND = "the load generator fell behind at x16 (CPU-bound: load generator local used 1.03 cores (limit 0.9))"
+
+
+def with_ratio(arm: Capacity, control: Capacity) -> Capacity:
+    ratios = [a / c for a, c in zip((r.capacity_per_device for r in arm.per_repeat),
+                                    (r.capacity_per_device for r in control.per_repeat), strict=True)
+              if a is not None and c is not None]
+    return arm.model_copy(update={"capacity_per_device_ratio": ratio_figure(ratios)})
+
+
+@pytest.mark.parametrize(("mine", "mine_limited", "theirs", "theirs_limited", "call"), [
+    # a lower bound on the arm's capacity that is already significantly higher: worth it all the more
+    ([30.0, 31.0, 32.0], [BEHIND, None, None], [10.0, 10.2, 10.1], [None] * 3, "worth it"),
+    # a lower bound on the control's that the arm is significantly below: a loss all the more
+    ([5.0, 5.1, 5.2], [None] * 3, [10.0, 10.2, 10.1], [None, BEHIND, None], "loss"),
+    # the arm's lower bound below the control's: its true capacity may be higher or lower
+    ([5.0, 5.1, 5.2], [BEHIND, None, None], [10.0, 10.2, 10.1], [None] * 3, "generator-limited"),
+    # the control's lower bound below the arm's: the same
+    ([30.0, 31.0, 32.0], [None] * 3, [10.0, 10.2, 10.1], [BEHIND, None, None], "generator-limited"),
+    ([30.0, 31.0, 32.0], [BEHIND] * 3, [10.0, 10.2, 10.1], [BEHIND] * 3, "generator-limited"),
+])
+def test_a_capacity_its_load_generator_bounded_is_judged_only_where_the_bound_decides(
+        mine: list[float], mine_limited: list[str | None], theirs: list[float], theirs_limited: list[str | None],
+        call: str) -> None:
+    arm, control = capacity(mine, mine_limited), capacity(theirs, theirs_limited)
+    said, text = capacity_text("mps", "exclusive", with_ratio(arm, control), control)
+    assert said == call, text
+    assert "is a lower bound (the load generator fell behind at x16 (CPU-bound" in text
+    if call == "generator-limited":
+        assert text.startswith("mps is not judged: capacity within SLOs ") and CPU_ADVICE in text
+
+
+def test_a_capacity_its_load_generator_kept_up_with_is_judged_as_before() -> None:
+    arm, control = capacity([30.0, 31.0, 32.0], [None] * 3), capacity([10.0, 10.2, 10.1], [None] * 3)
+    said, text = capacity_text("mps", "exclusive", with_ratio(arm, control), control)
+    assert said == "worth it" and "lower bound" not in text

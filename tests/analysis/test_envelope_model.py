@@ -7,8 +7,10 @@ import math
 import random
 
 import pytest
+from analysis_builders import stage, stats, trial
 
-from bench_plugin.analysis.envelope_model import Fitted, Row, fit, fit_error
+from bench_plugin.analysis.envelope_model import Fitted, Row, fit, fit_error, fit_points
+from bench_plugin.results.summary import SearchProbe
 from bench_plugin.servers.device import boundary_scale
 
 LIMITS = {("llm", "ttft p95"): 300.0, ("llm", "p95"): 500.0, ("embedding", "p95"): 150.0, ("asr", "p95"): 400.0}
@@ -91,3 +93,15 @@ def test_devices_apart_are_bounded_apart() -> None:
 
 def test_too_few_points_fit_nothing() -> None:
     assert fit(mm1_points(random.Random(1), 0.0)[:5], LIMITS, [["llm", "embedding", "asr"]]) is None
+
+
+def test_a_stage_its_load_generator_could_not_send_is_left_out_of_the_fit() -> None:
+    """Its P95 is partly the client's: the fit takes the stages the generator kept up with, and only those."""
+    stages = [stage(i, {"embedding": stats(p95=p95)}, {"embedding": load})
+              for i, (load, p95) in enumerate([(10.0, 40.0), (20.0, 50.0), (40.0, 140.0)])]
+    stages[2].generator_limited = "CPU-bound: load generator local used 1.03 cores (limit 0.9)"
+    searched = trial("exclusive", 0, stages).model_copy(update={"probes": [
+        SearchProbe(segment=0, ray="embedding", phase="probe", scale=s.offered["embedding"] / 10, passed=True,
+                    stages=[s.index]) for s in stages]})
+    points = fit_points([searched], ["embedding"], {("embedding", "p95"): 150.0}, [["embedding"]])
+    assert [(load, value) for load, _, value in points] == [({"embedding": 10.0}, 40.0), ({"embedding": 20.0}, 50.0)]

@@ -7,11 +7,14 @@ from analysis_builders import objectives
 
 from bench_plugin.analysis.probe import (
     FAIL,
+    LIMITED,
     PASS,
     UNDECIDED,
     batch_bounds,
     decide,
     failed_stage,
+    judge_lag,
+    limited_why,
     limiting_check,
     taken_as_passed,
     wilson_bounds,
@@ -98,3 +101,36 @@ def test_a_stage_that_did_not_complete_fails_its_probe() -> None:
     decision = failed_stage(0.95, [3], "its stage was aborted")
     assert decision.outcome == FAIL and not taken_as_passed(decision) and decision.note == "its stage was aborted"
     assert limiting_check(decision) is None
+
+
+BEHIND = "CPU-bound: load generator local used 1.03 cores (limit 0.9)"
+
+
+@pytest.mark.parametrize(("latency_ms", "behind", "outcome"), [
+    (50.0, BEHIND, PASS),  # within the SLO even with the client's own delays in it: the servers kept it
+    (200.0, BEHIND, LIMITED),  # beyond it, but the client's delays may have made that: not judged
+    (200.0, None, FAIL),  # the generator kept up: judged as measured
+    (50.0, None, PASS),
+])
+def test_only_a_pass_is_judged_where_the_load_generator_fell_behind(latency_ms: float, behind: str | None,
+                                                                     outcome: str) -> None:
+    spec = objectives(p95=100.0, names=("llm",))
+    pooled = [sample(i, latency_ms, workload="llm") for i in range(300)]
+    decision = judge_lag(decide(pooled, spec, 0.95, [4]), behind)
+    assert decision.outcome == outcome and decision.lag_judged
+    assert limited_why(decision) == (BEHIND if outcome == LIMITED else None)
+    assert taken_as_passed(decision) == (outcome == PASS)
+    if outcome == LIMITED:
+        assert decision.checks == decide(pooled, spec, 0.95, [4]).checks, "its counts stay on record"
+
+
+def test_an_undecided_probe_of_a_generator_that_fell_behind_stands_only_within_its_allowance() -> None:
+    spec = objectives(p95=100.0, names=("llm",))
+    few = [sample(i, 50.0, workload="llm") for i in range(20)]  # none beyond: taken as passed, even so delayed
+    kept = judge_lag(decide(few, spec, 0.95, [0]), BEHIND)
+    assert kept.outcome == UNDECIDED and taken_as_passed(kept) and limited_why(kept) is None
+    near = [sample(i, 150.0 if i % 10 == 0 else 50.0, workload="llm") for i in range(40)]  # 10% beyond, undecided
+    decision = judge_lag(decide(near, spec, 0.95, [0]), BEHIND)
+    assert decision.outcome == LIMITED and decision.note == BEHIND and not taken_as_passed(decision)
+    failed = judge_lag(failed_stage(0.95, [0], "its stage was aborted"), BEHIND)
+    assert failed.outcome == FAIL, "a stage stopped for its own failures failed, whatever the generator did"

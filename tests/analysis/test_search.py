@@ -10,6 +10,7 @@ from bench_plugin.analysis.search import (
     BUDGET_SPENT,
     CONFIRMED,
     FOUND,
+    GENERATOR_LIMITED,
     MAX_SUSTAINS,
     NOT_HELD,
     PROBE,
@@ -17,8 +18,10 @@ from bench_plugin.analysis.search import (
     BoundarySearch,
     RaySearches,
     fixed_sweep_runs,
+    judged_result,
     segment_rays,
 )
+from bench_plugin.results.summary import ProbeDecision, SearchProbe
 
 
 def run(search: BoundarySearch, threshold: float) -> list[float]:
@@ -167,3 +170,72 @@ def test_a_segment_searches_each_direction_of_its_classes_once() -> None:
         "llm-heavy": {"llm": 3.0, "embedding": 1.0}}
     assert segment_rays(rays, ["llm"]) == {"mix": {"llm": 1.0}}
     assert segment_rays(rays, ["asr"]) == {}
+
+
+BEHIND = "CPU-bound: load generator local used 1.03 cores (limit 0.9)"
+
+
+def test_a_probe_its_load_generator_left_unjudged_ends_the_search_at_the_bracket_it_had() -> None:
+    """Passes to 8, a failure at 16 the lateness may have made: the boundary is at least 8, and not searched on."""
+    search = BoundarySearch({"embedding": 15.0}, start=1.0, maximum=64.0, precision=0.1, sustain=True)
+    for scale in (1.0, 2.0, 4.0, 8.0):
+        search.record(scale, True)
+    search.record(16.0, False, runs=2, limited=BEHIND)
+    result = search.result(segment=0)
+    assert search.propose() is None
+    assert (result.status, result.lo, result.hi, result.estimate, result.runs) == (GENERATOR_LIMITED, 8.0, None, 8.0, 6)
+    assert result.stopped == f"the load generator fell behind at x16 ({BEHIND})" and result.sustain is None
+
+
+def test_a_ray_its_load_generator_stopped_leaves_the_others_searching() -> None:
+    rays = RaySearches({"llm": {"llm": 1.0}, "embedding": {"embedding": 10.0}}, 1.0, 4.0, 0.2)
+    while (search := rays.propose()) is not None:
+        scale = search.propose()
+        assert scale is not None
+        search.record(scale, scale < 3.0, limited=BEHIND if search.ray == "embedding" and scale >= 2 else None)
+    llm, embedding = rays.results(segment=0)
+    assert llm.status == FOUND and embedding.status == GENERATOR_LIMITED and embedding.lo == 1.0
+
+
+def probe(scale: float, passed: bool, *, phase: str = PROBE, outcome: str | None = None,
+          note: str | None = None) -> SearchProbe:
+    outcome = outcome or ("pass" if passed else "fail")
+    return SearchProbe(segment=0, ray="mix", phase=phase, scale=scale, passed=passed, stages=[],
+                       decision=ProbeDecision(outcome=outcome, point=passed, confidence=0.95, note=note))
+
+
+@pytest.mark.parametrize("unjudged_at", [0, 2, 4, 5, 6, 7, 8])
+def test_a_search_judged_afterwards_ends_as_the_live_search_ends(unjudged_at: int) -> None:
+    """judged_result on a search recorded before probes were judged so gives what the search gives live, wherever
+    the first unjudged probe is: bracketing, bisecting, at the hold, after a failed hold."""
+    def passes(scale: float, phase: str) -> bool:
+        return scale < (3.3 if phase == SUSTAIN else 3.7)
+
+    old = BoundarySearch({"llm": 1.0}, start=1.0, maximum=64.0, precision=0.1, sustain=True)
+    probes = []
+    while (scale := old.propose()) is not None:
+        phase = old.phase
+        probes.append(probe(scale, passes(scale, phase), phase=phase))
+        old.record(scale, passes(scale, phase))
+    assert len(probes) > unjudged_at
+    live = BoundarySearch({"llm": 1.0}, start=1.0, maximum=64.0, precision=0.1, sustain=True)
+    for i, p in enumerate(probes[:unjudged_at + 1]):
+        assert live.propose() == p.scale
+        live.record(p.scale, p.passed, limited=BEHIND if i == unjudged_at else None)
+    unjudged = probes[unjudged_at].model_copy(update={"passed": False, "decision": ProbeDecision(
+        outcome="generator-limited", point=False, confidence=0.95, note=BEHIND)})
+    after = judged_result(old.result(segment=0), [*probes[:unjudged_at], unjudged, *probes[unjudged_at + 1:]])
+    expected = live.result(segment=0)
+    keep = {"status", "lo", "hi", "estimate", "precision", "sustain", "undecided", "stopped"}
+    assert after.model_dump(include=keep) == expected.model_dump(include=keep)
+    assert after.runs == old.runs, "every stage-run it took stays counted"
+
+
+def test_a_search_without_unjudged_probes_is_left_as_recorded() -> None:
+    search = BoundarySearch({"llm": 1.0}, start=1.0, maximum=8.0, precision=0.1)
+    probes = []
+    while (scale := search.propose()) is not None:
+        probes.append(probe(scale, scale < 3.0))
+        search.record(scale, scale < 3.0)
+    result = search.result(segment=0)
+    assert judged_result(result, probes) == result
