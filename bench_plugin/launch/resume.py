@@ -239,9 +239,8 @@ class Plan:
     """(trial, segment) kept, in run order."""
     rerun: list[tuple[int, int]]
     """(trial, segment) with an earlier, unfinished attempt: superseded, then run from its start (a search
-    segment: its rays whose search had ended are kept with their stages, and the others run)."""
-    kept_probes: dict[tuple[int, int], tuple[KeptProbe, ...]] = field(default_factory=dict)
-    """(trial, segment) run again -> the search probes kept of its earlier attempt, in order."""
+    segment: the probes its earlier attempt decided are kept with their stages, ``done.probes``, and its
+    searches go on from them)."""
 
 
 def plan(recorded: Recorded, trials: list[Trial]) -> Plan:
@@ -273,7 +272,7 @@ def plan(recorded: Recorded, trials: list[Trial]) -> Plan:
         record = next(r for r in recorded.trials if r.id == key[0])
         next_stage[key] = 1 + max((s.index for s in record.stages if s.segment == key[1]), default=-1)
     ended = {key: recorded.ended_rays.get(key, frozenset()) for key in kept_probes}
-    return Plan(Done(frozenset(done), frozenset(kept), kept_probes, ended, next_stage), kept, rerun, kept_probes)
+    return Plan(Done(frozenset(done), frozenset(kept), kept_probes, ended, next_stage), kept, rerun)
 
 
 def begin(recorded: Recorded, resume_plan: Plan, recorder: Recorder, provenance: Provenance) -> Resume:
@@ -285,7 +284,7 @@ def begin(recorded: Recorded, resume_plan: Plan, recorder: Recorder, provenance:
     number = len(recorded.resumes) + 1
     superseded: dict[str, int] = {}
     for trial, segment in resume_plan.rerun:
-        probes = resume_plan.kept_probes.get((trial, segment), ())
+        probes = resume_plan.done.probes.get((trial, segment), ())
         for table, rows in recorder.supersede_segment(trial, segment, number,
                                                       keep_stages=[i for p in probes for i in p.stages],
                                                       keep_rays=sorted({p.ray for p in probes})).items():
@@ -348,7 +347,7 @@ def describe(resuming: Resuming, record: Resume) -> str:
     kept, rerun = resuming.plan.kept, resuming.plan.rerun
     trials = len(resuming.plan.done.trials)
     samples = record.superseded.get("samples", 0)
-    probes = resuming.plan.kept_probes
+    probes = resuming.plan.done.probes
     named = ", ".join(f"trial {t} segment {s}" + (f" (keeping the {_count(len(probes[(t, s)]), 'probe')} it decided)"
                                                   if (t, s) in probes else "") for t, s in rerun)
     again = (f"; runs again from its start: {named} "
