@@ -10,11 +10,13 @@ since each class must keep its SLOs at the same load mix.
 The verdict follows the seed's rule on that capacity: sharing is worth it when the capacity within
 SLOs per device is significantly higher than the control's (paired by repeat; a ratio, so by its
 geometric mean and log-scale interval); below that it is a loss, once at least two paired repeats
-show it; with fewer it is inconclusive. Where the load generator fell behind before the boundary (a search
-``generator-limited`` in some repeat), that capacity is only a lower bound: the arm is still worth it when
-only its own capacity is bounded and is significantly higher, and a loss when only the control's is and the
-arm's is significantly lower; otherwise it is not judged. There is no trade-off here: at its boundary every arm, by
+show it; with fewer it is inconclusive. There is no trade-off here: at its boundary every arm, by
 definition, keeps every SLO.
+
+Where the load generator fell behind before the boundary (a search ``generator-limited`` in some repeat),
+that capacity is only a lower bound. The arm is still worth it when only its own capacity is bounded and
+is significantly higher, and a loss when only the control's is and the arm's is significantly lower;
+otherwise it is not judged.
 """
 
 from __future__ import annotations
