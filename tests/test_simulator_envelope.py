@@ -29,7 +29,7 @@ from bench_plugin.results.summary import Summary, load_summary
 from bench_plugin.servers.device import boundary_scale, max_total_rate
 
 pytestmark = [pytest.mark.slow, pytest.mark.serial,  # timings against a known truth: alone on the machine
-              pytest.mark.timeout(2700)]  # the campaign takes some 20 minutes on a 2-core machine
+              pytest.mark.timeout(4200)]  # the campaign takes some 30 minutes on a 2-core machine
 
 SCENARIO = ROOT / "scenarios" / "simulator-envelope.yaml"
 SERVICE_S = {"exclusive": 0.010, "time-slicing": 0.014}
@@ -58,7 +58,7 @@ def true_gpus(arm: str, traffic: dict[str, float], headroom: float, off: float =
 def campaign(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Summary]:
     results = tmp_path_factory.mktemp("envelope") / "results"
     done = run_locust(["-f", "locustfiles/mixed.py", "--scenario", str(SCENARIO), "--results-dir", str(results)],
-                      timeout=2400)
+                      timeout=3600)
     assert done.returncode == 0, done.stdout[-3000:]
     return results, load_summary(results / "summary.json")
 
@@ -84,7 +84,7 @@ def test_each_ray_is_within_the_search_precision_of_the_truth(campaign: tuple[Pa
 
 
 def test_the_held_out_ray_is_predicted_within_the_stated_error(campaign: tuple[Path, Summary]) -> None:
-    """The model, fit on noisy 10-s probes, predicts every ray (the held-out one too) within 20% of the closed form
+    """The model, fit on noisy 8-s probes, predicts every ray (the held-out one too) within 20% of the closed form
     (15% precision plus the fit's own error; seen: at most 16%); the held-out error it states, against the
     measured boundary (itself within the search's precision of the truth), is then at most 1.2 / 0.85 - 1."""
     _, summary = campaign
