@@ -117,14 +117,19 @@ def test_a_probe_its_load_generator_fell_behind_in_stops_the_search_unjudged(tmp
     (result,) = trial["search"]
     probes = trial["probes"]
     *judged, last = probes
-    assert judged and all(p["passed"] and p["decision"]["outcome"] in ("pass", "undecided") for p in judged), probes
-    assert judged[0]["scale"] == 1.0 and all(p["decision"]["lag_judged"] for p in probes)
-    assert last["decision"]["outcome"] == "generator-limited" and not last["passed"]
+    assert judged and judged[0]["scale"] == 1.0 and judged[0]["passed"], probes
+    assert all(p["decision"]["lag_judged"] for p in probes)
+    for probe in judged:  # judged: the generator kept up (or the selfcheck excused it), or it passed even so
+        limited = any(trial["stages"][i]["generator_limited"] for i in probe["stages"])
+        assert probe["decision"]["outcome"] != "generator-limited" and (probe["passed"] or not limited), probe
+    assert last["decision"]["outcome"] == "generator-limited" and not last["passed"] and last["scale"] > 1.0
     stage = trial["stages"][last["stages"][-1]]
-    assert stage["generator_limited"].startswith("CPU-bound: ")
+    assert stage["generator_limited"].startswith("CPU-bound: "), stage  # the hog wants its core: CPU-bound
     assert last["decision"]["note"] == stage["generator_limited"]
-    assert result["status"] == "generator-limited" and result["hi"] is None
-    assert result["lo"] == max(p["scale"] for p in judged) == result["estimate"]
+    fails = [p["scale"] for p in judged if not p["passed"]]
+    hi = min(fails) if fails else None
+    assert result["status"] == "generator-limited" and result["hi"] == hi
+    assert result["lo"] == max(p["scale"] for p in judged if p["passed"] and (hi is None or p["scale"] < hi))
     assert result["stopped"].startswith(f"the load generator fell behind at x{last['scale']:.4g} (CPU-bound: ")
     assert sum(len(p["stages"]) for p in probes) == len(trial["stages"]), "nothing ran after the unjudged probe"
     boundary = summary["comparison"]["arms"]["synthetic"]["boundary"]

@@ -29,10 +29,10 @@ Latency counts from each request's intended send time, so a load generator that 
 probe judges. A probe the search takes as passed (a pass, or an undecided one whose point estimates are
 within) stands: the servers kept the SLOs even with those delays added. A failure does not: the client
 may have made it, and the send times alone cannot say how much, since a loop short of CPU also reads
-the answers late. So a probe that fails (or stays undecided beyond its allowance) on such a stage is
-not judged: its outcome is ``generator-limited``, and the search stops there (analysis/search.py), its
-boundary at least the last load that passed. The fix is the generator's (more load-generating
-processes), not the probe's.
+the answers late. So a probe that fails (or stays undecided beyond its allowance, or whose stage the
+rollback stopped for its latency) on such a stage is not judged: its outcome is ``generator-limited``,
+and the search stops there (analysis/search.py), its boundary at least the last load that passed. The
+fix is the generator's (more load-generating processes), not the probe's.
 
 Special cases, each decided: a class with requests but none successful fails its latency criteria; a
 zero error budget passes with no error and fails with one; a successful LLM answer without a first-token
@@ -163,7 +163,7 @@ def judge_lag(decision: ProbeDecision, why: str | None) -> ProbeDecision:
     """``decision`` with its load generator's delays judged (the module's rule): ``why`` says why the generator fell
     behind in one of the probe's stages (None: it kept up)."""
     checked = decision.model_copy(update={"lag_judged": True})
-    if why is None or taken_as_passed(decision) or decision.note is not None:  # kept up; passed anyway; stopped
+    if why is None or taken_as_passed(decision):  # it kept up, or the servers passed even with its delays
         return checked
     return generator_limited(checked, why)
 

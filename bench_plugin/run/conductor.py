@@ -321,11 +321,11 @@ class Conductor:
                 pooled += self.judged[1]
                 stages.append(index)
                 index += 1
-                if status != "completed":
+                if status != "completed":  # rolled back
                     decision = failed_stage(spec.confidence, stages, f"its stage was {status}")
                 else:
                     decision = decide(pooled, objectives, spec.confidence, stages)
-                    behind = behind or self._generator_limit(self.judged[1], objectives, duration)
+                behind = behind or self._generator_limit(self.judged[1], objectives, duration)
                 spent = searches.budget is not None and searches.runs + len(stages) >= searches.budget
                 if decision.outcome != UNDECIDED or len(stages) > spec.max_extensions or spent:
                     break
