@@ -29,7 +29,7 @@ from bench_plugin.results.summary import Summary, load_summary
 from bench_plugin.servers.device import boundary_scale, max_total_rate
 
 pytestmark = [pytest.mark.slow, pytest.mark.serial,  # timings against a known truth: alone on the machine
-              pytest.mark.timeout(4200)]  # the campaign takes some 30 minutes on a 2-core machine
+              pytest.mark.timeout(2700)]  # the campaign takes some 20 minutes on a 2-core machine
 
 SCENARIO = ROOT / "scenarios" / "simulator-envelope.yaml"
 SERVICE_S = {"exclusive": 0.010, "time-slicing": 0.014}
@@ -58,12 +58,15 @@ def true_gpus(arm: str, traffic: dict[str, float], headroom: float, off: float =
 def campaign(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Summary]:
     results = tmp_path_factory.mktemp("envelope") / "results"
     done = run_locust(["-f", "locustfiles/mixed.py", "--scenario", str(SCENARIO), "--results-dir", str(results)],
-                      timeout=3600)
+                      timeout=2400)
     assert done.returncode == 0, done.stdout[-3000:]
     return results, load_summary(results / "summary.json")
 
 
 def test_each_ray_is_within_the_search_precision_of_the_truth(campaign: tuple[Path, Summary]) -> None:
+    """Every ray the search judged lands within its precision of the closed form. A ray whose load generator fell
+    behind is not judged (analysis/probe.py: its event loop, sharing two cores with three servers, can be held
+    over 10 ms); it must say so, and most rays must still be judged."""
     _, summary = campaign
     precision = yaml.safe_load(SCENARIO.read_text())["search"]["precision"]
     assert summary.comparison is not None
@@ -72,6 +75,9 @@ def test_each_ray_is_within_the_search_precision_of_the_truth(campaign: tuple[Pa
         assert comparison.envelope is not None
         for ray in comparison.envelope.rays:
             truth = true_scale(arm, ray.mix)
+            if "generator-limited" in ray.status:
+                assert any((r.stopped or "").startswith("the load generator fell behind at x") for r in ray.per_repeat)
+                continue
             if ray.status == "above the maximum":
                 assert ray.lo.mean is not None and truth >= ray.lo.mean * (1 - precision), (arm, ray.name)
                 continue
@@ -80,15 +86,17 @@ def test_each_ray_is_within_the_search_precision_of_the_truth(campaign: tuple[Pa
             checked += 1
             held = [r.sustain for r in ray.per_repeat]
             assert all(h in ("confirmed", "undecided", "failed") for h in held), "every found boundary was held"
-    assert checked >= 6
+    assert checked >= 7, "most rays judged"
 
 
 def test_the_held_out_ray_is_predicted_within_the_stated_error(campaign: tuple[Path, Summary]) -> None:
-    """The model, fit on noisy 8-s probes, predicts every ray (the held-out one too) within 20% of the closed form
-    (15% precision plus the fit's own error; seen: at most 16%); the held-out error it states, against the
-    measured boundary (itself within the search's precision of the truth), is then at most 1.2 / 0.85 - 1."""
+    """The model, fit on noisy 10-s probes, predicts every ray (the held-out one too) within 20% of the closed form
+    (seen: at most 16%); the held-out error it states, against the measured boundary (itself within the search's
+    precision of the truth), is then at most 1.2 / (1 - precision) - 1, in each arm whose held-out ray was judged."""
     _, summary = campaign
+    precision = yaml.safe_load(SCENARIO.read_text())["search"]["precision"]
     assert summary.comparison is not None
+    stated = 0
     for arm in ("exclusive", "time-slicing"):
         envelope = summary.comparison.arms[arm].envelope
         assert envelope is not None and envelope.model is not None
@@ -96,13 +104,16 @@ def test_the_held_out_ray_is_predicted_within_the_stated_error(campaign: tuple[P
             predicted = envelope.model.rays[ray.name]
             assert predicted is not None
             assert abs(predicted - true_scale(arm, ray.mix)) / true_scale(arm, ray.mix) <= 0.2, (arm, ray.name)
-    model = summary.comparison.arms["time-slicing"].envelope.model  # type: ignore[union-attr]
-    assert model is not None
-    (held,) = [r for r in summary.comparison.arms["time-slicing"].envelope.rays if r.held_out]  # type: ignore[union-attr]
-    assert held.name == "llm+asr" and held.name not in model.fitted_on
-    error = model.held_out_error[held.name]
-    assert error is not None and abs(error) <= 1.2 / 0.85 - 1, error
-    assert f"within {abs(error):.0%}" in model.validated
+        (held,) = [r for r in envelope.rays if r.held_out]
+        assert held.name == "llm+asr" and held.name not in envelope.model.fitted_on
+        error = envelope.model.held_out_error[held.name]
+        if held.status != "found":  # not judged (its load generator fell behind): no error to state
+            assert error is None
+            continue
+        assert error is not None and abs(error) <= 1.2 / (1 - precision) - 1, (arm, error)
+        assert f"within {abs(error):.0%}" in envelope.model.validated
+        stated += 1
+    assert stated >= 1, "the held-out ray judged in some arm"
 
 
 TRAFFICS = [
