@@ -163,8 +163,9 @@ def _searched_arm(arm: Arm, mine: list[TrialSummary], reference: list[TrialSumma
     status = "not measured" if capacity is None else next(
         (r.status for r in capacity.per_repeat if r.status == GENERATOR_LIMITED), capacity.per_repeat[0].status)
     offered = capacity.offered if capacity else {}
-    alone = limiting_class(mine) if status != GENERATOR_LIMITED else None  # the class with the lowest boundary
-    limiting = alone or (searched_limit(mine, objectives) if status != GENERATOR_LIMITED else None)
+    bounded = status == GENERATOR_LIMITED  # no boundary found: nothing limits it yet
+    alone = None if bounded else limiting_class(mine)  # each class searched alone: the class with the lowest boundary
+    limiting = None if bounded else alone or searched_limit(mine, objectives)
     text = (f"boundary at {format_offered(offered)} (scale {capacity.scale.mean:.3g} of the mix; "
             f"search status: {status}" + (f"; limited by {alone}, each class searched alone" if alone else "")
             + ")" if capacity and capacity.scale.mean is not None

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench_plugin.analysis.probe import LIMITED
+from bench_plugin.analysis.probe import UNDECIDED, limited_why
 from bench_plugin.results.facts import BackendFacts
 from bench_plugin.results.record import CampaignRecord
 from bench_plugin.results.recorder import Recorder
@@ -52,7 +52,7 @@ from bench_plugin.results.store import (
     read_trials,
     store_version,
 )
-from bench_plugin.results.summary import Ending, Overrides, Provenance, Resume
+from bench_plugin.results.summary import Ending, Overrides, ProbeDecision, Provenance, Resume
 from bench_plugin.results.timeline import Resumed
 from bench_plugin.run.schedule import Done, KeptProbe, Trial
 
@@ -139,11 +139,10 @@ def _searches(db: sqlite3.Connection, trials: list[TrialRecord]
     ended: dict[tuple[int, int], set[str]] = {}
     for trial in trials:
         for step in read_events(db, trial.id, "search_step"):
-            stages = (step.get("decision") or {}).get("stages") or [step["stage"]]
-            decision = step.get("decision") or {}
-            decided = decision.get("outcome", "pass") != "undecided"
-            limited = (decision.get("note") or "the load generator fell behind") \
-                if decision.get("outcome") == LIMITED else None
+            decision = ProbeDecision.model_validate(step["decision"]) if step.get("decision") else None
+            stages = (decision.stages if decision is not None else []) or [step["stage"]]
+            decided = decision is None or decision.outcome != UNDECIDED
+            limited = limited_why(decision)
             probes.setdefault((trial.id, step["segment"]), []).append(KeptProbe(
                 ray=step.get("ray", "mix"), scale=step["scale"], passed=step["passed"], decided=decided,
                 stages=tuple(stages), limited=limited))
