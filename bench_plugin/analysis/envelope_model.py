@@ -40,6 +40,7 @@ import math
 import numpy as np
 
 from bench_plugin.analysis.objectives import ClassObjectives
+from bench_plugin.analysis.search import FOUND
 from bench_plugin.results.summary import CriterionFit, EnvelopeFit, EnvelopeRay, StageSummary, TrialSummary
 from bench_plugin.scenario import class_rank
 
@@ -208,7 +209,7 @@ def arm_model(trials: list[TrialSummary], rays: list[EnvelopeRay],
         return None
     predicted = {r.name: model.boundary(r.mix)[0] for r in rays}
     held = {r.name: (predicted[r.name] - r.scale.mean) / r.scale.mean
-            for r in rays if r.held_out and r.scale.mean and r.status == "found" and math.isfinite(predicted[r.name])}
+            for r in rays if r.held_out and r.scale.mean and r.status == FOUND and math.isfinite(predicted[r.name])}
     validated = f"load mixes in the cone of the rays {', '.join(fitted_on)}, up to the busiest stage measured"
     if held:
         worst = max(abs(e) for e in held.values())

@@ -20,7 +20,8 @@ A missing figure (None, or no mean) is shown as "-".
 
 from __future__ import annotations
 
-from bench_plugin.analysis.boundary import format_offered
+from bench_plugin.analysis.boundary import BELOW, NOT_REACHED, REACHED, format_offered
+from bench_plugin.analysis.search import ABOVE_MAXIMUM, BELOW_MINIMUM, FOUND, GENERATOR_LIMITED
 from bench_plugin.analysis.statistics import fixed
 from bench_plugin.analysis.verdict import INCONCLUSIVE, is_inconclusive
 from bench_plugin.report.clock import campaign_clock
@@ -106,22 +107,22 @@ def boundary_text(boundary: Boundary) -> str:
 def boundary_short(boundary: Boundary, limited: bool = True) -> str:
     """An arm's boundary in a table cell: where it is and (with ``limited``) what limits it."""
     limit = f"; limited by {boundary.limiting}" if boundary.limiting and limited else ""
-    if boundary.status == "reached" and boundary.offered:
+    if boundary.status == REACHED and boundary.offered:
         about = ", ".join(f"{name} {load:.3g}" for name, load in boundary.offered.items())
         return f"reached at about {about}{limit}"
-    if boundary.status == "not reached":
+    if boundary.status == NOT_REACHED:
         return "not reached: above the highest load measured"
-    if boundary.status == "below the lowest stage":
+    if boundary.status == BELOW:
         return f"below the lowest stage measured{limit}"
-    if boundary.status in ("found", "above the maximum") and boundary.offered:  # searched
+    if boundary.status in (FOUND, ABOVE_MAXIMUM) and boundary.offered:  # searched
         about = ", ".join(f"{name} {load:.3g}" for name, load in boundary.offered.items())
         scale = spread_text(boundary.stage_position, 1)
-        if boundary.status == "found":
+        if boundary.status == FOUND:
             return f"found at about {about} (scale {scale}){limit}"
         return f"above the highest load searched: every SLO kept at {about} (scale {scale}){limit}"
-    if boundary.status == "below the minimum":
+    if boundary.status == BELOW_MINIMUM:
         return f"below the lowest load searched{limit}"
-    if boundary.status == "generator-limited" and boundary.offered:
+    if boundary.status == GENERATOR_LIMITED and boundary.offered:
         about = ", ".join(f"{name} {load:.3g}" for name, load in boundary.offered.items())
         return (f"not found: the load generator fell behind first; every SLO kept at about {about} "
                 f"(scale {spread_text(boundary.stage_position, 1)}){limit}")

@@ -67,7 +67,7 @@ def _predicted(ray: EnvelopeRay, fit: EnvelopeFit | None) -> str:
         return "-"
     error = fit.held_out_error.get(ray.name) if ray.held_out else None
     measured = ray.scale.mean
-    if error is None and measured and ray.status == "found":  # beyond the maximum, nothing to compare with
+    if error is None and measured and ray.status == FOUND:  # beyond the maximum, nothing to compare with
         error = (value - measured) / measured
     return f"{value:.3g}" + ("" if error is None else f" ({error:+.0%})")
 

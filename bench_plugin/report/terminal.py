@@ -16,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench_plugin.analysis.answer import CONTROL, SEARCHED
+from bench_plugin.analysis.boundary import NOT_MEASURED
 from bench_plugin.report import cut_short, envelope
 from bench_plugin.report.clock import campaign_clock
 from bench_plugin.report.comparison import boundary_short, spread_text
@@ -82,7 +83,7 @@ def _arm(summary: Summary, name: str, arm: ArmComparison, control: str | None) -
         there = answer.limiting if answer.limiting != arm.boundary.limiting else None
         parts.append(figure + (f"; there {there}" if there else ""))
     boundary = arm.boundary  # one that could not be measured says why in its own sentence
-    parts.append(boundary.text if boundary.status == "not measured" else f"boundary {boundary_short(boundary)}")
+    parts.append(boundary.text if boundary.status == NOT_MEASURED else f"boundary {boundary_short(boundary)}")
     out = ["; ".join(parts)]
     figures = {stage.index: stage for stage in summary.arms[name].stages} if name in summary.arms else {}
     for stage in arm.stages:
