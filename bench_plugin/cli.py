@@ -188,6 +188,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         sys.stdout.write(document.model_dump_json(indent=2, by_alias=True) + "\n")
     else:
         sys.stdout.write(terminal(document, summary.control))
+    sys.stdout.flush()  # the plan before the line on stderr, where both go to one file
     regenerate(directory, summary)
     sys.stderr.write(f"bench-plugin: wrote {directory / FILENAME}; report.html and report.md show the plan\n")
     return 0

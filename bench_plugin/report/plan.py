@@ -16,10 +16,15 @@ def traffic_text(traffic: dict[str, float]) -> str:
     return ", ".join(f"{name} {rate:g} req/s" for name, rate in traffic.items() if rate > 0)
 
 
+def gpus_text(count: int) -> str:
+    """``1 GPU``, ``4 GPUs``."""
+    return f"{count} GPU{'s' if count != 1 else ''}"
+
+
 def group_text(group: GroupPlan) -> str:
     """``embedding + asr shared on 3 GPUs (...; each GPU at 80% of where embedding p95 reaches its SLO)``."""
     how = "alone" if len(group.classes) == 1 else "shared"
-    gpus = f"{group.gpus} GPU{'s' if group.gpus != 1 else ''}"
+    gpus = gpus_text(group.gpus)
     load = ", ".join(f"{c} {group.load[c]:.3g}" for c in group.classes)
     return (f"{' + '.join(group.classes)} {how} on {gpus} ({load} req/s; each GPU at {group.used:.0%} of "
             f"where {group.limited_by} reaches its SLO)")
@@ -29,7 +34,8 @@ def growth_text(plan: ArmPlan) -> str:
     """``absorbs +31% traffic before it needs another GPU; embedding p95 breaks first``."""
     if plan.growth is None:
         return ""
-    first = f"; {plan.first_limit} breaks first" if plan.first_limit else ""
+    verb = "break" if plan.first_limit and " and " in plan.first_limit else "breaks"  # analysis/packing.py joins them
+    first = f"; {plan.first_limit} {verb} first" if plan.first_limit else ""
     return f"absorbs {plan.growth - 1:+.0%} traffic before it needs another GPU{first}"
 
 
@@ -37,16 +43,45 @@ def money(value: float) -> str:
     return f"{value:,.2f}"
 
 
+def saved_text(plan: ArmPlan) -> str | None:
+    """``saves 1 GPU (2.50)``, ``saves none``, ``needs 2 more GPUs (5.00 more)``; None without a control's plan."""
+    if plan.saved_gpus is None:
+        return None
+    if plan.saved_gpus == 0:
+        return "saves none"
+    more = plan.saved_gpus < 0
+    cost = "" if plan.saved_cost is None else f" ({money(abs(plan.saved_cost))}{' more' if more else ''})"
+    if not more:
+        return f"saves {gpus_text(plan.saved_gpus)}{cost}"
+    return f"needs {-plan.saved_gpus} more GPU{'s' if plan.saved_gpus != -1 else ''}{cost}"
+
+
+def best_text(plan: TrafficPlan) -> str:
+    """The best arm and why: ``time-slicing, with the fewest GPUs (3)``, or, of equal counts, the growth that
+    decided; an arm with fewer GPUs whose plan is an extrapolation is named, and why it was passed over."""
+    arms = {a.arm: a for a in plan.arms}
+    best = arms.get(plan.best) if plan.best else None
+    if best is None or best.gpus is None:
+        return "none rests on validated ground"
+    tied = [a.arm for a in plan.arms if a is not best and a.gpus == best.gpus and not a.extrapolation]
+    if tied:
+        growth = "" if best.growth is None else f" ({best.growth - 1:+.0%})"
+        why = (f"at {gpus_text(best.gpus)} like {' and '.join(tied)}, but absorbing "
+               f"{'more' if len(tied) == 1 else 'the most'} growth{growth}")
+    else:
+        why = f"with the fewest GPUs ({best.gpus})"
+    passed = "".join(f"; {a.arm} needs {gpus_text(a.gpus)}, but its plan is an extrapolation"
+                     for a in plan.arms if a.gpus is not None and a.gpus < best.gpus and a.extrapolation)
+    return f"{best.arm}, {why}{passed}"
+
+
 def arm_line(plan: ArmPlan, control: bool) -> str:
     """One arm's plan in one line (the terminal, report.md)."""
     name = plan.arm + (" (control)" if control else "")
     if plan.gpus is None:
         return f"{name}: no plan: {plan.note}"
-    parts = [f"{plan.gpus} GPU{'s' if plan.gpus != 1 else ''}"]
-    if plan.saved_gpus is not None and not control:
-        saved = (f"saves {plan.saved_gpus}" if plan.saved_gpus >= 0 else f"needs {-plan.saved_gpus} more")
-        if plan.saved_cost is not None:
-            saved += f", {money(abs(plan.saved_cost))}"
+    parts = [gpus_text(plan.gpus)]
+    if (saved := saved_text(plan)) and not control:
         parts.append(saved)
     if plan.cost is not None:
         parts.append(f"cost {money(plan.cost)}")
@@ -65,7 +100,7 @@ def terminal(document: PlanDocument, control: str | None) -> str:
     for plan in document.plans:
         lines.append(f"Plan for {traffic_text(plan.traffic)} (headroom {document.headroom:.0%}{cost}):")
         lines += [f"  {arm_line(arm, arm.arm == control)}" for arm in plan.arms]
-        lines.append(f"  best: {plan.best}" if plan.best else "  best: none rests on validated ground")
+        lines.append(f"  best: {best_text(plan)}")
     return "\n".join(lines) + "\n"
 
 
@@ -95,7 +130,7 @@ def html_section(document: PlanDocument, control: str | None) -> str:
         cost = f", GPU cost {money(document.gpu_cost)}" if document.gpu_cost is not None else ""
         parts.append(f"<h3>{esc(traffic_text(plan.traffic))} (headroom {document.headroom:.0%}{esc(cost)})</h3>")
         parts.append(table(HEADERS, _rows(plan, control)))
-        parts.append(f"<p>Best: {esc(plan.best or 'none rests on validated ground')}.</p>")
+        parts.append(f"<p>Best: {esc(best_text(plan))}.</p>")
     return "\n".join(parts)
 
 
@@ -105,5 +140,5 @@ def markdown(document: PlanDocument, control: str | None) -> list[str]:
     for plan in document.plans:
         lines += [f"### {traffic_text(plan.traffic)} (headroom {document.headroom:.0%})", ""]
         lines += [f"- {arm_line(arm, arm.arm == control)}" for arm in plan.arms]
-        lines += ["", f"Best: {plan.best or 'none rests on validated ground'}.", ""]
+        lines += ["", f"Best: {best_text(plan)}.", ""]
     return lines
