@@ -182,10 +182,11 @@ def envelope_plot(summary: Summary, styles: dict[str, ArmStyle]) -> Plot | None:
                     hi = ray.scale.hi if ray.scale.hi is not None else ray.scale.mean
                     xs = [ray.mix.get(x, 0.0) * s for s in (lo, hi)]
                     ys = [ray.mix.get(y, 0.0) * s for s in (lo, hi)]
-                    marks.tag(ax.plot(xs, ys, color=colour, linewidth=2.2, alpha=0.6))
+                    marks.tag(ax.plot(xs, ys, color=colour, linewidth=2.2, alpha=0.6, clip_on=False))
                     marks.tag(ax.plot([ray.mix.get(x, 0.0) * ray.scale.mean], [ray.mix.get(y, 0.0) * ray.scale.mean],
                                       st.marker if st else "o", color=colour, markersize=6,
-                                      markerfacecolor="white" if ray.held_out else colour))
+                                      markerfacecolor="white" if ray.held_out else colour,
+                                      clip_on=False))  # a ray of one class ends on an axis: the whole marker
                 if envelope.model is not None:
                     angles = np.linspace(0.0, math.pi / 2, 181)
                     curve = [(math.cos(a), math.sin(a), predicted_scale(envelope.model, {x: math.cos(a),
@@ -202,7 +203,7 @@ def envelope_plot(summary: Summary, styles: dict[str, ArmStyle]) -> Plot | None:
             ax.set_title(f"{x} and {y} (others idle)", fontsize=9)
         handles = [h for h in axes[0].get_legend_handles_labels()[0]]
         if handles:
-            axes[-1].legend(loc="upper right", fontsize=8)
+            axes[-1].legend(loc="best", fontsize=8)  # clear of the frontiers, whatever their shape
         svg = figure_svg(fig, "envelope")
     caption = ("Each arm's operating envelope on each face where two classes run and the third idles. Markers: the "
                "boundary measured along each ray (mean over repeats; hollow: a held-out ray), with its 95% CI as a "
