@@ -164,11 +164,6 @@ def value_text(fig: Spread | None, basis: Basis | None, digits: int = 1) -> str:
     return f"{text} [{_ms(lo)}, {_top(hi)}]"
 
 
-def markdown_cell(fig: Spread | None, basis: Basis | None, digits: int = 1) -> str:
-    """A percentile cell of report.md: ``31.3 ± 3.3 (n=31/31/31)``; a low one in italics and marked ``†``."""
-    return markdown_text(value_text(fig, basis, digits), basis)
-
-
 def markdown_text(text: str, basis: Basis | None) -> str:
     """A percentile's text as report.md shows it: with its count; a low one in italics and marked ``†``."""
     if text == "-" or basis is None:

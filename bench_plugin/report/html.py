@@ -204,8 +204,9 @@ def _stage_tables(summary: Summary, bases: Bases) -> str:
             cells: list[Any] = [arm, name, spread_text(fig.throughput_rps, 2)]
             for _, key in PERCENTILE_COLUMNS:
                 basis = bases.get(arm, index, name, key)
-                shown.append(basis)
-                cells.append(html_cell(value_text(getattr(fig, key), basis), basis))
+                text = value_text(getattr(fig, key), basis)
+                shown.append(None if text == "-" else basis)  # the rule goes under a table that shows its mark
+                cells.append(html_cell(text, basis))
             err = fig.error_rate.mean
             norm = "control" if arm == summary.control else spread_text(fig.normalised_throughput, 2, RATIO_UNIT)
             cells += ["-" if err is None else f"{100 * err:.1f}%", norm]

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bench_plugin.report import answer, checks, cut_short, disruption, guide, scheduling
-from bench_plugin.report.basis import FIGURES, Bases, any_low, low_rule, markdown_cell
+from bench_plugin.report.basis import FIGURES, Bases, any_low, low_rule, markdown_text, value_text
 from bench_plugin.report.clock import campaign_clock
 from bench_plugin.report.comparison import (
     NO_COMPARISON,
@@ -74,8 +74,9 @@ def _stage_table(summary: Summary, group: StageGroup, bases: Bases) -> list[str]
         cells = []
         for key in FIGURES:
             basis = bases.get(arm, index, name, key)
-            shown.append(basis)
-            cells.append(markdown_cell(getattr(fig, key), basis))
+            text = value_text(getattr(fig, key), basis)
+            shown.append(None if text == "-" else basis)  # the rule goes under a table that shows its mark
+            cells.append(markdown_text(text, basis))
         lines.append(f"| {arm} | {name} | {_fmt(fig.throughput_rps, 2)} | " + " | ".join(cells)
                      + f" | {err_text} | {norm_text} |")
     if any_low(shown):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from bench_plugin.report.basis import LOW_MARK, Bases, low_rule, markdown_cell
+from bench_plugin.report.basis import FIGURES, LOW_MARK, Bases, low_rule, markdown_text, value_text
 from bench_plugin.report.comparison import reason_items
 from bench_plugin.report.html import render_html
 from bench_plugin.report.markdown import render_report
@@ -92,6 +92,29 @@ def test_every_percentile_cell_of_the_markdown_shows_its_count_and_a_weak_one_is
                      r"\| \*275\.5 \[[\d.]+, unbounded\]\* \(n=32\) † \|", figures)
 
 
+def test_the_rule_goes_only_under_a_table_that_shows_its_mark(default_results: Path) -> None:
+    """A figure with nothing to show (an idle class's, "-") may rest on a weak basis: no mark, so no rule either."""
+    summary = load_summary(default_results / "summary.json")
+    bases = Bases(summary)
+    for arm, figures in summary.arms.items():  # the first stage shows nothing where its basis is weak
+        for name, fig in figures.stages[0].classes.items():
+            for key in FIGURES:
+                basis = bases.get(arm, 0, name, key)
+                if basis is not None and basis.low:
+                    setattr(fig, key, None)
+    markdown = render_report(summary)
+    figures = markdown[markdown.index("## Per-stage figures"):markdown.index("## Operating boundary")]
+    tables = figures.split("\n### ")[1:]
+    assert len(tables) == 3
+    assert [LOW_MARK in t.split("\n\n")[1] for t in tables] == [False, True, True]  # stage 0 lost its marks
+    assert [low_rule() + "." in t for t in tables] == [False, True, True]
+    with open_store(default_results / "results.sqlite") as db:
+        stages = section(render_html(summary, db), "stages")
+    after = stages.split('<table class="stages">')[1:]
+    assert [f'<span class="mark">{LOW_MARK}</span>' in t.split("</table>")[0] for t in after] == [False, True, True]
+    assert ['<p class="low-rule">' in t for t in after] == [False, True, True]
+
+
 def test_a_percentile_without_intervals_in_the_summary_is_shown_as_before(default_results: Path) -> None:
     summary = load_summary(default_results / "summary.json")
     for trial in summary.trials:
@@ -102,7 +125,8 @@ def test_a_percentile_without_intervals_in_the_summary_is_shown_as_before(defaul
     basis = bases.get("shared", 0, "llm", "latency_p95_ms")
     assert basis is None
     fig = summary.arms["shared"].stages[0].classes["llm"].latency_p95_ms
-    assert markdown_cell(fig, basis) == markdown_cell(fig, None) and "n=" not in markdown_cell(fig, None)
+    text = value_text(fig, basis)
+    assert markdown_text(text, basis) == markdown_text(text, None) == text and "n=" not in text
 
 
 def test_reasons_become_short_bullets() -> None:
