@@ -40,7 +40,8 @@ def _extent(comp: ArmComparison) -> str:
     """How far the arm keeps every SLO, in words."""
     b = comp.boundary
     load = format_offered(b.offered) if b.offered else ""
-    limit = f", where {b.limiting} gives out first" if b.limiting else ""
+    several = b.limiting is not None and ("," in b.limiting or " and " in b.limiting)  # a list of criteria
+    limit = f", where {b.limiting} {'give' if several else 'gives'} out first" if b.limiting else ""
     if b.status in (NOT_REACHED, ABOVE_MAXIMUM):
         return f"every SLO held at every load measured{f', up to {load}' if load else ''}"
     if b.status == GENERATOR_LIMITED:
