@@ -130,9 +130,10 @@ def _intervals(values: list[float]) -> dict[str, Interval]:
 
 
 def p95_note(n: int, rate_per_s: float) -> str | None:
-    """Why a P95 of ``n`` samples is not bounded, and the stage length that would be at ``rate_per_s``; else None."""
+    """Why a P95 of ``n`` samples is not bounded, and the stage length that would be at ``rate_per_s``; else None
+    (also for no samples: a class idle in the stage, or one whose requests all failed, has no P95 to bound)."""
     needed = samples_needed(0.95)
-    if n >= needed:
+    if n == 0 or n >= needed:
         return None
     longer = duration_needed_s(0.95, rate_per_s)
     hint = f": at {rate_per_s:.3g} req/s a stage of >= {math.ceil(longer)} s would" if longer else ""

@@ -56,6 +56,18 @@ def test_class_stats_counts_slo_attainment_and_goodput() -> None:
     assert class_stats(samples, "llm", 5.0).goodput_rps is None  # no SLO known: no goodput
 
 
+def test_a_p95_of_too_few_requests_is_flagged_and_none_is_not() -> None:
+    """Under 72 successes a P95 has no 95% interval: the note says so, and the stage length that would give one;
+    a class idle in the stage (a searched one-class stage of a shared arm), or whose requests all failed, has no
+    P95 to flag."""
+    few = class_stats([llm(500)] * 10, "llm", 5.0, LLM)
+    assert few.p95_note is not None and few.p95_note.startswith("P95 of 10 requests is not bounded")
+    assert "at 2 req/s a stage of >= 36 s would" in few.p95_note
+    assert class_stats([llm(500)] * 72, "llm", 5.0, LLM).p95_note is None
+    assert class_stats([], "llm", 5.0, LLM).p95_note is None
+    assert class_stats([llm(500, ok=False)] * 10, "llm", 5.0, LLM).p95_note is None
+
+
 def test_criteria_are_ratios_to_their_limits() -> None:
     obj = objectives(p95=500, budget=0.05, ttft=200, tpot=50)["llm"]
     criteria = {c.name: c for c in class_criteria("llm", stats(9.0, 600.0, errors=1, ttft=100, tpot=60), obj)}
