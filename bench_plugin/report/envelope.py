@@ -47,7 +47,15 @@ def _scale(ray: EnvelopeRay) -> str:
     status = "" if ray.status == FOUND else f" ({ray.status})"
     if s.mean is None:
         return "-" + status
-    return (f"{s.mean:.3g} ± {s.ci95:.2g}" if s.ci95 is not None else f"{s.mean:.3g} (one repeat)") + status
+    return (f"{s.mean:.3g} ± {s.ci95:.2g}" if s.ci95 is not None else f"{s.mean:.3g} ({_one_repeat(ray)})") + status
+
+
+def _one_repeat(ray: EnvelopeRay) -> str:
+    """``one repeat: held at 1.25, broke at 1.5``: with no spread, the bracket the search left is the uncertainty."""
+    [only] = ray.per_repeat if len(ray.per_repeat) == 1 else [None]
+    if only is None or only.lo is None or only.hi is None or ray.status != FOUND:
+        return "one repeat"
+    return f"one repeat: held at {only.lo:.3g}, broke at {only.hi:.3g}"
 
 
 def _held(ray: EnvelopeRay) -> str:
