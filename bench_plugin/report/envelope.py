@@ -52,7 +52,7 @@ def _scale(ray: EnvelopeRay) -> str:
 
 def _one_repeat(ray: EnvelopeRay) -> str:
     """``one repeat: held at 1.25, broke at 1.5``: with no spread, the bracket the search left is the uncertainty."""
-    [only] = ray.per_repeat if len(ray.per_repeat) == 1 else [None]
+    only = ray.per_repeat[0] if len(ray.per_repeat) == 1 else None
     if only is None or only.lo is None or only.hi is None or ray.status != FOUND:
         return "one repeat"
     return f"one repeat: held at {only.lo:.3g}, broke at {only.hi:.3g}"
