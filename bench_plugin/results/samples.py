@@ -56,6 +56,10 @@ class Sample:
     stream_end: str | None = None
     """How the stream ended: ``done`` (``data: [DONE]``) or ``finish`` (the connection closed after a
     chunk with a ``finish_reason``, as ``transformers serve`` ends its streams; LLM only)."""
+    reply_format: str | None = None
+    """How the reply's vectors came back (embedding only): ``base64`` or ``float`` (``mixed`` for a reply that
+    held both), whatever the request asked for: a server may answer floats to a base64 request (None in
+    stores before version 6)."""
 
     @property
     def latency_ms(self) -> float:

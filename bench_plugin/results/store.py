@@ -64,7 +64,8 @@ CREATE TABLE IF NOT EXISTS samples (
     workload TEXT, trial INTEGER, segment INTEGER, stage INTEGER, seq INTEGER, item INTEGER,
     intended_s REAL, sent_s REAL, end_s REAL, ok INTEGER, first_token_s REAL, error TEXT, detail TEXT,
     status INTEGER, input_tokens INTEGER, output_tokens INTEGER, inputs INTEGER, audio_s REAL, worker TEXT,
-    slot_wait_s REAL, last_token_s REAL, chunk_gaps BLOB, chunks INTEGER, tokens_from TEXT, stream_end TEXT
+    slot_wait_s REAL, last_token_s REAL, chunk_gaps BLOB, chunks INTEGER, tokens_from TEXT, stream_end TEXT,
+    reply_format TEXT
 );
 CREATE INDEX IF NOT EXISTS samples_by_stage ON samples (trial, segment, stage, workload);
 CREATE TABLE IF NOT EXISTS telemetry (
@@ -103,7 +104,7 @@ SCHEMA = _TABLES + "".join(
     for name in SUPERSEDABLE)
 """Every table of this version's store."""
 
-STORE_VERSION = 5
+STORE_VERSION = 6
 """The store version this code writes (meta key ``store_version``). History:
 
 - 1: stores written before the version was kept (no ``store_version``): stages without planned length,
@@ -115,9 +116,12 @@ STORE_VERSION = 5
 - 4: samples without the stream's own record (``last_token_s``, ``chunk_gaps``, ``chunks``,
   ``tokens_from``, ``stream_end``), segments without ``protocol`` (what readiness found). Read as they
   are: no inter-token latencies, TPOT up to the stream's end, output lengths as the scenario asked.
-- 5: this module's SCHEMA.
+- 5: embedding requests asked for JSON floats (there was no ``encoding_format`` key), and samples without
+  ``reply_format``. Read with ``classes.embedding.encoding_format: float`` in the recorded scenario, which
+  is what those campaigns sent; no sample says how its vectors came back.
+- 6: this module's SCHEMA.
 """
-KNOWN_VERSIONS: tuple[int, ...] = (1, 2, 3, 4, 5)
+KNOWN_VERSIONS: tuple[int, ...] = (1, 2, 3, 4, 5, 6)
 """Store versions this code reads."""
 
 
@@ -290,10 +294,22 @@ def open_store(path: Path) -> Iterator[sqlite3.Connection]:
 def read_record(db: sqlite3.Connection, where: str = "results.sqlite") -> CampaignRecord:
     """The campaign's record of itself (results/record.py) in the open store ``db``; StoreError naming ``where``
     and the fact whose value has the wrong form. A fact stored as JSON null reads as absent."""
+    facts = {k: v for k, v in read_meta(db).items() if v is not None}
+    if store_version(db, where) < 6:
+        _embedding_asked_float(facts)
     try:
-        return CampaignRecord.model_validate({k: v for k, v in read_meta(db).items() if v is not None})
+        return CampaignRecord.model_validate(facts)
     except ValidationError as exc:
         raise StoreError(f"{where}: meta.{first_problem(exc)}") from None
+
+
+def _embedding_asked_float(facts: dict[str, Any]) -> None:
+    """A store before version 6 recorded no ``encoding_format``: its embedding requests asked for floats
+    (the key's default is base64 now, which those campaigns never sent)."""
+    resolved = facts.get("scenario", {}).get("resolved") if isinstance(facts.get("scenario"), dict) else None
+    embedding = resolved.get("classes", {}).get("embedding") if isinstance(resolved, dict) else None
+    if isinstance(embedding, dict):
+        embedding.setdefault("encoding_format", "float")
 
 
 def has_table(db: sqlite3.Connection, name: str) -> bool:

@@ -68,7 +68,7 @@ from bench_plugin.run.readiness import NotReady, Prober, probe_item, wait_until_
 from bench_plugin.run.rollback import RollbackGuard, StageTally
 from bench_plugin.run.schedule import Done, Trial
 from bench_plugin.run.warmup import Builder, warm_up
-from bench_plugin.scenario import ASRClass, LLMClass, Scenario, Search, Stage
+from bench_plugin.scenario import ASRClass, EmbeddingClass, LLMClass, Scenario, Search, Stage
 from bench_plugin.scenario.request_sets import RequestSet
 from bench_plugin.sharing.base import ApplyError, SharingBackend
 from bench_plugin.telemetry.campaign import CampaignTelemetry
@@ -367,6 +367,8 @@ class Conductor:
             options = {"api": spec.api, "fixed_output": spec.fixed_output}
         elif isinstance(spec, ASRClass):
             options = {"response_format": spec.response_format}
+        elif isinstance(spec, EmbeddingClass):
+            options = {"encoding_format": spec.encoding_format}
         return ClassLoad(url=url, model=spec.model, arrival=spec.arrival, load=load,
                          timeout_s=spec.request_timeout_s, max_in_flight=spec.max_in_flight, options=options)
 

@@ -14,7 +14,9 @@ smallest request-set item, and the reply is judged by the same rules as a sample
 - ``fixed_output`` (llm): ``true`` sends vLLM's ``ignore_eos``/``min_tokens`` and requires exactly
   ``output_tokens`` tokens; ``false`` sends neither and lets the model stop; ``auto`` (the default) sends
   them, and when the server rejects them (a 4xx that their absence cures) or ignores them (a reply of
-  another length), goes on without, labelling the results "output lengths set by the model".
+  another length), goes on without, labelling the results "output lengths set by the model";
+- ``encoding_format`` (embedding): a server that answers another format than the one asked (SGLang answers
+  floats to base64) is ready all the same; the note says so.
 
 The time each class first answered goes on the timeline, and what it resolved (``Readiness.options``)
 is what the stages send.
@@ -131,6 +133,10 @@ class _Class:
     def judge(self, sample: Sample, timeout_s: float) -> bool:
         """True when ready; False to probe again; NotReady when this can never work."""
         if sample.ok:
+            asked = self.options.get("encoding_format")
+            if self.name == "embedding" and asked and sample.reply_format and sample.reply_format != asked:
+                self.note = (f"the server answers encoding_format {asked} with {sample.reply_format} vectors: "
+                             f"each sample records what came back")
             return True
         self.last_error = describe(sample)
         if waiting(sample):

@@ -133,10 +133,19 @@ class LLMClass(ClassSpec):
     does; auto: true where the server honours them, else false, said in the results (bench_plugin.run.readiness)."""
 
 
+EMBEDDING_FORMATS: tuple[str, ...] = ("base64", "float")
+"""How an embedding request asks for its vectors (OpenAI's ``encoding_format``)."""
+
+
 class EmbeddingClass(ClassSpec):
     """The embedding class: batches of texts to /v1/embeddings."""
 
     requests: EmbeddingRequests = Field(default_factory=EmbeddingRequests)
+    encoding_format: Literal["base64", "float"] = "base64"
+    """How the vectors are asked for: ``base64`` (little-endian float32 bytes, base64-encoded: what OpenAI's
+    Python SDK asks for whenever its caller does not choose, so what production traffic looks like) or
+    ``float`` (JSON lists of numbers, about four times the bytes to send and to parse). A server that answers
+    floats to a base64 request (SGLang does) is accepted, and each sample records what came back."""
 
 
 class ASRClass(ClassSpec):

@@ -3,8 +3,8 @@
 The reply is read in the ``response_format`` the class asks for, as OpenAI's API defines them and
 ``transformers serve``, vLLM and the whisper servers send them: ``json`` is ``{"text": str}``, ``text``
 the transcript as the body itself, ``verbose_json`` ``{"text": str, "segments": [...], ...}`` (where
-``segments``, if sent, is a list of objects with a ``text``). A reply that breaks it is a ``protocol``
-error naming the field.
+``segments``, if sent, is a list of objects with a ``text``), decoded in one typed pass (users/shapes.py). A
+reply that breaks it is a ``protocol`` error naming the field.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from typing import Any
 from bench_plugin.loadgen.state import ClassLoad
 from bench_plugin.results.samples import Sample
 from bench_plugin.scenario.request_sets import RequestItem
-from bench_plugin.users.base import Prepared, RequestFailed, WorkloadUser, read_body, read_json
+from bench_plugin.users.base import Prepared, RequestFailed, WorkloadUser, read_body
+from bench_plugin.users.shapes import ShapeError, decode_transcription
 
 PATH = "/v1/audio/transcriptions"
 
@@ -58,19 +59,8 @@ class ASRUser(WorkloadUser):
             except UnicodeDecodeError:
                 raise RequestFailed(f"text reply is not UTF-8: {body[:80]!r}", kind="protocol") from None
         else:
-            check_transcription(read_json(raw, sample), form)
+            try:
+                decode_transcription(read_body(raw, sample))
+            except ShapeError as exc:
+                raise RequestFailed(f"{form} {exc}", kind="protocol") from None
         sample.ok = True
-
-
-def check_transcription(reply: dict[str, Any], form: str) -> None:
-    """Raise a protocol RequestFailed naming the field where ``reply`` is not a ``form`` transcription."""
-    if not isinstance(reply.get("text"), str):
-        raise RequestFailed(f"{form} reply has no 'text' string (keys: {', '.join(sorted(reply)) or 'none'})",
-                            kind="protocol")
-    segments = reply.get("segments")
-    if form == "verbose_json" and segments is not None:
-        if not isinstance(segments, list):
-            raise RequestFailed("verbose_json reply's 'segments' is not a list", kind="protocol")
-        for position, segment in enumerate(segments):
-            if not isinstance(segment, dict) or not isinstance(segment.get("text"), str):
-                raise RequestFailed(f"segments[{position}] has no 'text' string", kind="protocol")

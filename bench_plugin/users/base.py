@@ -31,21 +31,19 @@ from locust import constant, task
 from locust.contrib.fasthttp import FastHttpUser, ResponseContextManager
 from locust.env import Environment
 
+from bench_plugin.loadgen.alarm import wait_until
 from bench_plugin.loadgen.arrivals import OPEN_LOOP, arrival_offsets, item_order
 from bench_plugin.loadgen.shares import Share
 from bench_plugin.loadgen.state import ClassLoad, LoadState, StageAssignment
 from bench_plugin.results.samples import Sample
 from bench_plugin.scenario.request_sets import RequestItem
-from bench_plugin.users import jsonreply
 from bench_plugin.users.body import TooLarge, read_all
 
 PREPARE_AHEAD_S = 0.005
-"""Each request is taken (built the first time its item is drawn in a stage) this long before its
-send time, so building it never delays the send."""
-
-SPIN_S = 0.002
-"""The last stretch before a send time is spent yielding in a loop rather than in a timer: gevent's
-event loop polls with millisecond granularity, which alone made sends up to a millisecond late."""
+"""Each request is taken (built the first time its item is drawn in a stage) this long or up to twice as
+long before its send time, so building it never delays the send; it then waits for its time on the
+process's alarm (loadgen/alarm.py), which wakes it to a fraction of a millisecond without spinning. The
+arrival loop wakes once for every arrival due within this long of its wake, not once per arrival."""
 
 
 class RequestFailed(Exception):
@@ -92,15 +90,6 @@ def json_request(url: str, name: str, body: dict[str, Any], sizes: dict[str, Any
     return Prepared(url, name, json.dumps(body).encode(), {"Content-Type": "application/json"}, expect, sizes)
 
 
-def wait_until(when_s: float) -> None:
-    """Return at epoch ``when_s``, to well under a millisecond, letting other greenlets run meanwhile."""
-    remaining = when_s - time.time()
-    if remaining > SPIN_S:
-        gevent.sleep(remaining - SPIN_S)
-    while time.time() < when_s:
-        gevent.sleep(0)
-
-
 def read_body(raw: Any, sample: Sample) -> bytes:
     """Read a whole reply body, stamping the sample's end time (users/body.py: the loop turns meanwhile);
     RequestFailed if it is over users/body.MAX_BODY_BYTES."""
@@ -110,18 +99,6 @@ def read_body(raw: Any, sample: Sample) -> bytes:
         raise RequestFailed(str(exc), kind="protocol") from None
     sample.end_s = time.time()
     return whole
-
-
-def read_json(raw: Any, sample: Sample) -> dict[str, Any]:
-    """Read a whole JSON object reply (stamping the sample's end time); RequestFailed if it is not one."""
-    body = read_body(raw, sample)
-    try:  # in pieces, letting due sends go out between them (users/jsonreply.py)
-        reply = jsonreply.loads(body, gevent.idle)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise RequestFailed(f"reply is not JSON: {body[:80]!r}", kind="protocol") from None
-    if not isinstance(reply, dict):
-        raise RequestFailed(f"reply is not a JSON object: {body[:80]!r}", kind="protocol")
-    return reply
 
 
 class WorkloadUser(FastHttpUser):
@@ -168,9 +145,14 @@ class WorkloadUser(FastHttpUser):
         offsets = arrival_offsets(load.arrival, load.load, a.duration_s, a.seed, self.workload, a.stage)
         items = item_order(len(self._requests()), len(offsets), a.seed, self.workload, a.stage)
         built: Built = {}
+        awake_until = 0.0
         for k in share.of(len(offsets)):
             intended = a.start_s + float(offsets[k])
-            if not self.state.sleep_until(intended - PREPARE_AHEAD_S, a.key):
+            if intended > awake_until:  # one wake takes every arrival due within PREPARE_AHEAD_S of it
+                if not self.state.sleep_until(intended - PREPARE_AHEAD_S, a.key):
+                    return
+                awake_until = time.time() + PREPARE_AHEAD_S
+            elif not self.state.is_active(a.key):
                 return
             token = self.state.begin(self.workload, a.key, intended)  # in flight from now: see LoadState.begin
             self.state.spawn(self._one, a, load, slots, built, k, int(items[k]), intended, token)

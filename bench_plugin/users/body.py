@@ -73,18 +73,25 @@ def read_all(raw: Any, limit: int = MAX_BODY_BYTES, every: int = PAUSE_BYTES,
 def lines(raw: Any, limit: int = MAX_LINE_BYTES, every: int = PAUSE_BYTES,
           pause: Callable[[], object] = gevent.idle) -> Iterator[bytes]:
     """Each line of the body of ``raw`` as it arrives (with its ``\\n``; the last may lack one), as
-    ``raw.readline(b"\\n")`` returns them; TooLarge for a line past ``limit`` bytes."""
+    ``raw.readline(b"\\n")`` returns them; TooLarge for a line past ``limit`` bytes.
+
+    After each receive, every complete line in the body buffer is taken out at once and cut at its newlines
+    (an LLM stream's event arrives in one receive, two lines: the event and the blank line after it); the
+    part after the last newline stays in the buffer, and only what is new is searched next time.
+    """
     buffer: bytearray = raw._body_buffer
     pacer = _Pacer(every, pause)
     scanned = 0
     while True:
-        end = buffer.find(b"\n", scanned)
-        if end >= 0:
-            line = bytes(buffer[:end + 1])
-            del buffer[:end + 1]
-            scanned = 0
-            yield line
-            continue
+        last = buffer.rfind(b"\n", scanned)
+        if last >= 0:
+            block = bytes(buffer[:last + 1])
+            del buffer[:last + 1]
+            start = 0
+            while start <= last:
+                end = block.index(b"\n", start)
+                yield block[start:end + 1]
+                start = end + 1
         scanned = len(buffer)
         if scanned > limit:
             raise TooLarge(f"a line of the event stream over {limit >> 20} MiB")

@@ -1,20 +1,27 @@
 """EmbeddingUser: batches of texts to POST /v1/embeddings; one vector must come back per input.
 
-The reply is read as OpenAI's API defines it and vLLM, TEI and infinity send it: ``{"object": "list",
-"data": [{"object": "embedding", "embedding": [floats], "index": i}, ...], "model", "usage"}``, with
-one item per input, each ``index`` once, every vector a non-empty list of numbers of one length
-(``encoding_format: float`` is what the class asks for; a base64 string is accepted too, as OpenAI's
-``encoding_format: base64`` returns). A reply that breaks it is a ``protocol`` error naming the field.
+The request asks for the class's ``encoding_format``: ``base64`` (the default, as OpenAI's Python SDK
+asks whenever its caller does not choose: little-endian float32 bytes in base64, about a quarter of the
+bytes of floats) or ``float``. The reply is read as OpenAI's API defines it and vLLM, TEI, SGLang and
+infinity send it: ``{"object": "list", "data": [{"object": "embedding", "embedding": <vector>, "index":
+i}, ...], "model", "usage"}``, decoded in one typed pass (users/shapes.py). It must hold one item per
+input, each ``index`` once, every vector non-empty and of one width: a JSON list of numbers, or a
+base64 string whose bytes are whole float32 values (4 x width bytes). A server that answers floats to a
+base64 request (SGLang ignores the field) is accepted: each sample records how its vectors came back
+(``Sample.reply_format``). A reply that breaks the rules is a ``protocol`` error naming the field.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import gevent
+
 from bench_plugin.loadgen.state import ClassLoad
 from bench_plugin.results.samples import Sample
 from bench_plugin.scenario.request_sets import RequestItem
-from bench_plugin.users.base import Prepared, RequestFailed, WorkloadUser, json_request, read_json
+from bench_plugin.users.base import Prepared, RequestFailed, WorkloadUser, json_request, read_body
+from bench_plugin.users.shapes import BASE64, EmbeddingsReply, ShapeError, decode_embeddings
 
 PATH = "/v1/embeddings"
 
@@ -27,38 +34,43 @@ class EmbeddingUser(WorkloadUser):
     def prepare(self, load: ClassLoad, item: RequestItem) -> Prepared:
         inputs = item["input"]
         sizes = {"inputs": len(inputs), "input_tokens": sum(len(text.split()) for text in inputs)}
-        body = {"model": load.model, "input": inputs, "encoding_format": "float"}
+        body = {"model": load.model, "input": inputs,
+                "encoding_format": load.options.get("encoding_format", BASE64)}
         return json_request(load.url.rstrip("/") + PATH, PATH, body, sizes, inputs=len(inputs))
 
     def read(self, raw: Any, load: ClassLoad, prepared: Prepared, sample: Sample) -> None:
-        check_embeddings(read_json(raw, sample), prepared.expect["inputs"])
+        body = read_body(raw, sample)
+        try:  # a large reply in pieces, letting due sends go out between them
+            reply = decode_embeddings(body, gevent.idle)
+        except ShapeError as exc:
+            raise RequestFailed(str(exc), kind="protocol") from None
+        sample.reply_format = check_embeddings(reply, prepared.expect["inputs"])
         sample.ok = True
 
 
-def check_embeddings(reply: dict[str, Any], wanted: int) -> None:
-    """Raise a protocol RequestFailed naming the field where ``reply`` is not ``wanted`` embeddings."""
-    data = reply.get("data")
-    if not isinstance(data, list):
-        raise RequestFailed(f"reply has no 'data' list (keys: {', '.join(sorted(reply)) or 'none'})", kind="protocol")
+def check_embeddings(reply: EmbeddingsReply, wanted: int) -> str:
+    """How the vectors came back (shapes.BASE64 or FLOAT); a protocol RequestFailed naming the field where
+    ``reply`` is not ``wanted`` embeddings of one width."""
+    data = reply.data
     if len(data) != wanted:
         raise RequestFailed(f"{len(data)} embeddings in 'data' for {wanted} inputs", kind="protocol")
-    seen: set[int] = set()
+    seen = bytearray(wanted)
     width: int | None = None
     for position, item in enumerate(data):
         where = f"data[{position}]"
-        if not isinstance(item, dict):
-            raise RequestFailed(f"{where} is not an object", kind="protocol")
-        if item.get("object", "embedding") != "embedding":
-            raise RequestFailed(f"{where}.object is {item.get('object')!r}, not 'embedding'", kind="protocol")
-        index = item.get("index")
-        if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < wanted or index in seen:
+        if item.object != "embedding":
+            raise RequestFailed(f"{where}.object is {item.object!r}, not 'embedding'", kind="protocol")
+        index = item.index
+        if not 0 <= index < wanted or seen[index]:
             raise RequestFailed(f"{where}.index is {index!r}: each of 0-{wanted - 1} once", kind="protocol")
-        seen.add(index)
-        vector = item.get("embedding")
-        if isinstance(vector, str) and vector:  # encoding_format base64
-            continue
-        if not isinstance(vector, list) or not vector or not isinstance(vector[0], int | float):
-            raise RequestFailed(f"{where}.embedding is not a non-empty list of numbers", kind="protocol")
-        if width is not None and len(vector) != width:
-            raise RequestFailed(f"{where}.embedding has {len(vector)} dimensions, data[0] {width}", kind="protocol")
-        width = len(vector)
+        seen[index] = 1
+        size = item.width
+        if not size:
+            got = (f"base64 of {len(item.embedding)} bytes, not whole float32 values"
+                   if isinstance(item.embedding, bytes) and item.embedding else "empty")
+            raise RequestFailed(f"{where}.embedding is {got}", kind="protocol")
+        if width is not None and size != width:
+            raise RequestFailed(f"{where}.embedding has {size} dimensions, data[0] {width}", kind="protocol")
+        width = size
+    formats = {item.format for item in data}
+    return formats.pop() if len(formats) == 1 else "mixed"

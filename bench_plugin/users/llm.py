@@ -23,6 +23,7 @@ from bench_plugin.loadgen.state import ClassLoad
 from bench_plugin.results.samples import Sample, pack_gaps
 from bench_plugin.scenario.request_sets import RequestItem
 from bench_plugin.users.base import Prepared, RequestFailed, WorkloadUser, json_request
+from bench_plugin.users.shapes import Choice, Chunk
 from bench_plugin.users.sse import DONE, StreamError, iter_events
 
 PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
@@ -34,12 +35,14 @@ def fixed_output_fields(n_out: int) -> dict[str, Any]:
     return {"ignore_eos": True, "min_tokens": n_out}
 
 
-def output_text(choice: dict[str, Any], api: str) -> str | None:
+def output_text(choice: Choice, api: str) -> str | None:
     """The output a streamed choice carries (its thinking too, for a reasoning model), or None."""
     if api != "chat":
-        return choice.get("text") or None
-    delta = choice.get("delta") or {}
-    return delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning") or None
+        return choice.text or None
+    delta = choice.delta
+    if delta is None:
+        return None
+    return delta.content or delta.reasoning_content or delta.reasoning or None
 
 
 def request_body(load: ClassLoad, item: RequestItem) -> dict[str, Any]:
@@ -99,15 +102,13 @@ class LLMUser(WorkloadUser):
         finished = False
         try:
             for event in iter_events(raw):
-                if event == DONE:
+                if event is DONE:
                     sample.stream_end = "done"
                     break
-                assert isinstance(event, dict)
-                if "error" in event:
-                    raise RequestFailed(f"error event in stream: {event['error']}", kind="server_error")
-                for choice in event.get("choices") or []:
-                    if not isinstance(choice, dict):
-                        raise RequestFailed(f"a choice is not a JSON object: {str(choice)[:80]!r}", kind="protocol")
+                assert isinstance(event, Chunk)
+                if event.error is not None:
+                    raise RequestFailed(f"error event in stream: {event.error}", kind="server_error")
+                for choice in event.choices or ():
                     if output_text(choice, api):
                         now = time.time()
                         chunks += 1
@@ -116,10 +117,10 @@ class LLMUser(WorkloadUser):
                         else:
                             gaps.append(now - (sample.last_token_s or now))
                         sample.last_token_s = now
-                    if choice.get("finish_reason"):
+                    if choice.finish_reason:
                         finished = True
-                if isinstance(event.get("usage"), dict):
-                    usage = event["usage"]
+                if event.usage is not None:
+                    usage = event.usage
             else:
                 if not finished:
                     raise RequestFailed("stream ended without a finish_reason or data: [DONE]", kind="protocol")

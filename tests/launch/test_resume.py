@@ -31,6 +31,7 @@ from bench_plugin.results.placement import Placement
 from bench_plugin.results.provenance import package_versions, source_digest
 from bench_plugin.results.record import CampaignRecord
 from bench_plugin.results.recorder import Recorder
+from bench_plugin.results.store import STORE_VERSION
 from bench_plugin.results.summary import Overrides, Provenance
 from bench_plugin.run.schedule import Done, plan_trials
 from bench_plugin.scenario import Scenario
@@ -120,8 +121,8 @@ def test_what_is_not_a_campaign_to_resume_is_refused_in_one_line(tmp_path: Path)
         "missing": "no such directory",
         "empty": "not a campaign's results directory (no results.sqlite)",
         "nometa": "not a campaign's results directory (results.sqlite records no scenario)",
-        "v3": "results.sqlite is store version 3, this bench-plugin writes 5: resume it with the bench-plugin "
-              "that wrote it",
+        "v3": f"results.sqlite is store version 3, this bench-plugin writes {STORE_VERSION}: resume it with the "
+              "bench-plugin that wrote it",
         "junk": "results.sqlite cannot be read: file is not a database",
         "completed": "the campaign completed at 2027-01-15 08:00:00 UTC: nothing to resume",
         "nostore": "results.sqlite: not a results store (no meta table)",

@@ -123,7 +123,7 @@ def test_a_store_of_an_unknown_version_is_refused_in_one_line(tmp_path: Path) ->
     db.execute("UPDATE meta SET value='99' WHERE key='store_version'")
     db.commit()
     db.close()
-    with pytest.raises(StoreError, match=r"store version 99 is not one this bench-plugin reads \(1, 2, 3, 4, 5\)"):
+    with pytest.raises(StoreError, match=r"store version 99 is not one this bench-plugin reads \(1, 2, 3, 4, 5, 6\)"):
         summarise(tmp_path)
     with pytest.raises(StoreError, match="store version 99"):
         Recorder(tmp_path / "results.sqlite")  # nor written into
@@ -132,7 +132,7 @@ def test_a_store_of_an_unknown_version_is_refused_in_one_line(tmp_path: Path) ->
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines() == [
         f"bench-plugin: error: {tmp_path / 'results.sqlite'}: store version 99 is not one this bench-plugin reads "
-        "(1, 2, 3, 4, 5): read it with the bench-plugin that wrote it"]
+        "(1, 2, 3, 4, 5, 6): read it with the bench-plugin that wrote it"]
     assert not (tmp_path / "summary.json").exists()  # nothing written before refusing
 
 

@@ -8,6 +8,7 @@ import pytest
 from geventhttpclient.response import HTTPSocketResponse
 from wire import reply
 
+from bench_plugin.users.shapes import Choice, Chunk, Delta
 from bench_plugin.users.sse import DONE, StreamError, iter_events
 
 
@@ -16,28 +17,35 @@ def Lines(text: str) -> HTTPSocketResponse:  # reads as the stream it stands for
     return reply(text.encode())
 
 
+A = Chunk(choices=[Choice(delta=Delta(content="a"))])
+B = Chunk(choices=[Choice(text="b", finish_reason="length")], usage={"completion_tokens": 2})
+A_JSON = '{"id": "x", "choices": [{"index": 0, "delta": {"content": "a"}, "logprobs": null}]}'
+B_JSON = '{"choices": [{"index": 0, "text": "b", "finish_reason": "length"}], "usage": {"completion_tokens": 2}}'
+
+
 def test_events_then_done() -> None:
-    stream = Lines('data: {"a": 1}\n\n: keep-alive\n\ndata: {"b": 2}\n\ndata: [DONE]\n\n')
-    assert list(iter_events(stream)) == [{"a": 1}, {"b": 2}, DONE]
+    stream = Lines(f"data: {A_JSON}\n\n: keep-alive\n\nevent: x\ndata: {B_JSON}\n\ndata: [DONE]\n\n")
+    assert list(iter_events(stream)) == [A, B, DONE]
 
 
 def test_crlf_and_no_space_after_colon() -> None:
-    assert list(iter_events(Lines('data:{"a": 1}\r\n\r\ndata: [DONE]\r\n'))) == [{"a": 1}, DONE]
+    assert list(iter_events(Lines(f"data:{A_JSON}\r\n\r\ndata: [DONE]\r\n"))) == [A, DONE]
 
 
 def test_the_events_end_where_the_body_ends_without_done() -> None:
     # transformers serve closes the stream after its last chunk; whether that was complete is the reader's call
-    assert list(iter_events(Lines('data: {"a": 1}\n\ndata: {"b": 2}\n\n'))) == [{"a": 1}, {"b": 2}]
+    assert list(iter_events(Lines(f"data: {A_JSON}\n\ndata: {B_JSON}\n\n"))) == [A, B]
 
 
 def test_nothing_after_done_is_read() -> None:
-    assert list(iter_events(Lines('data: {"a": 1}\n\ndata: [DONE]\n\ndata: {"late": 1}\n\n'))) == [{"a": 1}, DONE]
+    assert list(iter_events(Lines(f"data: {A_JSON}\n\ndata: [DONE]\n\ndata: {B_JSON}\n\n"))) == [A, DONE]
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("data: {not json\n\n", "not JSON"),
-    ("data: [1, 2]\n\n", "not a JSON object"),
-    ("hello\n", "unexpected line"),
+    ("data: {not json\n\n", "event reply is not JSON: b'{not json'"),
+    ("data: [1, 2]\n\n", "event reply: expected `object`, got `array`"),
+    ('data: {"choices": [{"delta": {"content": 5}}]}\n\n', "event choices[0].delta.content: expected `str | null`"),
+    ("hello\n", "unexpected line in event stream: 'hello'"),
 ])
 def test_bad_framing(text: str, message: str) -> None:
     with pytest.raises(StreamError, match=re.escape(message)):
