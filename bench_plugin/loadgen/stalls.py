@@ -30,8 +30,9 @@ as HUB. Python's cyclic garbage collector holds the GIL, and so every thread, fo
 the objects: the watcher cannot look then, and when it can, the stack it reads is whatever ran next.
 So the monitor also notes each collection (``gc.callbacks``, in whichever thread it ran), and a block
 that collections filled for at least half its length is recorded as GC_CAUSE (with the oldest
-generation collected), whatever the watcher read. Blocks are kept in a
-bounded deque; :meth:`StallMonitor.report` gives those of one stage's sending window in the form
+generation collected), whatever the watcher read; every collection is also kept with its length, so a stage
+reports how many ran while it was sent and the longest (loadgen/collector.py holds them off then). Blocks
+are kept in a bounded deque; :meth:`StallMonitor.report` gives those of one stage's sending window in the form
 Reporter.usage ships (``stalls``), and :func:`thread_busy_s` how long the calling thread was on a CPU or
 waiting for one (the kernel's schedstat), which tells a loop short of CPU from a loop blocked while its
 CPU was idle (analysis/selfcheck.py). Importing the module starts nothing; a monitor runs from
@@ -157,6 +158,8 @@ class StallMonitor:
         self._hooks: list[Any] = []
         self._collections: deque[tuple[float, float, int]] = deque(maxlen=MAX_COLLECTIONS)
         """Recent garbage collections: (monotonic start, end, generation); appended in any thread."""
+        self.collections: deque[tuple[float, float]] = deque(maxlen=MAX_BLOCKS)
+        """Every garbage collection since start(), oldest first: (epoch start, ms); a stage reports its own."""
         self._collecting: float | None = None
         """Monotonic start of the collection under way (the collector runs one at a time: it holds the GIL)."""
         self._stop: _thread.LockType | None = None
@@ -219,7 +222,9 @@ class StallMonitor:
         if phase == "start":
             self._collecting = time.monotonic()
         elif self._collecting is not None:
-            self._collections.append((self._collecting, time.monotonic(), info["generation"]))
+            end = time.monotonic()
+            self._collections.append((self._collecting, end, info["generation"]))
+            self.collections.append((time.time() - (end - self._collecting), (end - self._collecting) * 1000.0))
             self._collecting = None
 
     def _collected(self, since: float, until: float) -> tuple[float, int]:
@@ -262,8 +267,10 @@ class StallMonitor:
             entry[0] += 1
             entry[1] += b.ms
         listed = sorted(sorted(blocks, key=lambda b: -b.ms)[:MAX_LISTED], key=lambda b: b.start_s)
+        collected = [ms for at, ms in list(self.collections) if start_s <= at < end_s]
         return GeneratorStalls(
             threshold_ms=self.threshold_ms, count=len(blocks), total_ms=sum(b.ms for b in blocks),
             max_ms=max((b.ms for b in blocks), default=0.0),
             causes={cause: (int(n), ms) for cause, (n, ms) in causes.items()},
-            blocks=[(b.start_s, b.ms) for b in listed], busy_s=busy_s)
+            blocks=[(b.start_s, b.ms) for b in listed], busy_s=busy_s,
+            collections=len(collected), collection_max_ms=max(collected, default=0.0))

@@ -23,6 +23,7 @@ import gevent
 from gevent.event import Event
 from gevent.pool import Group
 
+from bench_plugin.loadgen import collector
 from bench_plugin.loadgen.ledger import StageKey
 from bench_plugin.loadgen.shares import Share
 from bench_plugin.loadgen.stalls import StallMonitor, thread_busy_s
@@ -165,6 +166,7 @@ class LoadState:
             loops.append((sender, share))
         if loops:
             self.stalls.start()
+            collector.hold()  # no collection pauses a send until the stage's last request has ended
             self._sending[assignment.key] = (len(loops), time.time(), time.process_time(), thread_busy_s())
         for sender, share in loops:
             self.loops.spawn(self._loop, sender, assignment, share)
@@ -186,6 +188,12 @@ class LoadState:
             stalls = self.stalls.report(
                 began_s, now_s, busy_s - began_busy_s if busy_s is not None and began_busy_s is not None else None)
             self.reporter.usage(key, time.process_time() - began_cpu_s, now_s - began_s, stalls)
+        self._maybe_idle()
+
+    def _maybe_idle(self) -> None:
+        """Nothing is being sent any more: the collector may run again (loadgen/collector.py)."""
+        if not self._sending and not self.pending:
+            collector.release()
 
     def finish(self, key: StageKey, workload: str, note: str | None = None) -> None:
         """Report that the loop of ``workload`` in stage ``key`` has ended."""
@@ -204,6 +212,7 @@ class LoadState:
         already be counted in flight then, or the stage would look drained while it is not.
         """
         self._sent[(key, workload)] = self._sent.get((key, workload), 0) + 1
+        collector.check()
         token = next(self._tokens)
         self.pending[token] = (workload, key, intended_s)
         return token
@@ -211,6 +220,8 @@ class LoadState:
     def end(self, token: int) -> None:
         """The request is no longer in flight."""
         self.pending.pop(token, None)
+        if not self.pending:
+            self._maybe_idle()
 
     def record(self, sample: Sample) -> None:
         """Hand a finished request's sample on."""
@@ -232,6 +243,7 @@ class LoadState:
         self.requests.kill(block=True, timeout=5)
         self.pending.clear()  # requests whose greenlet was killed before it ever ran
         self.stalls.stop()
+        collector.release()
 
     def _notify(self) -> None:
         self._changed.set()

@@ -170,7 +170,8 @@ def report(usage: list[list[object]]) -> Message:
 
 def test_a_workers_stalls_travel_with_its_usage_and_an_old_workers_entry_still_reads() -> None:
     stalls = {"threshold_ms": 5.0, "count": 2, "total_ms": 31.0, "max_ms": 16.0,
-              "causes": {"m.f (m.py:3)": [2, 31.0]}, "blocks": [[100.0, 15.0], [101.0, 16.0]], "busy_s": 0.2}
+              "causes": {"m.f (m.py:3)": [2, 31.0]}, "blocks": [[100.0, 15.0], [101.0, 16.0]], "busy_s": 0.2,
+              "collections": 1, "collection_max_ms": 0.4}
     fleet, ledger = fleet_with_worker()
     fleet._on_report(report([[[1, 0, 0], 0.5, 10.0, stalls]]))
     assert ledger.usage == {"w1": (0.5, 10.0)}
