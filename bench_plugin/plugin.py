@@ -47,6 +47,7 @@ from bench_plugin.loadgen.fleet import Fleet, Inbox
 from bench_plugin.loadgen.protocol import Hello, Identity
 from bench_plugin.loadgen.state import LoadState
 from bench_plugin.loadgen.worker import WorkerLink
+from bench_plugin.results.provenance import generator_process
 from bench_plugin.results.record import CampaignRecord, Restore, StoredScenario
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.samples import Sample
@@ -90,6 +91,8 @@ class BenchPlugin:
         """``--no-report``: the campaign ends with the store and the summaries; report.html is rendered later."""
         self.web_base_path = launch.web_base_path
         """Locust's ``--web-base-path`` (live/webui.py serves the plugin's pages under it)."""
+        self.generators = launch.generators
+        """How the number of load-generating processes was decided (launch/processes.py; the web UI shows it)."""
         self.answer: str | None = None
         """A headless campaign's answer, printed after Locust's own final tables (``print_answer``, on quit)."""
         self.stop_requested: str | None = None
@@ -312,10 +315,8 @@ class CampaignUsers:
 def _register_worker(environment: Environment) -> None:
     """A worker takes its request sets from the master; with its own --scenario it says what that holds."""
     state = load_state(environment, {})
-    hello = Hello(Identity.here(), state.classes)
-    own = worker_scenario()
-    if own is not None:
-        hello = Hello(hello.identity, hello.classes, *own)
+    own_sha256, own_sets = worker_scenario() or (None, {})
+    hello = Hello(Identity.here(), state.classes, own_sha256, own_sets, process=generator_process())
     _route_ctrl_c_to_main_greenlet(environment, headless=False)
     WorkerLink(environment, state, hello).start()
 
@@ -413,6 +414,9 @@ def register(environment: Environment) -> BenchPlugin | None:
     _route_ctrl_c_to_main_greenlet(environment, headless=launch.headless)
     if launch.resuming is None:
         _record_campaign(plugin, launch)
+    # a resume records them again: the record says how the last process that ran the campaign was set up
+    plugin.recorder.record(CampaignRecord(generator_sizing=launch.generators,
+                                          master_process=generator_process() if inbox is not None else None))
     setattr(environment, PLUGIN_ATTRIBUTE, plugin)
     environment.bench_plugin_events = plugin.events  # type: ignore[attr-defined]
     webui.attach(plugin)

@@ -11,6 +11,7 @@ through ctypes, which does not yield to gevent: what an NVML poll did on the loo
 from __future__ import annotations
 
 import json
+import math
 import re
 import sqlite3
 import subprocess
@@ -24,7 +25,7 @@ from typing import Any
 import pytest
 from harness import ROOT, holding_locustfile, run_locust, scenario_variant, start_locust, stop_process
 
-from bench_plugin.analysis.selfcheck import CPU_ADVICE, advice
+from bench_plugin.analysis.selfcheck import CPU_ADVICE, advice, cpu_advice
 from bench_plugin.loadgen.arrivals import arrival_count
 from bench_plugin.results.store import StoreError, open_campaign, open_store, read_samples
 
@@ -101,8 +102,12 @@ def test_a_cpu_bound_load_generator_marks_its_stages_generator_limited_and_asks_
         reason = stage["generator_limited"]
         assert reason and reason.startswith("CPU-bound: "), stage
         assert stage["generator_check"]["kind"] == "cpu-bound"
-        assert advice([reason]) == CPU_ADVICE
         used = stage["generators"]["local"]
+        # the fix names the flag with a number: what the process needed (its cores, or what its loop wanted
+        # where more) at 0.5 core a process, and at least one more process than ran
+        needed = max(used["cores"], used["stalls"]["busy_s"] / used["wall_s"])
+        assert reason.endswith(f"; 1 process, {needed:.2f} cores in all"), reason
+        assert advice([reason]) == cpu_advice(max(math.ceil(round(needed, 2) / 0.5), 2))
         # the hog's CPU is the generator's own: an unhogged generator at these rates uses under 0.05 core, the
         # hog all it is given (0.86 of a core on a quiet host; 0.24 was seen with eight busy processes on the
         # two cores), so twice the unhogged figure already tells them apart
@@ -127,7 +132,7 @@ def test_a_loop_stalled_by_a_c_call_marks_its_stage_stalled_names_the_call_and_s
     assert reason.startswith("stalled: send lag P99 ") and f"blocked in `{found['cause']}`, not short of CPU" in reason
     text = advice([reason])
     assert "not a CPU shortage, more workers will not help" in text and f"`{found['cause']}`" in text
-    assert CPU_ADVICE not in text
+    assert CPU_ADVICE not in text and "--processes" not in text
     n, held_ms = used["stalls"]["causes"][found["cause"]]
     assert n >= 10 and held_ms >= 30 * n  # each block at least its C sleep; one every 100 ms over >= 3 s
     assert re.match(r"stalls: \d+ blocks \(\d+ ms in all, longest \d+ ms, in `stall\.hold_the_loop", found["note"])

@@ -37,18 +37,24 @@ The rule, in order:
 
 Wherever the monitor saw blocks, the stage gets the note "stalls: N blocks (X ms in all, longest Y ms,
 in <cause>); Z requests (W%) in flight during one; without them P95 would be ..." (GeneratorCheck.note),
-a judged stage too: the stalls' share of the latency is shown either way. :func:`advice` words the fix by
-the kind, for the verdict. docs/analysis.md ("The instrument checks itself") has the rule with its figures.
+a judged stage too: the stalls' share of the latency is shown either way. A CPU-bound reason ends with
+what the stage's processes used in all ("2 processes, 1.30 cores in all": per process the larger of its
+cores and its loop's demand, since a starved loop used less than it needed). :func:`advice` words the fix
+by the kind, for the verdict: for CPU-bound, ``--processes N`` with N = ceil(cores in all / the sizing's
+TARGET_CORES), and at least one more than ran (the worst stage named decides); for stalled, the operation
+to move off the loop. docs/analysis.md ("The instrument checks itself") has the rule with its figures.
 """
 
 from __future__ import annotations
 
 import bisect
+import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from bench_plugin.analysis.objectives import ClassObjectives, class_criteria
+from bench_plugin.loadgen.sizing import TARGET_CORES
 from bench_plugin.results.samples import Sample
 from bench_plugin.results.summary import ClassStats, GeneratorCheck, GeneratorUse
 
@@ -63,8 +69,32 @@ CPU_BOUND = "CPU-bound"
 STALLED = "stalled"
 _KIND = re.compile(r"(?:^|: )(CPU-bound|stalled): ")
 _CAUSE = re.compile(r"`([^`]+)`")
+_IN_ALL = re.compile(r"(\d+) process(?:es)?, (\d+(?:\.\d+)?) cores in all")
 
-CPU_ADVICE = "rerun with more load-generating processes (--master with workers) or a lighter load per process"
+CPU_ADVICE = ("rerun with more load-generating processes (--processes N, or --master with workers on other hosts) "
+              "or a lighter load per process")
+"""The fix for a CPU-bound stage whose reason does not say what its processes used (a summary from before)."""
+
+
+def cpu_advice(processes: int) -> str:
+    """The fix for a CPU-bound stage whose processes' CPU in all asks for ``processes`` processes."""
+    return (f"rerun with --processes {processes} (the measured CPU at {TARGET_CORES:g} core a process), or with "
+            "--master and workers on other hosts, or with a lighter load per process")
+
+
+def processes_needed(reasons: Iterable[str]) -> int | None:
+    """The ``--processes`` that CPU-bound ``reasons`` ask for: per reason, its cores in all over TARGET_CORES and at
+    least one more process than it ran on; the most over them (None: no reason says what its processes used)."""
+    needed = [max(math.ceil(float(cores) / TARGET_CORES), int(ran) + 1)
+              for reason in reasons for ran, cores in _IN_ALL.findall(reason)]
+    return max(needed, default=None)
+
+
+def in_all(cores: Mapping[str, float], demand: Mapping[str, float]) -> str:
+    """``2 processes, 1.30 cores in all``: what a stage's processes needed (cores used, or their loop's demand where
+    larger: a starved loop used less than it wanted)."""
+    total = sum(max(used, demand.get(member, 0.0)) for member, used in cores.items())
+    return f"{len(cores)} process{'es' if len(cores) != 1 else ''}, {total:.2f} cores in all"
 
 
 def stalled_advice(causes: Sequence[str]) -> str:
@@ -76,14 +106,16 @@ def stalled_advice(causes: Sequence[str]) -> str:
 
 def advice(reasons: Iterable[str]) -> str:
     """The fix for a generator-limited stage, by the kind its reasons name (CPU-bound when none does)."""
-    cpu, causes = False, []
+    cpu, causes, bound = False, [], []
     for reason in reasons:
         kinds = _KIND.findall(reason)
         if STALLED in kinds:
             causes += [c for c in _CAUSE.findall(reason) if c not in causes]
         if CPU_BOUND in kinds or not kinds:
             cpu = True
-    parts = [CPU_ADVICE] if cpu else []
+            bound.append(reason)
+    needed = processes_needed(bound)
+    parts = [CPU_ADVICE if needed is None else cpu_advice(needed)] if cpu else []
     if causes or not cpu:
         parts.append(stalled_advice(causes[:2]))
     return "; ".join(parts)
@@ -210,20 +242,21 @@ def check_stage(classes: Mapping[str, ClassStats], rows: Sequence[Mapping[str, G
     note, without = _note(stalls, classes, hit, rest, stats_of) if stalls.count else (None, {})
     found = GeneratorCheck(cause=stalls.cause, note=note, in_flight={n: len(h) for n, h in hit.items() if h},
                            p95_without_ms=without)
+    used = in_all(cores, demand)
     if cpu:
-        text = "; ".join([*cpu, *([_lag_text(late)] if late else [])])
+        text = "; ".join([*cpu, *([_lag_text(late)] if late else []), used])
         return StageCheck(f"{CPU_BOUND}: {text}", _kind(found, "cpu-bound"))
     if not late:
         return StageCheck(None, found if note else None)
     if not stalls.count:
         return StageCheck(f"{CPU_BOUND}: {_lag_text(late)} with no stall of the event loop: a backlog of work, "
-                          "too much for one process", _kind(found, "cpu-bound"))
+                          f"too much for one process; {used}", _kind(found, "cpu-bound"))
     tardy = [s for mine in samples.values() for s in mine if s.send_lag_ms > LAG_P99_LIMIT_MS]
     unexplained = sum(1 for s in tardy if not stalls.hit(s))
     if unexplained * 2 > len(tardy):
         return StageCheck(f"{CPU_BOUND}: {_lag_text(late)}, and {unexplained} of the {len(tardy)} requests sent "
                           f"over {LAG_P99_LIMIT_MS:g} ms late were not in flight during a stall of the event loop: a "
-                          "backlog of work, not the stalls", _kind(found, "cpu-bound"))
+                          f"backlog of work, not the stalls; {used}", _kind(found, "cpu-bound"))
     why = _unjudged(classes, samples, hit, rest, stats_of, objectives)
     if why is None:
         return StageCheck(None, found)

@@ -104,6 +104,8 @@ def class_stats(samples: list[Sample], workload: str, duration_s: float,
             stats.tokens_from = dict(sorted(Counter(s.tokens_from or "unknown" for s in streamed).items()))
     elif workload == "embedding":
         stats.inputs_per_s = sum(s.inputs or 0 for s in ok) * per_s
+        told = Counter(s.reply_format for s in ok if s.reply_format)  # stores before version 6 kept none
+        stats.reply_formats = dict(sorted(told.items())) or None
     elif workload == "asr":
         stats.audio_s_per_s = sum(s.audio_s or 0.0 for s in ok) * per_s
     if objectives is not None:
@@ -427,9 +429,11 @@ def build_summary(reader: CampaignReader) -> Summary:
         request_sets=record.request_sets,
         conditions=record.conditions,
         slo={name: spec.slo.model_dump(mode="json") for name, spec in scenario.classes.items()},
+        embedding_format=getattr(scenario.classes.get("embedding"), "encoding_format", None),
         trials=trials,
         arms={arm: _arm_figures(trials, arm, control if arm != control else None) for arm in arm_names},
         comparison=record_comparison(record, trials, objectives),
+        load_generators=record.generators(),
     )
 
 

@@ -5,15 +5,14 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-BACKENDS: tuple[str, ...] = ("local", "manual", "kubernetes")
-"""Who applies the arms (``--backend``; default: the scenario's ``backend``)."""
-
-HOST_OPTIONS: dict[str, str] = {"llm": "llm_host", "embedding": "embedding_host", "asr": "asr_host"}
-"""Workload class -> the option attribute holding its explicit host."""
+from bench_plugin.launch import processes
+from bench_plugin.launch.backend_choice import BACKENDS, HOST_OPTIONS
 
 
 def add_arguments(parser: Any) -> None:
-    """Add the plugin's options to Locust's parser (listener of ``events.init_command_line_parser``)."""
+    """Add the plugin's options to Locust's parser (listener of ``events.init_command_line_parser``), and size the
+    load-generating processes on what it parses (processes.install: before Locust forks any)."""
+    processes.install(parser)
     group = parser.add_argument_group("bench_plugin", "GPU sharing campaign (bench_plugin)")
     group.add_argument("--scenario", type=str, env_var="LOCUST_SCENARIO", default=None,
                        help="Scenario YAML (or ConfigMap) to run as a campaign")

@@ -3,26 +3,31 @@
 ``build`` reads Locust's parsed options and the scenario, refuses each bad value in one line (resolve.py),
 and returns a frozen :class:`Launch`: the scenario with its path and sha256, the classes this locustfile can
 send, the request sets, the results directory, the backend, where the GPU series come from, the provenance
-and the overrides recorded with the results, the resume plan, and how the run is shown. The plugin only
-wires it into Locust; nothing past this step reads the command line again, and each derived value (the
-scenario's sha256 among them) is computed here, once.
+and the overrides recorded with the results, the resume plan, how the number of load-generating processes
+was decided (processes.py, as the command line was parsed), and how the run is shown. The plugin only wires
+it into Locust; nothing past this step reads the command line again, and each derived value (the scenario's
+sha256 among them) is computed here, once.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from locust.env import Environment
 
-from bench_plugin.launch import resolve, resume
+from bench_plugin.launch import processes, resolve, resume
+from bench_plugin.report.generators import sizing_line
 from bench_plugin.results.provenance import this_process
-from bench_plugin.results.summary import Overrides, Provenance
+from bench_plugin.results.summary import GeneratorSizing, Overrides, Provenance
 from bench_plugin.scenario import Scenario, ScenarioError, scenario_sha256
 from bench_plugin.scenario.request_sets import RequestSet, build_request_sets
 from bench_plugin.sharing.base import ApplyError, SharingBackend
 from bench_plugin.telemetry.campaign import TelemetryOptions
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,9 @@ class Launch:
     web_base_path: str = ""
     """Locust's ``--web-base-path`` without its trailing slash ("" at the root): the plugin's web pages live under
     it, as Locust's own do (live/webui.py)."""
+    generators: GeneratorSizing | None = None
+    """How the number of load-generating processes was decided (processes.py); None where the command line was
+    not planned (the plugin registered on an Environment that Locust's main() did not parse for)."""
 
 
 def build(environment: Environment) -> Launch:
@@ -82,13 +90,16 @@ def build(environment: Environment) -> Launch:
     resuming = (resolve.resuming(recorded, scenario, sha256, class_names, request_sets, provenance)
                 if recorded else None)
     headless = bool(getattr(options, "headless", False))
+    generators = processes.decided()
+    if generators is not None:  # said here, not when planned: Locust sets its logging up after parsing
+        logger.info("%s", sizing_line(generators))
     return Launch(
         scenario=scenario, scenario_path=path, scenario_sha256=sha256, class_names=tuple(class_names),
         request_sets=request_sets, results_dir=results_dir, backend=backend, telemetry=telemetry,
         provenance=provenance, overrides=overrides,
         resuming=resuming, headless=headless, progress=headless,
         no_report=bool(getattr(options, "no_report", False)),
-        web_base_path=str(getattr(options, "web_base_path", "") or "").rstrip("/"),
+        web_base_path=str(getattr(options, "web_base_path", "") or "").rstrip("/"), generators=generators,
     )
 
 

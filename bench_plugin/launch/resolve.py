@@ -20,7 +20,8 @@ from locust.env import Environment
 
 from bench_plugin.analysis.planning import sample_warnings
 from bench_plugin.launch import resume
-from bench_plugin.launch.options import BACKENDS, HOST_OPTIONS, check_base_url, parse_service_urls
+from bench_plugin.launch.backend_choice import HOST_OPTIONS, backend_name
+from bench_plugin.launch.options import check_base_url, parse_service_urls
 from bench_plugin.results.summary import Overrides, Provenance
 from bench_plugin.run.schedule import plan_trials
 from bench_plugin.scenario import Scenario, ScenarioError, load_scenario
@@ -131,22 +132,14 @@ def unwritable(path: Path) -> str | None:
 def backend(environment: Environment, scenario: Scenario, class_names: list[str], results_dir: Path) -> SharingBackend:
     """The backend the command line and the scenario ask for; a bad option value fails in one line."""
     options = environment.parsed_options
-    chosen = getattr(options, "backend", None)
-    if chosen is not None and chosen not in BACKENDS:
-        fail(f"--backend {chosen!r}: not a backend (one of {', '.join(BACKENDS)})")
     try:
+        name = backend_name(options, scenario, class_names, environment.host)
         urls = parse_service_urls(getattr(options, "service_url", None), scenario.classes.names())
     except ValueError as exc:
         fail(str(exc))
     namespace = getattr(options, "namespace", None)
     if namespace is not None and (problem := dns_label_problem(namespace)):
         fail(f"--namespace {namespace!r}: {problem}")
-    explicit_host = bool(environment.host) or any(getattr(options, HOST_OPTIONS[n], None) for n in class_names)
-    if explicit_host and chosen in ("local", "kubernetes"):
-        fail(f"--backend {chosen}: an explicit host (--host, --<class>-host) means the manual backend; drop one")
-    name = "manual" if explicit_host else chosen or scenario.backend
-    if scenario.disruption is not None and name != "kubernetes":
-        fail(f"disruption (kind {scenario.disruption.kind}) needs the kubernetes backend, not {name}")
     if name == "manual":
         return ManualBackend(scenario, hosts(environment, scenario))
     if name == "kubernetes":

@@ -46,6 +46,8 @@ from bench_plugin.live import exposition
 from bench_plugin.live.charts import PAGE, POINT_S, History
 from bench_plugin.live.view import SETTLE_S, ClassLive, Figures, LiveSnapshot
 from bench_plugin.report.clock import clock
+from bench_plugin.report.generators import decision_text
+from bench_plugin.results.summary import GeneratorSizing
 from bench_plugin.scenario import Scenario
 from bench_plugin.telemetry.exposition import CONTENT_TYPE
 from bench_plugin.users.base import WorkloadUser
@@ -71,6 +73,8 @@ class Shown(Protocol):
     stop_requested: str | None
     web_base_path: str
     """Locust's ``--web-base-path`` without its trailing slash ("" at the root)."""
+    generators: GeneratorSizing | None
+    """How the number of load-generating processes was decided (None: it was not)."""
 
     @property
     def fleet(self) -> Fleet:
@@ -140,6 +144,12 @@ def campaign_rows(snapshot: LiveSnapshot, load_generators: str, base: str = "") 
         rows.append(("report", f"{base}/bench/report"))
     bounds = {"start": snapshot.window_start_s, "end": snapshot.window_end_s}
     return [{"item": item, "value": value, **(bounds if item == WINDOW_ROW else {})} for item, value in rows]
+
+
+def generators_text(plugin: Shown) -> str:
+    """The campaign tab's load generators: who is connected, and how their number was decided."""
+    line = plugin.fleet.summary_line()
+    return line if plugin.generators is None else f"{line} ({decision_text(plugin.generators)})"
 
 
 def status_line(snapshot: LiveSnapshot) -> str:
@@ -246,7 +256,7 @@ def attach(plugin: Shown) -> None:
         if request.path.endswith("/stats/requests") and response.is_json:
             snapshot = served()
             extended = [{"key": LIVE_TAB, "data": live_rows(snapshot)},
-                        {"key": CAMPAIGN_TAB, "data": campaign_rows(snapshot, plugin.fleet.summary_line(), base)}]
+                        {"key": CAMPAIGN_TAB, "data": campaign_rows(snapshot, generators_text(plugin), base)}]
             response.set_data(json.dumps({**(response.get_json() or {}), "extended_stats": extended}))
         elif (request.path.rstrip("/") == base and response.mimetype == "text/html"
               and not response.direct_passthrough):

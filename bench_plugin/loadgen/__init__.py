@@ -5,4 +5,5 @@
 - ledger: one stage's accounting (every arrival sent exactly once, every sample arrived).
 - fleet: the master's (or local runner's) view of its load generators.
 - worker: a worker's side: taking the campaign from the master and shipping samples back.
+- sizing: how many load-generating processes a scenario's planned load needs on this host.
 """

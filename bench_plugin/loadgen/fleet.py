@@ -32,9 +32,10 @@ from bench_plugin.loadgen.ledger import StageKey, StageLedger
 from bench_plugin.loadgen.protocol import Hello, Identity, hello_differences
 from bench_plugin.loadgen.shares import plan_shares, unsent
 from bench_plugin.loadgen.state import LoadState, StageAssignment
+from bench_plugin.results.provenance import generator_process
 from bench_plugin.results.record import GeneratorFacts
 from bench_plugin.results.samples import Sample
-from bench_plugin.results.summary import GeneratorStalls
+from bench_plugin.results.summary import GeneratorProcess, GeneratorStalls
 from bench_plugin.results.timeline import Entry, WorkerAccepted, WorkerConnected, WorkerLost, WorkerRefused
 from bench_plugin.scenario.request_sets import RequestSet
 
@@ -70,6 +71,8 @@ class Member:
     in_flight: list[tuple[str, StageKey, float]] = field(default_factory=list)
     """(class, stage key, intended send time) of its requests in flight, as of its last report."""
     identity: Identity | None = None
+    process: GeneratorProcess | None = None
+    """Where it runs (pid, host, cores), as it said in its hello."""
     reason: str | None = None
     """Why it was refused or lost."""
 
@@ -134,7 +137,8 @@ class Fleet:
         """Local runner: this process is the one load generator."""
         self.local = state
         state.reporter = _LocalReporter(self)
-        self.members[LOCAL] = Member(LOCAL, state="accepted", classes=set(state.classes), identity=self.identity)
+        self.members[LOCAL] = Member(LOCAL, state="accepted", classes=set(state.classes), identity=self.identity,
+                                     process=generator_process())
 
     def listen(self, inbox: Inbox) -> None:
         """Master: take the workers' messages, first those the inbox held while the campaign was set up."""
@@ -149,7 +153,8 @@ class Fleet:
     def _on_hello(self, msg: Message, **_: Any) -> None:
         hello = Hello.from_message(msg.data)
         hashes = {name: rs.sha256 for name, rs in self.request_sets.items()}
-        member = self.members[msg.node_id] = Member(msg.node_id, classes=set(hello.classes), identity=hello.identity)
+        member = self.members[msg.node_id] = Member(msg.node_id, classes=set(hello.classes), identity=hello.identity,
+                                                    process=hello.process)
         differences = hello_differences(self.identity, self.scenario_sha256, hashes, hello)
         if differences:
             self._refuse(member, "; ".join(differences))
@@ -385,9 +390,10 @@ class Fleet:
         return f"{len(states)} worker(s): {counts or 'none yet'}"
 
     def describe(self) -> dict[str, GeneratorFacts]:
-        """Every member with its state, the classes it can send and its identity: the campaign's load generators."""
+        """Every member with its state, the classes it can send, its identity and where it ran: the campaign's load
+        generators."""
         return {mid: GeneratorFacts(state=m.state, classes=sorted(m.classes), reason=m.reason,
-                                    identity=dataclasses.asdict(m.identity) if m.identity else None)
+                                    identity=dataclasses.asdict(m.identity) if m.identity else None, process=m.process)
                 for mid, m in self.members.items()}
 
 

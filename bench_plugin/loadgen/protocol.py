@@ -5,8 +5,9 @@ ZeroMQ, in order per worker). A worker needs nothing but the locustfile: the mas
 request sets when it says hello, and refuses it with one line when its software differs.
 
     worker                                master
-      HELLO (identity, classes it can  -->
-             send, own hashes?)
+      HELLO (identity, where it runs,  -->
+             classes it can send,
+             own hashes?)
                                      <--  SETUP (request sets)   or  REFUSED (why)
       READY                          -->
                                      <--  STAGE (the stage, this worker's shares)
@@ -22,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from bench_plugin.results.provenance import package_versions, source_digest
+from bench_plugin.results.summary import GeneratorProcess
 
 HELLO = "bench_plugin_hello"
 SETUP = "bench_plugin_setup"
@@ -69,16 +71,21 @@ class Hello:
     scenario_sha256: str | None = None
     request_sets: dict[str, str] = field(default_factory=dict)
     """Class -> request-set sha256, when the worker built its own from --scenario."""
+    process: GeneratorProcess | None = None
+    """Where it runs: pid, host, the CPU cores it may run on (recorded with the campaign's load generators);
+    None from a worker of a bench-plugin from before."""
 
     def to_message(self) -> dict[str, Any]:
-        """The message payload."""
-        return asdict(self)
+        """The message payload (plain data: msgpack carries no models)."""
+        return {**asdict(self), "process": self.process.model_dump() if self.process is not None else None}
 
     @classmethod
     def from_message(cls, data: dict[str, Any]) -> Hello:
         """The inverse of to_message."""
+        process = data.get("process")
         return cls(Identity(**data["identity"]), list(data.get("classes") or []), data.get("scenario_sha256"),
-                   dict(data.get("request_sets") or {}))
+                   dict(data.get("request_sets") or {}),
+                   GeneratorProcess.model_validate(process) if process is not None else None)
 
 
 def hello_differences(master: Identity, scenario_sha256: str, request_sets: dict[str, str], hello: Hello) -> list[str]:

@@ -33,8 +33,9 @@ from bench_plugin.report.comparison import (
 )
 from bench_plugin.report.comparison import offered_text as _offered
 from bench_plugin.report.comparison import spread_text as _fmt
+from bench_plugin.report.generators import generators_line
 from bench_plugin.report.placement import cpus_by_arm
-from bench_plugin.report.protocol import output_length_lines
+from bench_plugin.report.protocol import embedding_format_lines, output_length_lines
 from bench_plugin.report.stage_groups import StageGroup, group_rows, stage_groups
 from bench_plugin.report.stage_series import TrialSeries, markdown_section
 from bench_plugin.results.facts import BackendFacts
@@ -118,6 +119,8 @@ def render_summary(summary: Summary) -> str:
     backend = (summary.conditions.backend if summary.conditions else None) or BackendFacts()
     lines.append(f"- backend: {backend.backend}; devices: "
                  + ", ".join(f"{d.name} ({d.model})" for d in backend.devices or []))
+    if (generators := generators_line(summary.load_generators)) is not None:
+        lines.append(f"- {generators}")
     lines += ["", f"{SPREAD_NOTE} "
               "Latency is measured from each request's intended send time; percentiles come from exact samples. "
               "Throughput counts successful requests over the time it took to serve the stage's requests "
@@ -208,6 +211,8 @@ def _conditions_section(summary: Summary, started_s: float | None,
         + "".join(f"; {label}: {value}" for label, value in (("driver", backend.driver), ("nvml", backend.nvml))
                   if value),
     ]
+    if (generators := generators_line(summary.load_generators)) is not None:
+        lines.append(f"- {generators}")
     for row in resume_rows(summary):
         lines.append("- " + "; ".join(f"{column} {value}" for column, value in zip(RESUME_COLUMNS, row, strict=True)))
     for name, rs in (summary.request_sets or {}).items():
@@ -220,7 +225,7 @@ def _conditions_section(summary: Summary, started_s: float | None,
     for arm, classes in cpus_by_arm((t.arm, t.placement) for t in summary.trials).items():
         lines.append(f"- arm {arm}, CPU cores of each server (read back at its start): "
                      + "; ".join(f"{name} {' / '.join(labels)}" for name, labels in classes.items()))
-    lines += [f"- {line}" for line in output_length_lines(summary)]
+    lines += [f"- {line}" for line in output_length_lines(summary) + embedding_format_lines(summary)]
     lines.append("- each server's command line: see report.html (Conditions) or results.sqlite (segments.placement)")
     return [*lines, ""]
 

@@ -16,8 +16,9 @@ from typing import Any
 
 from bench_plugin.report.clock import campaign_clock
 from bench_plugin.report.comparison import RESUME_COLUMNS, resume_rows, status_text
+from bench_plugin.report.generators import generators_line
 from bench_plugin.report.placement import cpus_label
-from bench_plugin.report.protocol import output_length_lines
+from bench_plugin.report.protocol import embedding_format_lines, output_length_lines
 from bench_plugin.results.facts import BackendFacts
 from bench_plugin.results.record import CampaignRecord
 from bench_plugin.results.store import FailureGroup, StageRecord, TrialRecord
@@ -119,8 +120,9 @@ def conditions_section(summary: Summary, record: CampaignRecord, trials: Sequenc
               [[name, rs.count, code(rs.sha256), rs.source]
                for name, rs in (summary.request_sets or {}).items()]),
         *([f"<ul>{''.join(f'<li>{esc(line)}</li>' for line in lines)}</ul>"]
-          if (lines := output_length_lines(summary)) else []),
+          if (lines := output_length_lines(summary) + embedding_format_lines(summary)) else []),
         _backend(cond.backend or BackendFacts()),
+        *_generators(summary),
         "<h3>Package versions</h3>",
         table(["package", "version"], sorted((cond.packages or {}).items())),
         "<h3>Arms</h3>",
@@ -129,6 +131,17 @@ def conditions_section(summary: Summary, record: CampaignRecord, trials: Sequenc
         _servers(trials),
     ]
     return "\n".join(parts)
+
+
+def _generators(summary: Summary) -> list[str]:
+    """The load generators: how many and why, and where each process ran (nothing where none was recorded)."""
+    line, generators = generators_line(summary.load_generators), summary.load_generators
+    if line is None or generators is None:
+        return []
+    rows = [[name, p.pid, p.host, p.cores] for name, p in
+            ([("master", generators.master)] if generators.master else []) + sorted(generators.processes.items())]
+    return ["<h3>Load generators</h3>", f"<p>{esc(line.removeprefix('load generators: '))}</p>",
+            *([table(["process", "pid", "host", "CPU cores"], rows)] if rows else [])]
 
 
 def _backend(facts: BackendFacts) -> str:

@@ -7,8 +7,9 @@ the control's (capacity within SLOs in a search, goodput at the stage its verdic
 sweep: analysis/answer.py), its operating boundary and what limits it; per stage the verdict and
 each class's P95 (TTFT and TPOT P95 for the LLM) with the ratio to the control's; the stages cut short,
 with what they measured; the next step; the flags that make a figure weaker than it looks (a load
-generator that fell behind, a host busy with other work, a P95 resting on too few samples); and where
-the report is. Figures are the means over repeats that summary.json holds.
+generator that fell behind, a host busy with other work, a P95 resting on too few samples); how many
+load-generating processes sent the load and why; and where the report is. Figures are the means over
+repeats that summary.json holds.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from bench_plugin.analysis.boundary import NOT_MEASURED
 from bench_plugin.report import cut_short, envelope
 from bench_plugin.report.clock import campaign_clock
 from bench_plugin.report.comparison import boundary_short, spread_text
+from bench_plugin.report.generators import generators_line
 from bench_plugin.results.summary import (
     Answer,
     ArmClassFigures,
@@ -55,6 +57,8 @@ def render_answer(summary: Summary, report: Path | None = None) -> str:
     flags = sorted({flag for trial in summary.trials for stage in trial.stages for flag in _stage_flags(stage)})
     if flags:
         lines.append("  flags: " + "; ".join(flags))
+    if (generators := generators_line(summary.load_generators)) is not None:
+        lines.append(f"  {generators}")
     if report is not None:
         lines.append(f"  report: {report}")
     return "\n".join(lines) + "\n"

@@ -4,12 +4,14 @@ the host, the command line, the backend's own facts).
 The seed's rule: keep the full conditions of every run, whatever it shows. Recorded with every campaign
 (:func:`this_process`, summary.json's ``conditions``) and compared where two processes or two runs must be the
 same software: a worker and its master (loadgen/protocol.py), a resumed campaign and its first run
-(launch/resume.py). Two installs of one version can differ, so the source itself is digested too.
+(launch/resume.py). Two installs of one version can differ, so the source itself is digested too. Each
+load-generating process (and a master) also says where it runs: :func:`generator_process`.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import platform
 import socket
 import subprocess
@@ -21,7 +23,8 @@ from importlib import metadata
 from pathlib import Path, PurePosixPath
 
 from bench_plugin.results.facts import BackendFacts
-from bench_plugin.results.summary import Provenance
+from bench_plugin.results.summary import GeneratorProcess, Provenance
+from bench_plugin.scenario import format_cpulist
 
 ROOT = Path(__file__).resolve().parent.parent
 """The bench_plugin package directory, whose ``.py`` files :func:`source_digest` digests."""
@@ -83,3 +86,10 @@ def this_process(backend: BackendFacts) -> Provenance:
         command=list(sys.argv),
         backend=backend,
     )
+
+
+def generator_process() -> GeneratorProcess:
+    """This process as a load generator (or a master) records itself: its pid, host, and the CPU cores it may
+    run on (a container's cpuset, a ``taskset`` around it)."""
+    return GeneratorProcess(pid=os.getpid(), host=socket.gethostname(),
+                            cores=format_cpulist(os.sched_getaffinity(0)))

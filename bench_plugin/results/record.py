@@ -2,10 +2,10 @@
 
 The recorder writes each fact under its key as JSON (the scenario, the classes, the request sets, the
 conditions and overrides, when it started, how it ended, each resume, what was left to restore, the load
-generators); results/store.py's ``read_record`` reads them back as one :class:`CampaignRecord`. Everything
-above results/ reads the record, never the table by key. A value of the wrong form is a StoreError naming
-the key, and a key this version does not know is left alone (a store written by a newer recorder still
-reads).
+generators and how their number was decided); results/store.py's ``read_record`` reads them back as one
+:class:`CampaignRecord`. Everything above results/ reads the record, never the table by key. A value of the
+wrong form is a StoreError naming the key, and a key this version does not know is left alone (a store written
+by a newer recorder still reads).
 """
 
 from __future__ import annotations
@@ -14,7 +14,16 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bench_plugin.results.summary import Ending, Overrides, Provenance, RequestSetRef, Resume
+from bench_plugin.results.summary import (
+    Ending,
+    GeneratorProcess,
+    GeneratorSizing,
+    LoadGenerators,
+    Overrides,
+    Provenance,
+    RequestSetRef,
+    Resume,
+)
 from bench_plugin.scenario import Arm, ClassSpec, Scenario
 
 
@@ -73,7 +82,9 @@ class GeneratorFacts(_Record):
     reason: str | None = None
     """Why it was refused or lost."""
     identity: dict[str, Any] | None = None
-    """What it said of itself in its hello (host, pid, versions: loadgen/protocol.Identity, as sent)."""
+    """What it said of itself in its hello (versions, source digest: loadgen/protocol.Identity, as sent)."""
+    process: GeneratorProcess | None = None
+    """Where it ran (pid, host, the cores it may run on); None for a worker of a bench-plugin from before."""
 
 
 class CampaignRecord(_Record):
@@ -97,6 +108,20 @@ class CampaignRecord(_Record):
     """What the backend could not put back at the end (nothing: ``leftovers`` empty)."""
     load_generators: dict[str, GeneratorFacts] | None = None
     """Load generator (``local``, or a worker's id) -> how it took part, as the campaign ended."""
+    generator_sizing: GeneratorSizing | None = None
+    """How the number of load-generating processes was decided (launch/processes.py), by the last process that
+    ran the campaign (a resume may run with another number)."""
+    master_process: GeneratorProcess | None = None
+    """The master's own process, where workers sent the load (None on one process)."""
+
+    def generators(self) -> LoadGenerators | None:
+        """summary.json's ``load_generators``: the sizing, the master, and every load generator that took part; None
+        where nothing of them was recorded."""
+        processes = {member: facts.process for member, facts in (self.load_generators or {}).items()
+                     if facts.state != "refused" and facts.process is not None}
+        if self.generator_sizing is None and self.master_process is None and not processes:
+            return None
+        return LoadGenerators(sizing=self.generator_sizing, master=self.master_process, processes=processes)
 
     def request_set_sha256(self) -> dict[str, str | None]:
         """Class -> its request set's sha256."""

@@ -28,6 +28,8 @@ version is refused with one line rather than read as something it is not. Versio
   And the envelope's rays: ``trials[].search[].ray`` (``mix`` where absent), ``sustain``, ``undecided``,
   ``stopped``, each probe's decision (``trials[].probes``) and ``comparison.arms.<arm>.envelope``; absent in
   files written before them.
+  And ``load_generators`` (how many load-generating processes, how that was decided, where each ran:
+  LoadGenerators); absent (None) in files written before it.
 """
 
 from __future__ import annotations
@@ -181,6 +183,9 @@ class ClassStats(Model):
     output_lengths: str | None = None
     """LLM: ``exact`` (the server honoured the fixed output lengths) or ``model`` (output lengths set by the
     model: the server rejects or ignores ignore_eos/min_tokens, or the scenario asks for none)."""
+    reply_formats: dict[str, int] | None = None
+    """Embedding: how the successful replies' vectors came back (``base64``, ``float``), with how many requests;
+    None where the samples do not say (stores before version 6)."""
     sole_error: str | None = None
     """Set when every request of the class failed with one and the same error that load does not cause (a
     protocol error, a 4xx): its kind and the first message. Such a stage measured the protocol, not capacity."""
@@ -222,6 +227,11 @@ class GeneratorStalls(Model):
     """(start in epoch seconds, length in ms) of the longest blocks (at most 200), in time order."""
     busy_s: float | None = None
     """Seconds the process's event-loop thread was on a CPU or waiting for one (Linux schedstat); None: unknown."""
+    collections: int | None = None
+    """Garbage collections that ran in the process while it sent the stage (loadgen/collector.py holds them off
+    then, so any is its guard's or another thread's); None in stores from before they were counted."""
+    collection_max_ms: float | None = None
+    """The longest of them (ms; 0.0 when none ran)."""
 
 
 class GeneratorUse(Model):
@@ -238,6 +248,49 @@ class GeneratorUse(Model):
         """Cores its event loop wanted (on a CPU or waiting for one) per wall second; None where unknown."""
         busy = self.stalls.busy_s if self.stalls is not None else None
         return busy / self.wall_s if busy is not None and self.wall_s > 0 else None
+
+
+class GeneratorProcess(Model):
+    """Where one process of the load-generating side ran (a load generator, or the master): what it says of
+    itself when it starts (results/provenance.generator_process)."""
+
+    pid: int
+    host: str
+    cores: str
+    """The CPU cores it may run on (``os.sched_getaffinity``), as a cpulist: ``0-15``."""
+
+
+class GeneratorSizing(Model):
+    """How the number of load-generating processes was decided (launch/processes.py; the rule: loadgen/sizing.py)."""
+
+    decided: Literal["auto", "given", "workers"]
+    """``auto``: sized to the scenario's planned load on this host; ``given``: ``--processes N``; ``workers``: a
+    ``--master`` whose workers were started by hand."""
+    processes: int | None = None
+    """Load-generating processes asked for (1: the local runner); None for hand-started workers (as many as came)."""
+    sized: int | None = None
+    """What the sizing rule gives on this host (``processes`` itself when ``auto``); None where it was not sized."""
+    why: str | None = None
+    """The sizing's reason, one line: the peak, the host's cores, the bound that decided."""
+    peak_cores: float | None = None
+    """The planned CPU of the load generators at the scenario's peak (cores)."""
+    peak_at: str | None = None
+    """The stage (or search ray at its max_scale) where the planned load peaks, with its load."""
+    available_cores: int | None = None
+    """The cores the campaign's process may run on."""
+    reserved_cores: int | None = None
+    """Of those, the cores taken out for the local backend's servers."""
+
+
+class LoadGenerators(Model):
+    """Who sent the campaign's load: how their number was decided, and where each process ran."""
+
+    sizing: GeneratorSizing | None = None
+    """None in campaigns recorded before the sizing, or whose command line was not sized."""
+    master: GeneratorProcess | None = None
+    """The master's own process (it applies the arms and keeps the results, it sends nothing); None on one process."""
+    processes: dict[str, GeneratorProcess] = Field(default_factory=dict)
+    """Load generator (``local``, or a worker's id) -> where it ran, for each that took part (not the refused)."""
 
 
 class GeneratorCheck(Model):
@@ -941,9 +994,14 @@ class Summary(Model):
     request_sets: dict[str, RequestSetRef] | None = None
     conditions: Provenance | None = None
     slo: dict[str, dict[str, float | None] | None] = Field(default_factory=dict)
+    embedding_format: str | None = None
+    """How the embedding class asked for its vectors (its ``encoding_format``); None without an embedding class,
+    and in summaries written before the key existed (their campaigns asked for floats)."""
     trials: list[TrialSummary] = Field(default_factory=list)
     arms: dict[str, ArmFigures] = Field(default_factory=dict)
     comparison: Comparison
+    load_generators: LoadGenerators | None = None
+    """Who sent the load and how their number was decided; None in summaries written before it was recorded."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 

@@ -12,7 +12,14 @@ from typing import Any
 from analysis_builders import objectives, stage, stats, trial
 
 from bench_plugin.analysis.contention import stage_contention
-from bench_plugin.analysis.selfcheck import AFFECTED_LIMIT, CPU_ADVICE, advice, check_stage
+from bench_plugin.analysis.selfcheck import (
+    AFFECTED_LIMIT,
+    CPU_ADVICE,
+    advice,
+    check_stage,
+    cpu_advice,
+    processes_needed,
+)
 from bench_plugin.analysis.summary import class_stats
 from bench_plugin.analysis.verdict import GENERATOR_LIMITED, stage_verdict
 from bench_plugin.results.samples import Sample
@@ -94,21 +101,26 @@ def test_a_stage_whose_stalls_change_an_slo_outcome_is_generator_limited() -> No
 def test_a_process_short_of_cpu_is_cpu_bound_by_its_cores_or_by_what_its_loop_wanted() -> None:
     on_time = requests()
     busy = check(on_time, usage([], cores=0.95))
-    assert busy.limited == "CPU-bound: load generator local used 0.95 cores (limit 0.9)"
+    assert busy.limited == "CPU-bound: load generator local used 0.95 cores (limit 0.9); 1 process, 0.95 cores in all"
     assert busy.found.kind == "cpu-bound"
+    assert advice([busy.limited]) == cpu_advice(2)  # ceil(0.95 / 0.5)
     # a busy host gives a starved loop little CPU: it still wanted a whole core (on a CPU or waiting for one)
     starved = check(requests(late={5: 40.0, 55: 40.0}), usage([block_over(5, 40.0), block_over(55, 40.0)], cores=0.3,
                                                            busy_s=9.6))
     assert starved.limited.startswith("CPU-bound: the event loop of load generator local wanted 0.96 cores, on a "
                                       "CPU or waiting for one (limit 0.9); send lag P99")
     assert starved.found.kind == "cpu-bound" and starved.found.note.startswith("stalls: 2 blocks (84 ms in all")
-    assert advice([starved.limited]) == CPU_ADVICE
+    # it used 0.3 cores but wanted 0.96: what it needed is what it wanted
+    assert starved.limited.endswith("; 1 process, 0.96 cores in all")
+    assert advice([starved.limited]) == cpu_advice(2)
 
 
 def test_lag_without_a_stall_or_mostly_outside_the_stalls_is_a_backlog() -> None:
     late = dict.fromkeys(range(0, 100, 10), 15.0)
     none = check(requests(late=late), usage([]))
     assert none.limited.startswith("CPU-bound: send lag P99 15.0 ms for embedding (limit 10 ms) with no stall")
+    assert none.limited.endswith("too much for one process; 1 process, 0.10 cores in all")
+    assert advice([none.limited]) == cpu_advice(2)  # behind on 0.1 core: at least one more process than ran
     outside = check(requests(late=late), usage([block_over(0, 15.0)]))  # 1 of the 10 late requests in a block
     assert outside.found.kind == "cpu-bound"
     assert "9 of the 10 requests sent over 10 ms late were not in flight during a stall" in outside.limited
@@ -146,6 +158,22 @@ def test_the_verdicts_advice_follows_the_kind() -> None:
     assert "mps repeat 1: stalled" in stalled[0]
     assert stalled[1] == (f"the event loop was held by `{CAUSE}`: not a CPU shortage, more workers will not help; "
                           "make that operation yield to gevent or move it into an OS thread, then rerun")
-    cpu = verdict("CPU-bound: load generator local used 0.97 cores (limit 0.9)")
-    assert cpu[1] == CPU_ADVICE
+    cpu = verdict("CPU-bound: load generator local used 0.97 cores (limit 0.9); 1 process, 0.97 cores in all")
+    assert cpu[1] == cpu_advice(2) and cpu[1].startswith("rerun with --processes 2 ")
+    assert "--master and workers on other hosts" in cpu[1]
+    assert verdict("CPU-bound: load generator local used 0.97 cores (limit 0.9)")[1] == CPU_ADVICE  # no figures
     assert verdict("send lag P99 42.0 ms for llm (limit 10 ms)")[1] == CPU_ADVICE  # a summary from before the kinds
+
+
+def test_the_advice_asks_for_the_processes_the_measured_cpu_needs() -> None:
+    # the stage's CPU in all over 0.5 core a process, and never fewer than one more process than ran
+    assert processes_needed(["CPU-bound: send lag ...; 2 processes, 1.90 cores in all"]) == 4
+    assert processes_needed(["CPU-bound: send lag ...; 3 processes, 0.60 cores in all"]) == 4
+    assert processes_needed(["CPU-bound: load generator local used 1.00 cores (limit 0.9); 1 process, 1.00 cores "
+                             "in all"]) == 2
+    # over the runs of a stage (repeats, arms), the worst decides
+    reasons = ["exclusive repeat 1: CPU-bound: ...; 1 process, 0.95 cores in all",
+               "mps repeat 2: CPU-bound: ...; 1 process, 2.40 cores in all"]
+    assert processes_needed(reasons) == 5
+    assert advice(iter(reasons)) == cpu_advice(5)  # capacity.py hands the reasons over as a generator
+    assert processes_needed(["send lag P99 42.0 ms for llm (limit 10 ms)"]) is None

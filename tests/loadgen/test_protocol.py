@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -11,7 +12,8 @@ import pytest
 from bench_plugin.loadgen.protocol import Hello, Identity, hello_differences
 from bench_plugin.loadgen.shares import Share
 from bench_plugin.loadgen.state import ClassLoad, StageAssignment
-from bench_plugin.scenario import load_scenario
+from bench_plugin.results.provenance import generator_process
+from bench_plugin.scenario import format_cpulist, load_scenario
 from bench_plugin.scenario.request_sets import RequestSet, RequestSetError, build_request_sets
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,6 +39,16 @@ def test_a_worker_with_its_own_scenario_is_compared_on_its_hashes() -> None:
     assert hello_differences(me, "f" * 64, {"llm": "a" * 64}, hello) == []
     assert hello_differences(me, "e" * 64, {"llm": "b" * 64}, hello) == [
         f"scenario sha256 {'e' * 12} vs {'f' * 12}", f"llm request-set sha256 {'b' * 12} vs {'a' * 12}"]
+
+
+def test_a_worker_says_where_it_runs_and_an_older_one_says_nothing() -> None:
+    here = generator_process()
+    hello = Hello.from_message(over_the_wire(Hello(Identity.here(), ["llm"], process=here).to_message()))
+    assert hello.process == here and here.pid == os.getpid()
+    assert here.cores == format_cpulist(os.sched_getaffinity(0))  # the cores it may run on, as a cpulist
+    older = Hello(Identity.here(), ["llm"]).to_message()
+    del older["process"]  # a worker of a bench-plugin from before the field
+    assert Hello.from_message(over_the_wire(older)).process is None
 
 
 def test_request_sets_arrive_whole_or_are_refused() -> None:
