@@ -126,8 +126,9 @@ def main() -> None:
             holds.append(stretches.run(ours))
             late_whole.append(lateness(lambda b=body: json.loads(b), statistics.median(whole) / 2))
             late_typed.append(lateness(ours, statistics.median(typed) / 2))
-        print(f"| {vectors} x {dims}, {encoding} | {len(body) / 1e3:,.0f} KB | {statistics.median(whole) * 1000:.2f} ms "
-              f"| {statistics.median(typed) * 1000:.2f} ms | {statistics.median(holds):.2f} ms (max {max(holds):.2f}) "
+        print(f"| {vectors} x {dims}, {encoding} | {len(body) / 1e3:,.0f} KB "
+              f"| {statistics.median(whole) * 1000:.2f} ms | {statistics.median(typed) * 1000:.2f} ms "
+              f"| {statistics.median(holds):.2f} ms (max {max(holds):.2f}) "
               f"| {statistics.median(late_whole):.2f}, {max(late_whole):.2f} ms "
               f"| {statistics.median(late_typed):.2f}, {max(late_typed):.2f} ms |")
 
