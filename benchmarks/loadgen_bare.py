@@ -1,84 +1,173 @@
-"""The reference of benchmarks/loadgen_capacity.py: bare Locust FastHttpUsers in a closed loop, no plugin.
+"""The reference of benchmarks/loadgen_capacity.py: bare Locust FastHttpUsers at a fixed total rate, no plugin.
 
-    BARE_SCENARIO=s.yaml locust --headless -f benchmarks/loadgen_bare.py -u 32 -r 32 -t 10s BareEmbedding
+    BARE_SCENARIO=s.yaml BARE_RATE=300 BARE_USERS=8 BARE_DIR=DIR \\
+        locust --headless -f benchmarks/loadgen_bare.py -u 8 -r 8 --host URL BareEmbedding
 
-Each user posts the same request body, the one the plugin's user sends for request 0 of the
-scenario's class (built here by the plugin's own code), as fast as replies come back: the rate one
-Locust process reaches with nothing of the plugin in its request path.
-BareEmbedding reads the whole reply (FastHttpUser's default); BareLLM streams and reads the SSE body
-to its ``data: [DONE]``. Neither parses JSON: that is the least a Locust user can do per request.
+Each user sends the plugin's own requests (every item of the class's request set, in turn, built by the
+plugin's user code: loadgen_workloads.plugin_requests), paced with Locust's ``constant_throughput`` so that
+the users together send BARE_RATE requests a second, and reads each reply with the parser the plugin
+uses (bench_plugin.users.shapes): BareEmbedding reads the body and decodes it whole (``decode_embeddings``),
+BareLLM streams it, splits its lines and decodes each ``data:`` event but ``[DONE]`` (``decode_chunk``),
+BareASR reads the body and decodes it (``decode_transcription``). That is the least a Locust user that
+checks its replies does per request.
+
+The users start held (once they are spawned, ``BARE_DIR/ready`` appears). The benchmark runs rounds:
+SIGUSR2 opens the gate (each user then starts at a random point of its pacing period, so the users do
+not send in one burst), SIGUSR1 closes it and writes ``BARE_DIR/round-<n>.json``: the epoch time at
+which each request of the round completed (and the failures), from which the benchmark counts the
+requests of its measured window.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
+import signal
+import time
 from functools import cache
 from pathlib import Path
+from typing import Any
 
-from locust import constant, task
+import gevent
+from gevent.event import Event
+from loadgen_workloads import plugin_requests
+from locust import constant_throughput, events, task
 from locust.contrib.fasthttp import FastHttpUser
 
-from bench_plugin.loadgen.state import ClassLoad
-from bench_plugin.scenario import load_scenario
-from bench_plugin.scenario.request_sets import build_request_sets
-from bench_plugin.users.llm import request_body
+from bench_plugin.users.base import Prepared
+from bench_plugin.users.shapes import ShapeError, decode_chunk, decode_embeddings, decode_transcription
 
-HEADERS = {"Content-Type": "application/json"}
+RATE = float(os.environ.get("BARE_RATE", "100"))
+USERS = max(1, int(os.environ.get("BARE_USERS", "32")))
+PERIOD_S = USERS / RATE
+"""Each user's pacing period."""
+
+GATE = Event()
+"""Set while a round runs."""
 
 
-def plugin_request(path: Path, workload: str) -> bytes:
-    """The body the plugin's user sends for request 0 of ``workload`` in the scenario at ``path``."""
-    spec = load_scenario(path)
-    item = build_request_sets(spec, path.parent)[workload].items[0]
-    model = spec.classes.get(workload).model
-    if workload == "embedding":  # as users/embedding.py's prepare
-        return json.dumps({"model": model, "input": item["input"], "encoding_format": "float"}).encode()
-    load = ClassLoad(url="", model=model, arrival="poisson", load=1.0, timeout_s=10.0, max_in_flight=1,
-                     options={"api": "chat", "fixed_output": True})
-    return json.dumps(request_body(load, item)).encode()
+class Round:
+    """The requests of the current round: completion times and failures."""
+
+    def __init__(self) -> None:
+        self.number = 0
+        self.done: list[float] = []
+        self.failed = 0
+        self.reasons: dict[str, int] = {}
+
+    def fail(self, reason: str) -> None:
+        self.failed += 1
+        self.reasons[reason[:120]] = self.reasons.get(reason[:120], 0) + 1
+
+    def close(self, directory: Path) -> None:
+        """Close the gate and write the round's record."""
+        GATE.clear()
+        self.number += 1
+        record = {"round": self.number, "done": self.done, "failed": self.failed, "reasons": self.reasons}
+        partial = directory / f".round-{self.number}.json"
+        partial.write_text(json.dumps(record))
+        partial.replace(directory / f"round-{self.number}.json")  # whole when it appears
+        self.done, self.failed, self.reasons = [], 0, {}
+
+
+ROUND = Round()
 
 
 @cache
-def _body(workload: str) -> bytes:
-    """The request every user of ``workload`` sends (built once per process)."""
-    return plugin_request(Path(os.environ["BARE_SCENARIO"]), workload)
+def _requests(workload: str) -> list[Prepared]:
+    """The requests every user of ``workload`` cycles through (built once per process)."""
+    return plugin_requests(Path(os.environ["BARE_SCENARIO"]), workload)
 
 
-class BareEmbedding(FastHttpUser):
-    """POST /v1/embeddings in a loop."""
+class BareUser(FastHttpUser):
+    """One paced user: held while the gate is closed, then one request per pacing period."""
 
-    wait_time = constant(0)
+    abstract = True
+    workload = ""
+    wait_time = constant_throughput(1.0 / PERIOD_S)
     max_retries = 0
+    concurrency = 1
+    """A user has one request in flight at a time."""
+    stream = False
+    """Whether the reply is read as it arrives (a stream) rather than whole by the client."""
 
     def on_start(self) -> None:
-        """Build the request before the first is sent."""
-        self.body = _body("embedding")
+        """Build the requests before the first is sent; start at a random item."""
+        self.requests = _requests(self.workload)
+        self.next = random.randrange(len(self.requests))
 
     @task
-    def embed(self) -> None:
-        """One request; Locust reads the reply and times it."""
+    def one(self) -> None:
+        """Wait for the gate if it is closed (then a random part of the period), else send one request."""
+        if not GATE.is_set():
+            GATE.wait()
+            gevent.sleep(random.uniform(0.0, PERIOD_S))
+            return
+        request = self.requests[self.next]
+        self.next = (self.next + 1) % len(self.requests)
         # geventhttpclient sends bytes as they are; Locust's annotation says str or dict only.
-        self.client.post("/v1/embeddings", data=self.body, headers=HEADERS)  # type: ignore[arg-type]
+        with self.client.post(request.name, data=request.body, headers=request.headers,  # type: ignore[arg-type]
+                              stream=self.stream, catch_response=True) as resp:
+            try:
+                why = self.read(resp) if resp.status_code == 200 else f"HTTP {resp.status_code}"
+            except ShapeError as exc:
+                why = str(exc)
+            if why:
+                resp.failure(why)
+                ROUND.fail(why)
+            else:
+                ROUND.done.append(time.time())
+
+    def read(self, resp: Any) -> str | None:
+        """Read and decode the reply of ``resp``; what is wrong with it, or None."""
+        raise NotImplementedError
 
 
-class BareLLM(FastHttpUser):
-    """POST /v1/chat/completions (streamed) in a loop, reading the SSE body to its end."""
+class BareEmbedding(BareUser):
+    """POST /v1/embeddings; the reply read whole and decoded."""
 
-    wait_time = constant(0)
-    max_retries = 0
+    workload = "embedding"
 
-    def on_start(self) -> None:
-        """Build the request before the first is sent."""
-        self.body = _body("llm")
+    def read(self, resp: Any) -> str | None:
+        decode_embeddings(resp.content)
+        return None
 
-    @task
-    def chat(self) -> None:
-        """One streamed request; a stream without ``data: [DONE]`` is a failure."""
-        with self.client.post("/v1/chat/completions", data=self.body, headers=HEADERS,  # type: ignore[arg-type]
-                              stream=True, catch_response=True) as resp:
-            tail = b""
-            for chunk in resp.iter_content(chunk_size=4096, decode_content=False):
-                tail = (tail + chunk)[-32:]
-            if b"data: [DONE]" not in tail:
-                resp.failure("stream ended without data: [DONE]")
+
+class BareLLM(BareUser):
+    """POST /v1/chat/completions, streamed: the body read as it arrives, split into lines, each event decoded."""
+
+    workload = "llm"
+    stream = True
+
+    def read(self, resp: Any) -> str | None:
+        done, pending = False, b""
+        for piece in resp.iter_content(chunk_size=65536, decode_content=False):
+            *lines, pending = (pending + piece).split(b"\n")
+            for line in lines:
+                if not line.startswith(b"data:"):
+                    continue
+                data = line[5:].strip()
+                if data == b"[DONE]":
+                    done = True
+                else:
+                    decode_chunk(data)
+        return None if done else "stream ended without data: [DONE]"
+
+
+class BareASR(BareUser):
+    """POST /v1/audio/transcriptions (multipart WAV); the reply read whole and decoded."""
+
+    workload = "asr"
+
+    def read(self, resp: Any) -> str | None:
+        decode_transcription(resp.content)
+        return None
+
+
+@events.init.add_listener
+def _on_init(environment: Any, **_: Any) -> None:
+    directory = Path(os.environ.get("BARE_DIR", "."))
+    gevent.signal_handler(signal.SIGUSR2, GATE.set)
+    gevent.signal_handler(signal.SIGUSR1, ROUND.close, directory)
+    environment.events.spawning_complete.add_listener(lambda **_: (directory / "ready").touch())

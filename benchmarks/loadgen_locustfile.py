@@ -25,9 +25,9 @@ from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
 import bench_plugin
-from bench_plugin import CampaignShape, EmbeddingUser, LLMUser, add_arguments, register
+from bench_plugin import ASRUser, CampaignShape, EmbeddingUser, LLMUser, add_arguments, register
 
-__all__ = ["CampaignShape", "EmbeddingUser", "LLMUser"]
+__all__ = ["ASRUser", "CampaignShape", "EmbeddingUser", "LLMUser"]
 
 LONG_MS = 1.0
 """Pauses this long or longer are listed with their time."""

@@ -1,10 +1,11 @@
 """Processes of benchmarks/loadgen_capacity.py: each started pinned to a core, all stopped on any exit.
 
-Every process the benchmark needs (nginx, bare Locust, the plugin's master and workers, py-spy)
+Every process the benchmark needs (the null server, bare Locust, the plugin's processes, py-spy)
 is started through one ``Processes``, which pins it with ``taskset -c`` and, from ``close`` (a
 ``with`` block's end, whatever ended it), terminates whatever is still running: SIGTERM, then
-SIGKILL after a grace period. ``CpuSampler`` reads the CPU time of chosen processes from /proc a
-few times a second, so the CPU a process used over any window (a stage) can be read afterwards.
+SIGKILL after a grace period. ``CpuSampler`` reads the CPU time of every process from /proc a few
+times a second, so the CPU a process (or its tree) used over any window (a stage) can be read
+afterwards, and how much other programs used meanwhile.
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
 ROOT = Path(__file__).resolve().parent.parent
-"""The repository: every process runs here, with it first on PYTHONPATH."""
+"""The repository: every process runs here, with it first on PYTHONPATH (before what PYTHONPATH held: a host
+that has its packages installed elsewhere, as the GPU host has them in /tmp/site)."""
 
 TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 
@@ -42,7 +45,8 @@ class Processes:
     def start(self, name: str, command: list[str], core: str,
               env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         """Start ``command`` pinned to CPU list ``core``, output to logs/<name>.log, in the repository."""
-        environment = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", **(env or {})}
+        path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+        environment = {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1", **(env or {})}
         with open(self.logs / f"{name}.log", "wb") as log:
             proc = subprocess.Popen(["taskset", "-c", core, *command], cwd=ROOT, env=environment, stdout=log,
                                     stderr=subprocess.STDOUT, start_new_session=True)
@@ -113,25 +117,70 @@ def cpu_probe(core: str, busy: str | None = None) -> float:
     return float(done.stdout)
 
 
-def cpu_seconds(pid: int) -> float | None:
-    """User plus system CPU seconds of ``pid`` so far (None once it is gone)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / TICKS_PER_S
+PF_KTHREAD = 0x00200000
+"""/proc/PID/stat's flag of a kernel thread: its CPU (the network stack's, on loopback) is nobody's program."""
+
+
+@dataclass(frozen=True)
+class Proc:
+    """One process as /proc/PID/stat shows it."""
+
+    parent: int
+    cpu_s: float
+    """User plus system CPU seconds so far."""
+    kernel: bool
+
+
+def processes() -> dict[int, Proc]:
+    """Every process now (those that end while being read are left out)."""
+    out = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                out[int(entry.name)] = Proc(int(fields[1]), (int(fields[11]) + int(fields[12])) / TICKS_PER_S,
+                                            bool(int(fields[6]) & PF_KTHREAD))
+            except (OSError, IndexError, ValueError):  # gone between the listing and the read
+                continue
+    return out
+
+
+def steal() -> dict[int, float]:
+    """Core -> the seconds the hypervisor has taken it from this machine since boot (/proc/stat)."""
+    out = {}
+    for line in Path("/proc/stat").read_text().splitlines():
+        if line.startswith("cpu") and line[3:4].isdigit():
+            name, *values = line.split()
+            out[int(name[3:])] = int(values[7]) / TICKS_PER_S
+    return out
 
 
 class CpuSampler:
-    """Samples the CPU time of watched processes every ``interval_s`` in a thread of its own."""
+    """Samples the CPU time of processes every ``interval_s`` in a thread of its own, from one read of /proc.
+
+    Watched processes (``watch``) get a series each; ``watch_tree`` watches a process with every process
+    it starts, and theirs. Besides, it adds up the CPU of every program that is not this one or one it
+    started (kernel threads left out): the **other work** on the host, which would disturb what the
+    benchmark measures (``other``); and the hypervisor's steal of each core (``steal``), which on a
+    virtual machine grows with the benchmark's own load.
+    """
 
     def __init__(self, interval_s: float = 0.2) -> None:
         self.interval_s = interval_s
+        self.root = os.getpid()
         self.series: dict[int, list[tuple[float, float]]] = {}
+        self.trees: dict[int, set[int]] = {}
+        """Root -> every process of its tree seen so far (the root too)."""
+        self.foreign: list[tuple[float, float]] = [(time.time(), 0.0)]
+        """(time, CPU seconds of other programs since the sampler started)."""
+        self.stolen: list[tuple[float, dict[int, float]]] = []
+        """(time, core -> its steal seconds so far)."""
+        self._last: dict[int, Proc] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def __enter__(self) -> CpuSampler:
+        self._last = processes()
         self._thread.start()
         return self
 
@@ -143,20 +192,89 @@ class CpuSampler:
         """Start sampling ``pid``."""
         self.series.setdefault(pid, [])
 
+    def watch_tree(self, root: int) -> None:
+        """Start sampling ``root`` and every process it starts, and theirs."""
+        self.trees.setdefault(root, {root})
+        self.watch(root)
+
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
-            now = time.time()
+            now, found = time.time(), processes()
+            mine = _descendants(found, {self.root})
+            for members in self.trees.values():
+                for pid in _descendants(found, members) - members:
+                    members.add(pid)
+                    self.watch(pid)
+            other = sum(proc.cpu_s - self._last[pid].cpu_s for pid, proc in found.items()
+                        if pid not in mine and not proc.kernel and pid in self._last)
+            self.foreign.append((now, self.foreign[-1][1] + max(0.0, other)))
+            self.stolen.append((now, steal()))
+            self._last = found
             for pid, series in list(self.series.items()):
-                value = cpu_seconds(pid)
-                if value is not None:
-                    series.append((now, value))
+                if pid in found:
+                    series.append((now, found[pid].cpu_s))
+
+    def used(self, pid: int, start_s: float, end_s: float) -> tuple[float, float, float] | None:
+        """(CPU seconds, first, last sample time) of ``pid`` over the samples taken between epoch ``start_s``
+        and ``end_s``; None with fewer than two samples there."""
+        return _delta(self.series.get(pid) or [], start_s, end_s)
 
     def share(self, pid: int, start_s: float, end_s: float) -> float | None:
         """Cores ``pid`` used on average between epoch ``start_s`` and ``end_s`` (1.0: one whole core)."""
-        series = self.series.get(pid) or []
-        times = [t for t, _ in series]
-        i, j = bisect.bisect_left(times, start_s), bisect.bisect_right(times, end_s) - 1
-        if j - i < 2:
+        found = self.used(pid, start_s, end_s)
+        if found is None or found[2] - found[1] < 2 * self.interval_s:
             return None
-        (t0, c0), (t1, c1) = series[i], series[j]
-        return (c1 - c0) / (t1 - t0)
+        cpu_s, t0, t1 = found
+        return cpu_s / (t1 - t0)
+
+    def other(self, start_s: float, end_s: float) -> float | None:
+        """Cores' worth of other programs' work between ``start_s`` and ``end_s``, wherever it ran."""
+        return _rate(self.foreign, start_s, end_s, self.interval_s)
+
+    def steal(self, cores: list[int], start_s: float, end_s: float) -> float | None:
+        """Cores' worth of time the hypervisor took from ``cores`` between ``start_s`` and ``end_s``."""
+        return _rate([(t, sum(by_core.get(c, 0.0) for c in cores)) for t, by_core in self.stolen], start_s, end_s,
+                     self.interval_s)
+
+    def tree_share(self, root: int, start_s: float, end_s: float) -> tuple[float, int]:
+        """(cores, processes): what the tree of ``root`` used between ``start_s`` and ``end_s``, and how many of
+        its processes were sampled over that window."""
+        cores, alive = 0.0, 0
+        for pid in sorted(self.trees.get(root, {root})):
+            found = self.share(pid, start_s, end_s)
+            if found is not None:
+                cores += found
+                alive += 1
+        return cores, alive
+
+
+def _descendants(found: dict[int, Proc], roots: set[int]) -> set[int]:
+    """``roots`` and every process below them in ``found``."""
+    children: dict[int, list[int]] = {}
+    for pid, proc in found.items():
+        children.setdefault(proc.parent, []).append(pid)
+    out, todo = set(roots), list(roots)
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in out:
+                out.add(child)
+                todo.append(child)
+    return out
+
+
+def _rate(series: list[tuple[float, float]], start_s: float, end_s: float, interval_s: float) -> float | None:
+    """The mean rate of change of ``series`` between ``start_s`` and ``end_s`` (None over too few points)."""
+    found = _delta(series, start_s, end_s)
+    if found is None or found[2] - found[1] < 2 * interval_s:
+        return None
+    return found[0] / (found[2] - found[1])
+
+
+def _delta(series: list[tuple[float, float]], start_s: float, end_s: float) -> tuple[float, float, float] | None:
+    """(value change, first time, last time) over the points of ``series`` between ``start_s`` and ``end_s``."""
+    times = [t for t, _ in series]
+    i, j = bisect.bisect_left(times, start_s), bisect.bisect_right(times, end_s) - 1
+    if j - i < 1:
+        return None
+    (t0, v0), (t1, v1) = series[i], series[j]
+    return v1 - v0, t0, t1

@@ -1,5 +1,8 @@
 """Profiles for benchmarks/loadgen_capacity.py --profile: where the sending process spends its CPU.
 
+``--profile WORKLOAD:RATE`` runs one stage of the plugin's worker at RATE, ``--profile bare-WORKLOAD:RATE``
+bare Locust at RATE (loadgen_bare.py), and samples the sender with py-spy past its first second.
+
 py-spy (``pip install py-spy``) samples the process from outside, 250 times a second, only while
 it holds the GIL (``--gil``: an idle thread is no cost), and writes collapsed stacks (``--format
 raw``). It samples ``--nonblocking``: stopping the process for each sample (the default) cost the
@@ -13,8 +16,12 @@ from __future__ import annotations
 
 import re
 import sys
+import threading
 from collections import Counter
 from pathlib import Path
+
+from loadgen_runs import Bench, cpu_list, sleep_until
+from loadgen_workloads import Workload, scenario, write_scenario
 
 FRAME = re.compile(r"^(?P<func>.*?) \((?P<file>[^()]*)\)$")
 
@@ -70,3 +77,33 @@ def table(raw: Path, top: int = 15) -> str:
     lines += ["", "| inclusive % | function |", "|---:|---|"]
     lines += [f"| {100 * n / total:.1f} | `{name}` |" for name, n in inclusive.most_common(top)]
     return "\n".join(lines) + "\n"
+
+
+def profile(bench: Bench, what: str, workloads: dict[str, Workload], seconds: float) -> str:
+    """py-spy's top functions of the sender of ``WORKLOAD:RATE`` (the plugin's worker) or ``bare-WORKLOAD:RATE``."""
+    name, _, rate_text = what.partition(":")
+    bare = name.startswith("bare-")
+    w = workloads.get(name.removeprefix("bare-"))
+    if w is None or not rate_text:
+        raise RuntimeError(f"--profile {what}: give [bare-]WORKLOAD:RATE, WORKLOAD one of {', '.join(workloads)}")
+    rate = float(rate_text)
+    raw = bench.out / "profile.raw"
+    path = write_scenario(bench.out / "profile.yaml", scenario(w, [(rate, seconds + 2.0, None)]))
+    spy = cpu_list(bench.layout.server)
+    if bare:
+        proc, rounds = bench.bare("profile-bare", w, rate, path)
+        bench.wait_ready(proc, rounds)
+        sampler = threading.Timer(1.0, lambda: bench.procs.wait(
+            bench.procs.start("py-spy", command(proc.pid, seconds, raw), spy), seconds + 30))
+        sampler.start()
+        record = bench.bare_round(proc, rounds, 1, seconds + 2.0)
+        sampler.join()
+        head = f"bare Locust, {w.name} at {rate:g}/s: {len(record['done'])} requests, {record['failed']} failed"
+    else:
+        run = bench.plugin("profile", path)
+        start, _ = bench.wait_stage(run, 2)  # after the settle and warm stages
+        sleep_until(start + 1.0)
+        bench.procs.wait(bench.procs.start("py-spy", command(run.workers[0].pid, seconds, raw), spy), seconds + 30)
+        bench.finish(run, seconds + 90)
+        head = f"plugin worker, {w.name} at {rate:g}/s"
+    return head + "\n\n" + table(raw)

@@ -1,151 +1,173 @@
-"""Figures of benchmarks/loadgen_capacity.py: its typed results and the markdown it prints.
+"""The results of benchmarks/loadgen_capacity.py: one typed document, written as JSON and as markdown.
 
-The markdown is what docs/benchmarks.md quotes: a summary table (each rate against the bare
-reference of its class, taken in the same run), then every stage of every search, then what the
-garbage collector did in each process of the plugin.
+``Report`` holds what one run measured (the machine, the CPU-per-request rounds, the searches, the
+default command's sweep, and per workload the error that stopped a part, if one did); ``to_dict`` is
+loadgen_capacity.json and ``markdown`` loadgen_capacity.md, what the script prints and docs/benchmarks.md
+quotes: a table per part, then every stage of the searches and of the default command.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from loadgen_procs import CpuSampler
-from loadgen_stages import MAX_LAG_P99_MS, MIN_SENT, StageResult
+from loadgen_cpu import CpuRounds, Window
+from loadgen_default import DefaultRun
+from loadgen_search import Search
+from loadgen_stages import FAIL, MAX_LAG_P99_MS, MIN_SENT, OTHER_LIMIT_CORES, PASS, StageResult
+
+FORMAT = "loadgen_capacity/2"
+"""Written into the JSON; 2: the null server and realistic replies (1 was nginx and toy replies)."""
 
 
-@dataclass(frozen=True)
-class Campaign:
-    """One plugin campaign of the benchmark (a sweep of stages)."""
+@dataclass
+class Report:
+    """One run of the benchmark."""
 
-    name: str
-    cores: list[str]
-    """The core each worker was pinned to."""
-    stages: list[StageResult]
-    gc: list[dict[str, Any]]
-    """The GC log of each process (loadgen_locustfile.py)."""
-    seconds: float
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready."""
-        return {"name": self.name, "cores": self.cores, "seconds": round(self.seconds, 1), "gc": self.gc,
-                "stages": [s.to_dict() for s in self.stages]}
-
-
-@dataclass(frozen=True)
-class Search:
-    """The sustained rate of one class on one layout of workers, and the sweeps that found it."""
-
-    name: str
-    workload: str
-    cores: list[str]
-    runs: list[Campaign]
-    best: StageResult | None
-    """The highest sustained stage (None: not even the lowest rate)."""
-    failed: StageResult | None
-    """The lowest stage that was not sustained (None: every rate tried was)."""
+    machine: dict[str, Any]
+    mode: str
+    settings: dict[str, Any]
+    out: str
+    cpu: list[CpuRounds] = field(default_factory=list)
+    searches: list[Search] = field(default_factory=list)
+    default: DefaultRun | None = None
+    errors: dict[str, str] = field(default_factory=dict)
+    """Part and workload (``cpu embedding-float``) -> why it measured nothing."""
+    seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
-        return {"workload": self.workload, "cores": self.cores,
-                "sustained": self.best.to_dict() if self.best else None,
-                "first_failed": self.failed.to_dict() if self.failed else None,
-                "runs": [run.to_dict() for run in self.runs]}
+        return {"format": FORMAT, "machine": self.machine, "mode": self.mode, "settings": self.settings,
+                "out": self.out, "seconds": round(self.seconds, 1), "errors": self.errors,
+                "cpu_per_request": [c.to_dict() for c in self.cpu],
+                "one_process": [s.to_dict() for s in self.searches],
+                "default_command": self.default.to_dict() if self.default else None}
 
-
-def bare_stats(stats: list[dict[str, Any]], sampler: CpuSampler, pid: int) -> dict[str, Any]:
-    """Rate and CPU of a bare-Locust run, from its --json-file statistics (one entry)."""
-    entry = stats[0]
-    start, end = float(entry["start_time"]), float(entry["last_request_timestamp"])
-    return {"requests": entry["num_requests"], "failures": entry["num_failures"],
-            "rate": entry["num_requests"] / (end - start), "cpu": sampler.share(pid, start, end)}
+    def markdown(self) -> str:
+        """The run as markdown tables."""
+        lines = _machine(self.machine, self.mode)
+        if self.cpu:
+            lines += _cpu(self.cpu)
+        if self.searches:
+            lines += _searches(self.searches)
+        if self.default:
+            lines += _default(self.default)
+        if self.errors:
+            lines += ["", "Parts that measured nothing:", ""]
+            lines += [f"- {where}: {why}" for where, why in self.errors.items()]
+        if self.searches or self.default:
+            lines += _every_stage(self.searches, self.default)
+        lines += ["", f"({self.seconds:.0f} s)"]
+        return "\n".join(lines) + "\n"
 
 
 def _num(value: float | None, digits: int = 0) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
 
 
-def _reference(figures: dict[str, Any], workload: str) -> float:
-    rates = [b["rate"] for b in figures[workload]["bare"]]
-    return sum(rates) / len(rates)
+def _machine(m: dict[str, Any], mode: str) -> list[str]:
+    probe = m.get("probe_s") or {}
+    return [f"Taken {m['date']} ({mode} mode): {m['cpu']}, {m['cores']} cores, Python {m['python']}, Locust "
+            f"{m['locust']}, msgspec {m['msgspec']}, kernel {m['kernel']}; null server {m['nullserver']['sha256']}.",
+            "Cores: " + "; ".join(f"{k} {v}" for k, v in m["pinning"].items()) + ".",
+            "CPU probe (5M pure-Python loop steps on the measured core): "
+            + ", ".join(f"{k.replace('_', ' ')} {v:.2f} s" for k, v in probe.items()) + "."]
 
 
-def _summary_rows(figures: dict[str, Any], workload: str) -> list[str]:
-    bare = figures[workload]["bare"]
-    ref = _reference(figures, workload)
-    rates = " / ".join(_num(b["rate"]) for b in bare)
-    cpu = " / ".join(_num(b["cpu"], 2) for b in bare)
-    rows = [f"| {workload} | bare Locust, {len(bare)} run(s) ({'before / after' if len(bare) > 1 else 'before'} "
-            f"the plugin) | {rates} | 1.00 | - | {cpu} |"]
-    layouts = {"1w": "plugin, 1 worker (core 1)", "local": "plugin, local runner (core 1)",
-               "2w-same": "plugin, 2 workers (both on core 1)",
-               "2w-spread": "plugin, 2 workers (cores 1 and 0)"}
-    for key, label in layouts.items():
-        found = figures[workload].get(key)
-        if found is None:
-            continue
-        best = found["sustained"]
+def _rounds(windows: list[Window]) -> str:
+    return " / ".join(_num(w.ms_per_request, 2) for w in windows)
+
+
+def _cpu(found: list[CpuRounds]) -> list[str]:
+    lines = ["", "CPU per request at the same rate R: the plugin's users in one worker (master elsewhere) against bare "
+             "Locust (FastHttpUsers, constant_throughput, the plugin's requests and reply parser), interleaved rounds, "
+             "CPU ms of the process over each round's window / requests completed in it:", "",
+             "| workload | R (req/s) | request | bare ms/req (median) | plugin ms/req (median) | plugin / bare | "
+             "bare rounds | plugin rounds | plugin send lag P99 (ms) | failed (bare / plugin) | other programs / steal "
+             "(cores, max) |",
+             "|---|---:|---|---:|---:|---:|---|---|---|---|---:|"]
+    for c in found:
+        request = f"{c.request['mean_body_bytes']:,} B" + (f", {c.request['encoding_format'][0]}"
+                                                           if c.request.get("encoding_format") else "")
+        lags = " / ".join(_num(w.lag_p99_ms, 2) for w in c.plugin)
+        failed = f"{sum(w.failed for w in c.bare)} / {sum(w.failed for w in c.plugin)}"
+        windows = [*c.bare, *c.plugin]
+        other = max((w.other_cpu for w in windows if w.other_cpu is not None), default=None)
+        stolen = max((w.steal_cpu for w in windows if w.steal_cpu is not None), default=None)
+        lines.append(f"| {c.workload} | {_num(c.rate)} | {request} | {_num(c.median(c.bare), 3)} | "
+                     f"{_num(c.median(c.plugin), 3)} | **{_num(c.ratio, 2)}x** | {_rounds(c.bare)} | "
+                     f"{_rounds(c.plugin)} | {lags} | {failed} | {_num(other, 2)} / {_num(stolen, 2)} |")
+    return lines
+
+
+def _searches(found: list[Search]) -> list[str]:
+    lines = ["", f"The highest rate one plugin process sustains (>= {MIN_SENT:.0%} of the arrivals sent within the "
+             f"stage, send lag P99 < {MAX_LAG_P99_MS:g} ms, no failed request; a stage not sustained while other "
+             f"programs took > {OTHER_LIMIT_CORES:g} core is 'disturbed', not a failure; the hypervisor's steal "
+             "excuses nothing):", "",
+             "| workload | sustained req/s | send lag P99 (ms) | sender CPU (cores) | first failed: req/s, lag P99, "
+             "sent | CPU-bound estimate (req/s) |", "|---|---:|---:|---:|---|---:|"]
+    for s in found:
+        best, fail = s.best, s.failed
+        failed = "-"
+        if fail is not None:
+            status = "" if fail.status == "completed" else f", {fail.status}"
+            failed = f"{_num(fail.rate)}, {_num(fail.lag_p99_ms, 2)} ms, {100 * fail.sent:.0f}%{status}"
         if best is None:
-            rows.append(f"| {workload} | {label} | below the lowest rate tried | - | - | - |")
+            lines.append(f"| {s.workload} | below {_num(s.runs[0].stages[0].rate)} | - | - | {failed} | "
+                         f"{_num(s.estimate)} |")
+        else:
+            lines.append(f"| {s.workload} | {_num(best.rate)} | {_num(best.lag_p99_ms, 2)} | "
+                         f"{_num(best.sender_cpu, 2)} | {failed} | {_num(s.estimate)} |")
+    return lines
+
+
+def _default(d: DefaultRun) -> list[str]:
+    best = d.best
+    lines = ["", f"The default command (locustfiles/mixed.py, no --processes) on cores {d.cores}, embedding-base64 "
+             "alone: a stage is sustained by the rule above and when the campaign's summary.json does not flag it "
+             "generator-limited.", "",
+             "| offered req/s | sent % | lag P50 (ms) | lag P99 (ms) | errors | load generators (summary) | processes "
+             "seen | CPU (cores) | other programs / steal (cores) | generator-limited | sustained |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
+    for s in d.stages:
+        j = s.judged
+        if j.status == "skipped":
+            lines.append(f"| {_num(j.rate)} | - | - | - | - | - | - | - | - | - | skipped |")
             continue
-        rows.append(f"| {workload} | {label} | {_num(best['rate'])} | **{best['rate'] / ref:.2f}x** | "
-                    f"{_num(best['lag_p99_ms'], 2)} | {_num(best['sender_cpu'], 2)} |")
-    return rows
+        lines.append(f"| {_num(j.rate)} | {100 * j.sent:.1f} | {_num(j.lag_p50_ms, 2)} | {_num(j.lag_p99_ms, 2)} | "
+                     f"{j.errors} | {len(s.generators)} | {s.processes_seen} | {_num(j.sender_cpu, 2)} | "
+                     f"{_num(j.other_cpu, 2)} / {_num(j.steal_cpu, 2)} | {(s.generator_limited or '-')[:90]} | "
+                     f"{_said(s.outcome)} |")
+    lines += ["", f"Highest total sustained: **{_num(best.judged.rate) if best else 'none'} req/s**"
+              + (f" with {len(best.generators)} load generator(s), {_num(best.judged.sender_cpu, 2)} cores."
+                 if best else ".")]
+    return lines
 
 
-def _pauses(stage: dict[str, Any]) -> str:
-    if stage["gc_pauses"] is None or stage["status"] == "skipped":
+def _said(outcome: str) -> str:
+    return {PASS: "yes", FAIL: "no"}.get(outcome, "disturbed")
+
+
+def _pauses(stage: StageResult) -> str:
+    if stage.gc_pauses is None or stage.status == "skipped":
         return "-"
-    return f"{stage['gc_pauses']} ({stage['gc_max_ms']:g} ms)" if stage["gc_pauses"] else "0"
+    return f"{stage.gc_pauses} ({stage.gc_max_ms:g} ms)" if stage.gc_pauses else "0"
 
 
-def _stage_rows(search: dict[str, Any]) -> list[str]:
-    rows = []
-    for run in search["runs"]:
-        for s in run["stages"]:
-            rows.append(f"| {run['name']} | {_num(s['rate'])} | {s['offered']:,} | {100 * s['sent']:.1f} | "
-                        f"{_num(s['lag_p50_ms'], 2)} | {_num(s['lag_p99_ms'], 2)} | {_num(s['lag_max_ms'], 1)} | "
-                        f"{s['errors']} | {_num(s['sender_cpu'], 2)} | {_pauses(s)} | {s['status']} | "
-                        f"{'yes' if s['passed'] else 'no'} |")
-    return rows
+def _row(sweep: str, s: StageResult) -> str:
+    return (f"| {sweep} | {_num(s.rate)} | {s.offered:,} | {100 * s.sent:.1f} | {_num(s.lag_p50_ms, 2)} | "
+            f"{_num(s.lag_p99_ms, 2)} | {_num(s.lag_max_ms, 1)} | {s.errors} | {_num(s.sender_cpu, 2)} | "
+            f"{_num(s.other_cpu, 2)} / {_num(s.steal_cpu, 2)} | {_pauses(s)} | {s.status} | {_said(s.outcome)} |")
 
 
-def _gc_rows(search: dict[str, Any]) -> list[str]:
-    rows = []
-    for run in search["runs"]:
-        for g in sorted(run["gc"], key=lambda g: g["role"]):
-            rows.append(f"| {run['name']} | {g['role']} | {tuple(g['thresholds'])} | {g['frozen']:,} | "
-                        f"{' / '.join(str(n) for n in g['collections'])} | "
-                        f"{' / '.join(f'{v:g}' for v in g['max_pause_ms'])} |")
-    return rows
-
-
-def markdown(figures: dict[str, Any]) -> str:
-    """The benchmark's figures as markdown tables."""
-    m = figures["machine"]
-    lines = [f"Taken {m['date']} ({figures['mode']} mode): {m['cpu']}, {m['cores']} cores, Python {m['python']}, "
-             f"Locust {m['locust']}, nginx {m['nginx']}, kernel {m['kernel']}. Pinning: "
-             + ", ".join(f"{k} on core {v}" for k, v in m["pinning"].items()) + ".", "",
-             "CPU probe (5M pure-Python loop steps on the load generator's core): "
-             + ", ".join(f"{k.replace('_', ' ')} {v:.2f} s" for k, v in m.get("probe_s", {}).items()) + ".", "",
-             f"Sustained: >= {MIN_SENT:.0%} of the offered arrivals sent within the stage, send lag P99 < "
-             f"{MAX_LAG_P99_MS:g} ms, no errors; stages of {figures['settings']['stage_s']:g} s.", "",
-             "| class | load generator | req/s | ratio to bare | send lag P99 (ms) | sender CPU (cores) |",
-             "|---|---|---:|---:|---:|---:|"]
-    searches = []
-    for workload in ("embedding", "llm"):
-        if workload in figures:
-            lines += _summary_rows(figures, workload)
-            searches += [(f"{workload}, {key}", v) for key, v in figures[workload].items() if key != "bare"]
-    lines += ["", "Every stage:", "",
-              "| sweep | offered req/s | arrivals | sent in stage % | lag P50 ms | lag P99 ms | lag max ms | "
-              "errors | sender CPU | GC pauses >= 1 ms (longest) | status | sustained |",
-              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
-    for _, search in searches:
-        lines += _stage_rows(search)
-    lines += ["", "Garbage collection per process (collections and longest pause in ms, per generation 0 / 1 / 2):",
-              "", "| sweep | process | thresholds | frozen objects | collections | longest pause ms |",
-              "|---|---|---|---:|---|---|"]
-    for _, search in searches:
-        lines += _gc_rows(search)
-    return "\n".join(lines) + "\n"
+def _every_stage(searches: list[Search], default: DefaultRun | None) -> list[str]:
+    lines = ["", "Every stage:", "",
+             "| sweep | offered req/s | arrivals | sent in stage % | lag P50 ms | lag P99 ms | lag max ms | errors | "
+             "sender CPU | other programs / steal | GC pauses >= 1 ms (longest) | status | sustained |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
+    for search in searches:
+        lines += [_row(run.name.removeprefix("search-"), s) for run in search.runs for s in run.stages]
+    if default:
+        lines += [_row("default command", s.judged) for s in default.stages]
+    return lines

@@ -1,0 +1,3 @@
+module benchplugin/nullserver
+
+go 1.22
