@@ -26,12 +26,21 @@ The rule, in order:
    during a block (a request is in flight during a block when its intended send time to its end overlaps
    the block, on the process that sent it), the loop was behind on its work (a backlog), not stopped:
    **CPU-bound**, generator-limited. Otherwise the stalls made the lag: **stalled**, and the stage is
-   still judged when the stalls touched little: the requests in flight during a block are at most
+   still judged when the stalls touched little: the requests held up by a block are at most
    AFFECTED_LIMIT (5%) of each class's requests AND every class's SLO outcome (each of its criteria,
    objectives.class_criteria: P95, llm TTFT/TPOT P95, error rate, against its limit) is the same with
    and without them. Then the stage keeps its verdict and carries the note; else it is
    generator-limited (stalled), naming the cause. (Half, not all: one request held up by a busy host
-   outside any block does not turn a stalled loop into a CPU-bound one.)
+   outside any block does not turn a stalled loop into a CPU-bound one.) A stalled stage whose servers
+   failed an SLO by themselves keeps its verdict too: without the requests held up, some class's P95
+   (or TTFT P95) is over its limit by more than all the blocks together, the most that a burst of
+   the arrivals they held back could add to a later request's wait. A block only adds latency, so
+   such a stage fails however the loop ran. A request is held up by the
+   blocks when they overlap more than HELD_SHARE (5%) of its life, from its intended send to its end: a
+   loop held 20 ms can delay a request by about that much, which is a third of a 60-ms request and
+   nothing that moves a 3-s one. At a server's saturation every request waits seconds in its queue,
+   so nearly all of them are in flight during any block; counting those as touched would call every
+   overloaded stage generator-limited, and the search would stop there with no boundary.
 3. a stage without monitor figures (a store from before the monitor) is judged by rule 1's cores and
    the lag alone, as before, and called CPU-bound.
 
@@ -63,7 +72,9 @@ LAG_P99_LIMIT_MS = 10.0
 CPU_LIMIT_CORES = 0.9
 """A load-generating process using (or its loop wanting) more than this share of one core is CPU-bound."""
 AFFECTED_LIMIT = 0.05
-"""A stalled stage is still judged when at most this share of each class's requests was in flight during a block."""
+"""A stalled stage is still judged when at most this share of each class's requests was held up by a block."""
+HELD_SHARE = 0.05
+"""A request is held up by the blocks when they overlap more than this share of its life (intended send to end)."""
 
 CPU_BOUND = "CPU-bound"
 STALLED = "stalled"
@@ -174,15 +185,28 @@ class _Stalls:
         """The cause that held the loop longest in all."""
         return max(self.causes, key=lambda c: self.causes[c][1]) if self.causes else None
 
-    def hit(self, sample: Sample) -> bool:
-        """Whether ``sample`` was in flight (intended send to end) during a block of the process that sent it."""
+    def overlap_s(self, sample: Sample) -> float:
+        """Seconds of ``sample``'s life (intended send to end) during blocks of the process that sent it."""
         mine = self.blocks.get(sample.worker)
         if not mine:
-            return False
-        i = bisect.bisect_right(mine, (sample.intended_s, float("inf")))
-        # the blocks of one loop never overlap: the one starting last before the sample's start, and the next
-        return any(0 <= j < len(mine) and mine[j][0] < sample.end_s and mine[j][1] > sample.intended_s
-                   for j in (i - 1, i))
+            return 0.0
+        # the blocks of one loop never overlap: from the one starting last before the sample's start, in order
+        i = max(0, bisect.bisect_right(mine, (sample.intended_s, float("inf"))) - 1)
+        total = 0.0
+        for start, end in mine[i:]:
+            if start >= sample.end_s:
+                break
+            total += max(0.0, min(end, sample.end_s) - max(start, sample.intended_s))
+        return total
+
+    def hit(self, sample: Sample) -> bool:
+        """Whether ``sample`` was in flight (intended send to end) during a block of the process that sent it."""
+        return self.overlap_s(sample) > 0.0
+
+    def held(self, sample: Sample) -> bool:
+        """Whether blocks of its process overlapped more than HELD_SHARE of ``sample``'s life."""
+        overlap = self.overlap_s(sample)
+        return overlap > 0.0 and overlap > HELD_SHARE * (sample.end_s - sample.intended_s)
 
 
 def _gather(rows: Sequence[Mapping[str, GeneratorUse]]) -> tuple[dict[str, float], dict[str, float], _Stalls]:
@@ -237,8 +261,8 @@ def check_stage(classes: Mapping[str, ClassStats], rows: Sequence[Mapping[str, G
     cpu += [f"the event loop of load generator {m} wanted {v:.2f} cores, on a CPU or waiting for one {limit}"
             for m, v in demand.items() if v > CPU_LIMIT_CORES and cores.get(m, 0.0) <= CPU_LIMIT_CORES]
     late = _late(lag)
-    hit = {name: [s for s in mine if stalls.hit(s)] for name, mine in samples.items()} if stalls.count else {}
-    rest = {name: [s for s in mine if not stalls.hit(s)] for name, mine in samples.items()} if stalls.count else {}
+    hit = {name: [s for s in mine if stalls.held(s)] for name, mine in samples.items()} if stalls.count else {}
+    rest = {name: [s for s in mine if not stalls.held(s)] for name, mine in samples.items()} if stalls.count else {}
     note, without = _note(stalls, classes, hit, rest, stats_of) if stalls.count else (None, {})
     found = GeneratorCheck(cause=stalls.cause, note=note, in_flight={n: len(h) for n, h in hit.items() if h},
                            p95_without_ms=without)
@@ -260,6 +284,9 @@ def check_stage(classes: Mapping[str, ClassStats], rows: Sequence[Mapping[str, G
     why = _unjudged(classes, samples, hit, rest, stats_of, objectives)
     if why is None:
         return StageCheck(None, found)
+    alone = _failed_alone(rest, stats_of, objectives, stalls.total_ms)
+    if alone is not None:
+        return StageCheck(None, found.model_copy(update={"note": f"{found.note}; {alone}"}))
     idle = max(cores.values(), default=0.0)
     return StageCheck(f"{STALLED}: {_lag_text(late)} while the event loop was blocked in `{stalls.cause}`, not "
                       f"short of CPU ({idle:.2f} cores); {why}", _kind(found, "stalled"))
@@ -284,6 +311,30 @@ def _unjudged(classes: Mapping[str, ClassStats], samples: Mapping[str, list[Samp
         with_them = _outcome(name, stats, objectives.get(name))
         if with_them != _outcome(name, stats_of(name, rest[name]), objectives.get(name)):
             return f"without the requests in flight during a block, {name}'s SLO outcome would differ"
+    return None
+
+
+LATENCY_CRITERIA = ("p95", "ttft p95")
+"""The criteria a stall can only raise, by at most the time the loop was held: a request's wait and its first token."""
+
+
+def _failed_alone(rest: Mapping[str, list[Sample]], stats_of: Callable[[str, list[Sample]], ClassStats],
+                  objectives: Mapping[str, ClassObjectives], stalls_ms: float) -> str | None:
+    """Why the servers failed a stalled stage on their own (one line), or None where that is not beyond doubt.
+
+    A block only ever adds latency. A class whose P95 (or TTFT P95) over the requests the blocks did not
+    hold up (``rest``) is over its limit by more than all the blocks together (``stalls_ms``: the most a
+    burst of the arrivals they held back could add to a later request's wait) failed it by itself; the
+    stage fails however the loop ran, and its verdict stands.
+    """
+    for name, mine in rest.items():
+        spec = objectives.get(name)
+        if not mine or spec is None:
+            continue
+        for c in class_criteria(name, stats_of(name, mine), spec):
+            if c.name in LATENCY_CRITERIA and c.measured is not None and c.measured - c.limit > stalls_ms:
+                return (f"{c.label} over its {c.limit:g} ms by more than the {stalls_ms:.0f} ms the loop was held "
+                        "in all, without them too: the servers failed it by themselves")
     return None
 
 

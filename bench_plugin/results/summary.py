@@ -306,7 +306,7 @@ class GeneratorCheck(Model):
     """``stalls: N blocks (...); Z requests (W%) in flight during one; without them P95 would be ...``, where
     blocks were seen: a stage judged in spite of them shows it too."""
     in_flight: dict[str, int] = Field(default_factory=dict)
-    """Class -> its requests in flight during a block (intended send to end overlapping it)."""
+    """Class -> its requests held up by the blocks (they overlapped over 5% of its intended send to its end)."""
     p95_without_ms: dict[str, float | None] = Field(default_factory=dict)
     """Class -> its P95 without those requests (the classes that had any)."""
 

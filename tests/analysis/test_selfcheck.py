@@ -89,13 +89,27 @@ def test_a_stage_whose_stalls_touched_too_many_requests_is_generator_limited_sta
 
 
 def test_a_stage_whose_stalls_change_an_slo_outcome_is_generator_limited() -> None:
-    hit = [0, 20, 40, 60, 80]  # 5%: within the share, but these five decide the P95
-    samples = requests(late=dict.fromkeys(hit, 12.0), slow=dict.fromkeys(hit, 2000.0))
-    result = check(samples, usage([block_over(i, 12.0) for i in hit]), p95_slo=100.0)
+    hit = [0, 20, 40, 60, 80]  # 5%: within the share, but these five, sent 80 ms late, decide the P95
+    samples = requests(late=dict.fromkeys(hit, 80.0))
+    result = check(samples, usage([block_over(i, 80.0) for i in hit]), p95_slo=32.0)
     assert result.found.kind == "stalled"
     assert result.limited.endswith("without the requests in flight during a block, embedding's SLO outcome would "
                                    "differ")
-    assert "without them P95 would be embedding 30 ms (with them 129 ms)" in result.found.note
+    assert "without them P95 would be embedding 30 ms (with them 34 ms)" in result.found.note
+
+
+def test_requests_that_a_block_could_not_have_made_slow_are_the_servers_to_answer_for() -> None:
+    # a server past its saturation: every request waits 3 s in its queue, so all 100 are in flight during
+    # the blocks (14 ms, one a second), three of which could have added 42 ms to a 3,000-ms latency
+    slow = dict.fromkeys(range(100), 3000.0)
+    blocked = range(0, 100, 10)
+    result = check(requests(late=dict.fromkeys(blocked, 12.0), slow=slow),
+                   usage([block_over(i, 12.0) for i in blocked]), p95_slo=200.0)
+    assert result.limited is None  # judged: the server's P95 of 3 s fails its SLO however the loop ran
+    assert result.found.in_flight == {} and "no request was in flight during one" in result.found.note
+    # the same blocks over requests of 30 ms made them late by a third of their life: generator-limited
+    fast = check(requests(late=dict.fromkeys(blocked, 12.0)), usage([block_over(i, 12.0) for i in blocked]))
+    assert fast.found.kind == "stalled" and fast.found.in_flight == {"embedding": 10}
 
 
 def test_a_process_short_of_cpu_is_cpu_bound_by_its_cores_or_by_what_its_loop_wanted() -> None:
@@ -177,3 +191,17 @@ def test_the_advice_asks_for_the_processes_the_measured_cpu_needs() -> None:
     assert processes_needed(reasons) == 5
     assert advice(iter(reasons)) == cpu_advice(5)  # capacity.py hands the reasons over as a generator
     assert processes_needed(["send lag P99 42.0 ms for llm (limit 10 ms)"]) is None
+
+
+def test_a_stalled_stage_whose_servers_failed_by_themselves_keeps_its_verdict() -> None:
+    # 6 blocks of 14 ms (84 ms in all), each holding up its 200-ms request and the one before, still in flight
+    blocked = range(0, 60, 10)
+    samples = requests(late=dict.fromkeys(blocked, 12.0), slow=dict.fromkeys(range(100), 200.0))
+    use = usage([block_over(i, 12.0) for i in blocked])
+    failed = check(samples, use, p95_slo=50.0)  # 200 ms without them: 150 ms over, more than the 84 ms held
+    assert failed.limited is None and failed.found.in_flight == {"embedding": 11}
+    assert failed.found.note.endswith("; embedding p95 over its 50 ms by more than the 84 ms the loop was held in "
+                                      "all, without them too: the servers failed it by themselves")
+    near = check(samples, use, p95_slo=150.0)  # 50 ms over: a burst of the held arrivals could have done that
+    assert near.found.kind == "stalled" and "11 of its 100 embedding requests (11%)" in near.limited
+
