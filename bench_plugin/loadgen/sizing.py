@@ -15,8 +15,16 @@ splitting the load over fewer than two cores only adds the master's messages to 
     peak   = max over stages (or rays at max_scale) of  sum over classes of  rate x cost per request
                                                         (+ TARGET_CORES per loaded closed-loop class)
     left   = cores this process may run on - one per local server - 1 (the master)
-    result = 1 (the local runner)                       if peak <= TARGET_CORES or left < 2
-             min(ceil(peak / TARGET_CORES), left, MAX_PROCESSES)  otherwise
+    result = 1 (the local runner)                       if left < 2
+             max(MIN_APART, min(ceil(peak / TARGET_CORES), left, MAX_PROCESSES))  otherwise
+
+Where the host has the cores, the master never sends, however light the load: in the local runner
+the master's own work shares the senders' event loop, and some of it cannot be made to yield. Its
+telemetry reads /proc for the servers' process trees in a thread, and a thread running Python holds
+the GIL for up to Python's switch interval (5 ms) each time the loop gives it up at a socket call: on
+the 16-core GPU host, the local runner sending 400 embedding req/s at 0.3 cores was held 5 times in
+5 s, up to 27 ms (`psutil`'s core count; a socket's creation waiting for the GIL), and the stage read
+as generator-limited (send lag P99 11 ms). Workers run none of it.
 
 Pure: the caller reads the cores (``os.sched_getaffinity``) and the backend; nothing here does I/O.
 """
@@ -35,6 +43,8 @@ MASTER_CORES = 1
 """Cores kept for the master: it sends nothing, but applies the arms, merges the workers' samples and writes them."""
 MAX_PROCESSES = 32
 """The most load-generating processes the sizing asks for: past this the master's merging becomes the bottleneck."""
+MIN_APART = 2
+"""The fewest workers a master apart from its senders runs (Locust's ``--processes 1`` is our local runner)."""
 
 
 @dataclass(frozen=True)
@@ -158,15 +168,16 @@ def size(scenario: Scenario, *, cores: int, reserved: int,
     host = f"{cores} cores, {reserved} for the servers, {MASTER_CORES} for the master"
     left = cores - reserved - MASTER_CORES
     head = f"peak {peak:.2f} cores at {where}{counted}"
-    if peak <= TARGET_CORES:
-        return Sizing(1, peak, where, cores, reserved, f"{head}: one process's {TARGET_CORES:g} core holds it")
-    wanted = math.ceil(peak / TARGET_CORES)
+    wanted = max(1, math.ceil(peak / TARGET_CORES))
     if left < 2:
+        if peak <= TARGET_CORES:
+            return Sizing(1, peak, where, cores, reserved, f"{head}: one process's {TARGET_CORES:g} core holds it")
         return Sizing(1, peak, where, cores, reserved,
                       f"{head} wants {wanted} processes at {TARGET_CORES:g} core each, but {host} leave "
                       f"{max(left, 0)} for load generators (fewer than 2): one process")
-    processes = min(wanted, left, MAX_PROCESSES)
-    bound = ("" if processes == wanted else
+    processes = max(MIN_APART, min(wanted, left, MAX_PROCESSES))
+    bound = (f", at least {MIN_APART} so that the master sends nothing" if processes > wanted else
+             "" if processes == wanted else
              f", capped by the {left} cores left" if processes == left else f", capped at {MAX_PROCESSES}")
     return Sizing(processes, peak, where, cores, reserved,
                   f"{head}, at {TARGET_CORES:g} core a process{bound}; {host}")

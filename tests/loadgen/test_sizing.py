@@ -14,6 +14,7 @@ import pytest
 from bench_plugin.loadgen.sizing import (
     COSTS,
     MAX_PROCESSES,
+    MIN_APART,
     TARGET_CORES,
     RequestCost,
     request_cost_s,
@@ -40,12 +41,16 @@ def embedding(rate: float, *, encoding: str = "base64", batch: int = 16, backend
                     stages=[{"name": "only", "duration_s": 10, "load": {"embedding": rate}}], backend=backend)
 
 
-def test_a_light_scenario_runs_on_the_local_runner() -> None:
+def test_a_light_scenario_runs_on_the_local_runner_only_where_the_master_has_no_core_of_its_own() -> None:
     light = load_scenario(ROOT / "scenarios" / "short.yaml")
+    small = size(light, cores=4, reserved=server_cores(light, "local"))  # 4 - 3 servers - 1 master = 0
+    assert small.processes == 1
+    assert small.peak_cores < TARGET_CORES and small.peak_at.startswith("stage high (")
+    assert small.why.endswith(f"one process's {TARGET_CORES:g} core holds it")
     sized = size(light, cores=16, reserved=server_cores(light, "local"))
-    assert sized.processes == 1
-    assert sized.peak_cores < TARGET_CORES and sized.peak_at.startswith("stage high (")
-    assert sized.why.endswith(f"one process's {TARGET_CORES:g} core holds it")
+    assert sized.processes == MIN_APART  # the master's telemetry never shares a sender's event loop
+    assert sized.why.endswith(f"at least {MIN_APART} so that the master sends nothing; "
+                              "16 cores, 3 for the servers, 1 for the master")
     assert (sized.available_cores, sized.reserved_cores) == (16, 3)
 
 
@@ -86,7 +91,8 @@ def test_closed_loop_classes_count_as_one_process_each() -> None:
     assert sized.peak_at == "stage loops (embedding 10 req/s, llm 8 users (closed loop), asr 4 users (closed loop))"
     assert "closed-loop asr, llm counted as one process's worth each (no planned rate)" in sized.why
     one = scenario({"llm": {"arrival": "closed"}}, stages=[{"duration_s": 5, "load": {"llm": 100}}])
-    assert size(one, cores=16, reserved=0).processes == 1  # one class of loops: one process's worth
+    assert size(one, cores=16, reserved=0).processes == MIN_APART  # one process's worth, the master apart
+    assert size(one, cores=2, reserved=0).processes == 1
 
 
 def test_the_peak_is_the_stage_or_the_ray_with_the_most_cpu() -> None:
