@@ -114,11 +114,12 @@ class Campaign:
     output: str
 
 
-def run_campaign(directory: Path, scenario: str) -> Campaign:
-    """scenarios/<scenario>.yaml run headless by `locust`, its results in ``directory``/results (must succeed)."""
+def run_campaign(directory: Path, scenario: str, *flags: str) -> Campaign:
+    """scenarios/<scenario>.yaml run headless by `locust` with ``flags``, its results in ``directory``/results (must
+    succeed)."""
     results = directory / "results"
     done = run_locust(["-f", "locustfiles/mixed.py", "--scenario", str(ROOT / "scenarios" / f"{scenario}.yaml"),
-                       "--results-dir", str(results)], timeout=600, report=True)
+                       "--results-dir", str(results), *flags], timeout=600, report=True)
     assert done.returncode == 0, done.stdout[-3000:]
     return Campaign(results, done.stdout)
 

@@ -17,6 +17,10 @@ TPOT is a difference of two client times, so the transport cancels: it is compar
 2-core machine moves the transport by a millisecond or three from run to run; that is measured
 here, not absorbed into the tolerance. A run whose own self-check flags a stage (the host busy with
 other work, the generator behind) is not judged: it is measured again (see ``calibration``).
+
+Every check runs twice: on one process (the local runner) and on two workers under a master
+(``--processes 2``, what the sizing gives wherever the host has the cores): the samples that cross
+from the workers to the master must say what the server logged just as well.
 """
 
 from __future__ import annotations
@@ -43,8 +47,12 @@ def tolerance(reference: float) -> float:
     return max(2.0, 0.03 * reference)
 
 
-@pytest.fixture(scope="module")
-def calibration(calibration_campaign: Campaign,
+PROCESSES = {"one process": (), "2 workers": ("--processes", "2")}
+"""How the calibration campaign is run: the local runner (the session's shared run), and two workers under a master."""
+
+
+@pytest.fixture(scope="module", params=list(PROCESSES))
+def calibration(request: pytest.FixtureRequest, calibration_campaign: Campaign,
                 tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
     """The calibration campaign, run again (at most ATTEMPTS in all) while its own self-check flags a stage.
 
@@ -54,15 +62,19 @@ def calibration(calibration_campaign: Campaign,
     with the full tolerance. If every run is flagged, the host never let the harness be judged: skipped,
     saying why.
     """
-    campaign = calibration_campaign
+    flags = PROCESSES[request.param]
+    campaign = run_campaign(tmp_path_factory.mktemp("calibration"), "calibration", *flags) if flags \
+        else calibration_campaign
     for attempt in range(1, ATTEMPTS + 1):
         summary = json.loads((campaign.results / "summary.json").read_text())
+        senders = summary["load_generators"]["processes"]
+        assert len(senders) == (int(flags[1]) if flags else 1), senders
         noise = busy_stages(summary)
         if not noise:
             return campaign.results, summary
         print(f"calibration run {attempt} of {ATTEMPTS} was measured on a busy host:", *noise, sep="\n  ")
         if attempt < ATTEMPTS:
-            campaign = run_campaign(tmp_path_factory.mktemp("calibration-again"), "calibration")
+            campaign = run_campaign(tmp_path_factory.mktemp("calibration-again"), "calibration", *flags)
     pytest.skip(f"the host was busy in all {ATTEMPTS} calibration runs ({noise[0]}): accuracy cannot be judged here")
 
 
