@@ -61,18 +61,21 @@ class RequestCost:
 
 
 COSTS: Mapping[str, RequestCost] = {
-    "llm": RequestCost(base_ms=0.3, per_unit_ms=0.03),
-    "embedding:base64": RequestCost(base_ms=0.7, per_unit_ms=0.0),
-    "embedding:float": RequestCost(base_ms=0.34, per_unit_ms=0.06),
-    "asr": RequestCost(base_ms=0.5),
+    "llm": RequestCost(base_ms=0.3, per_unit_ms=0.04),
+    "embedding:base64": RequestCost(base_ms=0.9, per_unit_ms=0.0),
+    "embedding:float": RequestCost(base_ms=0.3, per_unit_ms=0.09),
+    "asr": RequestCost(base_ms=1.1),
 }
 """Each class's CPU cost per request in a load-generating process, the one place these figures live.
 
-Measured by benchmarks/loadgen_capacity.py on the project's 2-core machine (provisional: the figures
-until its measured ones replace them). ``llm``: per streamed output token plus a base (the SSE parse of
-each chunk); ``embedding:<encoding_format>``: per input vector plus a base (a base64 reply is one string
-per vector, decoded in C: no cost per vector worth counting; a float reply is a JSON list of numbers per
-vector, 1.3 ms for a request of 16 vectors); ``asr``: per request (the clip's upload).
+Measured by benchmarks/loadgen_capacity.py (docs/benchmarks.md, "Load generator against bare Locust"),
+the plugin's CPU per request in one worker, rounded up to cover both machines it ran on (2026-12-04:
+the project's 2-core machine and the 16-core H200 host): embedding base64 0.86 and 0.74 ms, float 1.57
+and 1.70 ms for 16 vectors of 1,024, llm 2.75 and 2.17 ms for 64 streamed tokens, asr 1.02 and 0.71 ms.
+``llm``: per streamed output token plus a base (the decode of each chunk); ``embedding:<encoding_format>``:
+per input vector plus a base (a base64 reply is one string per vector, decoded in C: no cost per vector
+worth counting; a float reply is a JSON list of numbers per vector); ``asr``: per request (the clip's
+upload).
 """
 
 

@@ -49,7 +49,7 @@ classes:
 arms: [{name: synthetic, control: true}]
 stages: [{name: burst, duration_s: 0.25, load: {embedding: 800}}]
 """
-"""200 embedding requests in a quarter of a second: 0.56 cores planned, more than one process's 0.5."""
+"""200 embedding requests in a quarter of a second: 0.72 cores planned, more than one process's 0.5."""
 
 
 @pytest.fixture(autouse=True)
@@ -211,11 +211,11 @@ def test_a_plain_command_on_this_small_host_records_why_it_kept_one_process(
     sizing = generators["sizing"]
     assert (sizing["decided"], sizing["processes"]) == ("auto", 1)
     assert (sizing["available_cores"], sizing["reserved_cores"]) == (cores, 0)
-    assert sizing["peak_at"] == "stage burst (embedding 800 req/s)" and sizing["peak_cores"] == pytest.approx(0.56)
+    assert sizing["peak_at"] == "stage burst (embedding 800 req/s)" and sizing["peak_cores"] == pytest.approx(0.72)
     if cores < 3:  # this machine: the master's core leaves fewer than 2 for load generators
         assert sizing["why"].endswith("(fewer than 2): one process"), sizing["why"]
     assert list(generators["processes"]) == ["local"] and generators["master"] is None
-    assert "load generators: 1 process, the local runner (auto: peak 0.56 cores" in done.stdout
+    assert "load generators: 1 process, the local runner (auto: peak 0.72 cores" in done.stdout
     check_exact(results, workers=1)
 
 
@@ -238,5 +238,5 @@ def test_the_sizing_forks_workers_by_itself_where_the_host_has_the_cores(
     assert sizing["why"].endswith("at 0.5 core a process; 16 cores, 0 for the servers, 1 for the master")
     assert len(generators["processes"]) == 2 and generators["master"] is not None
     assert all(p["cores"] == "0-15" for p in generators["processes"].values())  # what the forked workers saw
-    assert "load generators: 2 processes under a master (auto: peak 0.56 cores" in done.stdout
+    assert "load generators: 2 processes under a master (auto: peak 0.72 cores" in done.stdout
     check_exact(results, workers=2)

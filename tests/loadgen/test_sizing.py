@@ -1,7 +1,7 @@
 """The sizing: how many load-generating processes a scenario's planned peak needs on a host of so many cores.
 
-Scenarios built in place, each with figures chosen so the answer is known from COSTS (embedding base64 0.7 ms
-a request; float 0.34 ms + 0.06 ms a vector; llm 0.3 ms + 0.03 ms an output token; asr 0.5 ms).
+Scenarios built in place, each with figures chosen so the answer is known from COSTS (embedding base64 0.9 ms
+a request; float 0.3 ms + 0.09 ms a vector; llm 0.3 ms + 0.04 ms an output token; asr 1.1 ms).
 """
 
 from __future__ import annotations
@@ -55,13 +55,13 @@ def test_a_light_scenario_runs_on_the_local_runner_only_where_the_master_has_no_
 
 
 def test_a_heavy_search_on_16_cores_takes_several_processes_capped_by_the_cores_left() -> None:
-    # 100 embedding req/s at scale 1, searched up to x64: 6,400 req/s x 0.7 ms = 4.48 cores -> 9 processes
+    # 100 embedding req/s at scale 1, searched up to x64: 6,400 req/s x 0.9 ms = 5.76 cores -> 12 processes
     heavy = scenario({"embedding": {}}, search={"mix": {"embedding": 100}, "max_scale": 64, "stage_duration_s": 5})
     sized = size(heavy, cores=16, reserved=server_cores(heavy, "local"))
-    assert sized.processes == 9
-    assert sized.peak_cores == pytest.approx(4.48)
+    assert sized.processes == 12
+    assert sized.peak_cores == pytest.approx(5.76)
     assert sized.peak_at == "ray mix at x64 (embedding 6,400 req/s)"
-    assert sized.why == ("peak 4.48 cores at ray mix at x64 (embedding 6,400 req/s), at 0.5 core a process; "
+    assert sized.why == ("peak 5.76 cores at ray mix at x64 (embedding 6,400 req/s), at 0.5 core a process; "
                          "16 cores, 1 for the servers, 1 for the master")
     capped = size(heavy, cores=8, reserved=1)  # 8 - 1 server - 1 master leave 6
     assert capped.processes == 6 and "capped by the 6 cores left" in capped.why
@@ -85,8 +85,8 @@ def test_closed_loop_classes_count_as_one_process_each() -> None:
                       stages=[{"name": "loops", "duration_s": 10, "load": {"llm": 8, "asr": 4, "embedding": 10}},
                               {"name": "llm-only", "duration_s": 10, "load": {"llm": 8, "asr": 0, "embedding": 0}}])
     sized = size(closed, cores=16, reserved=0)
-    # two loaded closed-loop classes at 0.5 core each, and 10 embedding req/s x 0.7 ms
-    assert sized.peak_cores == pytest.approx(2 * TARGET_CORES + 10 * 0.0007)
+    # two loaded closed-loop classes at 0.5 core each, and 10 embedding req/s x 0.9 ms
+    assert sized.peak_cores == pytest.approx(2 * TARGET_CORES + 10 * 0.0009)
     assert sized.processes == 3
     assert sized.peak_at == "stage loops (embedding 10 req/s, llm 8 users (closed loop), asr 4 users (closed loop))"
     assert "closed-loop asr, llm counted as one process's worth each (no planned rate)" in sized.why
@@ -101,26 +101,26 @@ def test_the_peak_is_the_stage_or_the_ray_with_the_most_cpu() -> None:
                               {"name": "llm-heavy", "duration_s": 5, "load": {"llm": 500, "embedding": 0}},
                               {"name": "last", "duration_s": 5, "load": {"llm": 20, "embedding": 600}}])
     sized = size(stages, cores=16, reserved=2)
-    # llm-heavy: 500 x (0.3 + 100 x 0.03) ms = 1.65 cores; last: 20 x 3.3 ms + 600 x 0.7 ms = 0.486
-    assert sized.peak_at == "stage llm-heavy (llm 500 req/s)" and sized.peak_cores == pytest.approx(1.65)
-    assert sized.processes == 4
+    # llm-heavy: 500 x (0.3 + 100 x 0.04) ms = 2.15 cores; last: 20 x 4.3 ms + 600 x 0.9 ms = 0.626
+    assert sized.peak_at == "stage llm-heavy (llm 500 req/s)" and sized.peak_cores == pytest.approx(2.15)
+    assert sized.processes == 5
     rays = scenario({"llm": {}, "embedding": {}}, search={
         "mix": {"llm": 1, "embedding": 10}, "max_scale": 32, "stage_duration_s": 5,
         "mixes": {"embedding-burst": {"embedding": 100}}})
     sized = size(rays, cores=16, reserved=2)
     # the ray of embedding alone at 100 req/s x32 outweighs the mix at x32 (32 llm + 320 embedding req/s)
     assert sized.peak_at == "ray embedding-burst at x32 (embedding 3,200 req/s)"
-    assert sized.peak_cores == pytest.approx(3200 * 0.0007) and sized.processes == 5
+    assert sized.peak_cores == pytest.approx(3200 * 0.0009) and sized.processes == 6
 
 
 def test_a_float_reply_costs_more_than_base64_by_its_vectors() -> None:
-    assert request_cost_s("embedding", embedding(1, encoding="base64")) == pytest.approx(0.0007)
-    assert request_cost_s("embedding", embedding(1, encoding="float")) == pytest.approx(0.0013)  # 16 vectors
-    assert request_cost_s("embedding", embedding(1, encoding="float", batch=32)) == pytest.approx(0.00226)
-    assert request_cost_s("embedding", embedding(1, encoding="base64", batch=32)) == pytest.approx(0.0007)
+    assert request_cost_s("embedding", embedding(1, encoding="base64")) == pytest.approx(0.0009)
+    assert request_cost_s("embedding", embedding(1, encoding="float")) == pytest.approx(0.00174)  # 16 vectors
+    assert request_cost_s("embedding", embedding(1, encoding="float", batch=32)) == pytest.approx(0.00318)
+    assert request_cost_s("embedding", embedding(1, encoding="base64", batch=32)) == pytest.approx(0.0009)
     base64, floats = (size(embedding(1_000, encoding=e), cores=16, reserved=1) for e in ("base64", "float"))
-    assert (base64.peak_cores, floats.peak_cores) == (pytest.approx(0.7), pytest.approx(1.3))
-    assert (base64.processes, floats.processes) == (2, 3)
+    assert (base64.peak_cores, floats.peak_cores) == (pytest.approx(0.9), pytest.approx(1.74))
+    assert (base64.processes, floats.processes) == (2, 4)
 
 
 def test_only_the_local_backend_reserves_cores_for_servers() -> None:
