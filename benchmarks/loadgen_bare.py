@@ -129,8 +129,12 @@ class BareEmbedding(BareUser):
 
     workload = "embedding"
 
+    def on_start(self) -> None:
+        super().on_start()
+        self.encoding = json.loads(self.requests[0].body)["encoding_format"]  # what the plugin's user asks for
+
     def read(self, resp: Any) -> str | None:
-        decode_embeddings(resp.content)
+        decode_embeddings(resp.content, expect=self.encoding)
         return None
 
 
