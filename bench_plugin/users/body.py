@@ -80,7 +80,7 @@ def lines(raw: Any, limit: int = MAX_LINE_BYTES, every: int = PAUSE_BYTES,
     part after the last newline stays in the buffer, and only what is new is searched next time.
     """
     buffer: bytearray = raw._body_buffer
-    pacer = _Pacer(every, pause)
+    since = 0  # bytes received since the loop last turned (_Pacer's count, kept here: this runs per receive)
     scanned = 0
     while True:
         last = buffer.rfind(b"\n", scanned)
@@ -109,4 +109,7 @@ def lines(raw: Any, limit: int = MAX_LINE_BYTES, every: int = PAUSE_BYTES,
         except BaseException:
             raw.release()  # as readline does: the connection cannot be reused
             raise
-        pacer.received(len(buffer) - before)
+        since += len(buffer) - before
+        if since >= every:
+            since = 0
+            pause()

@@ -36,6 +36,8 @@ def iter_events(raw_response: Any) -> Iterator[Chunk | str]:
     """
     try:
         for line in lines(raw_response):
+            if line == b"\n":  # the blank line after each event: half the lines of a stream
+                continue
             event = _event(line)
             if event is None:
                 continue
