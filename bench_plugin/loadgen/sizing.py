@@ -23,8 +23,8 @@ the master's own work shares the senders' event loop, and some of it cannot be m
 telemetry reads /proc for the servers' process trees in a thread, and a thread running Python holds
 the GIL for up to Python's switch interval (5 ms) each time the loop gives it up at a socket call: on
 the 16-core GPU host, the local runner sending 400 embedding req/s at 0.3 cores was held 5 times in
-5 s, up to 27 ms (`psutil`'s core count; a socket's creation waiting for the GIL), and the stage read
-as generator-limited (send lag P99 11 ms). Workers run none of it.
+5 s, up to 27 ms (in `psutil`'s core count, and in socket calls that take microseconds unless they wait
+for the GIL), and the stage read as generator-limited (send lag P99 11 ms). Workers run none of it.
 
 Pure: the caller reads the cores (``os.sched_getaffinity``) and the backend; nothing here does I/O.
 """
