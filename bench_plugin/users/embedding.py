@@ -41,7 +41,7 @@ class EmbeddingUser(WorkloadUser):
     def read(self, raw: Any, load: ClassLoad, prepared: Prepared, sample: Sample) -> None:
         body = read_body(raw, sample)
         try:  # a large reply in pieces, letting due sends go out between them
-            reply = decode_embeddings(body, gevent.idle, load.options.get("encoding_format", BASE64))
+            reply = decode_embeddings(body, gevent.idle)
         except ShapeError as exc:
             raise RequestFailed(str(exc), kind="protocol") from None
         sample.reply_format = check_embeddings(reply, prepared.expect["inputs"])

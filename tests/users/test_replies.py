@@ -25,26 +25,19 @@ def b64(*values: float) -> str:
     return base64.b64encode(struct.pack(f"<{len(values)}f", *values)).decode()
 
 
-EXPECT = (None, "base64", "float")
-"""What the request asked for: the decode takes another way for base64, and must say the same."""
-
-
-def check(reply: dict[str, Any], wanted: int, expect: str | None = None) -> str:
+def check(reply: dict[str, Any], wanted: int) -> str:
     """What the user does with a reply: decode it (shapes), then check it."""
     try:
-        decoded = decode_embeddings(json.dumps(reply).encode(), expect=expect)
+        decoded = decode_embeddings(json.dumps(reply).encode())
     except ShapeError as exc:
         raise RequestFailed(str(exc), kind="protocol") from None
     return check_embeddings(decoded, wanted)
 
 
-@pytest.mark.parametrize("expect", EXPECT)
-def test_what_vllm_tei_sglang_and_infinity_send_is_read(expect: str | None) -> None:
-    # SGLang answers floats to a base64 request: read as floats whatever was asked
-    assert check({"object": "list", "data": [item(1), item(0)], "model": "m"}, 2, expect) == "float"  # any order
-    assert check({"data": [item(0, embedding=b64(0.5, -1.0, 2.0)), item(1, embedding=b64(1, 2, 3))]}, 2,
-                 expect) == "base64"
-    assert check({"data": [item(0, embedding=[1, 2, 3])], "usage": {"prompt_tokens": 3}}, 1, expect) == "float"
+def test_what_vllm_tei_sglang_and_infinity_send_is_read() -> None:
+    assert check({"object": "list", "data": [item(1), item(0)], "model": "m"}, 2) == "float"  # any order
+    assert check({"data": [item(0, embedding=b64(0.5, -1.0, 2.0)), item(1, embedding=b64(1, 2, 3))]}, 2) == "base64"
+    assert check({"data": [item(0, embedding=[1, 2, 3])], "usage": {"prompt_tokens": 3}}, 1) == "float"  # ints
 
 
 def test_a_base64_vector_decodes_to_its_float32_values() -> None:
@@ -63,10 +56,6 @@ def test_a_base64_vector_decodes_to_its_float32_values() -> None:
     ({"data": [item(0), item(1, embedding=[])]}, "data[1].embedding is empty"),
     ({"data": [item(0), item(1, embedding=[0.5])]}, "data[1].embedding has 1 dimensions, data[0] 3"),
     ({"data": [item(0), item(1, embedding=[0.5, "x", 1])]}, "data[1].embedding[1]: expected `float`, got `str`"),
-    ({"data": [item(0), item(1, embedding=[0.5, True, 1])]}, "data[1].embedding[1]: expected `float`, got `bool`"),
-    ({"data": [item(0), item(1, embedding=[0.5, None, 1])]}, "data[1].embedding[1]: expected `float`, got `null`"),
-    ({"data": [item(0), item(1, embedding=[[0.5], [1], [2]])]},
-     "data[1].embedding[0]: expected `float`, got `array`"),
     ({"data": [item(0), item(1, embedding=7)]}, "data[1].embedding: expected a list of numbers or a base64 string"),
     ({"data": [item(0), item(1, embedding="!!")]}, "data[1].embedding: invalid base64 encoded string"),
     ({"data": [item(0, embedding=b64(1, 2, 3)), item(1, embedding="AAAA")]},
@@ -77,22 +66,9 @@ def test_a_base64_vector_decodes_to_its_float32_values() -> None:
     ({"data": [item(0), "x"]}, "data[1]: expected `object`, got `str`"),
 ])
 def test_a_broken_embedding_reply_names_the_field(reply: dict[str, Any], message: str) -> None:
-    for expect in EXPECT:
-        with pytest.raises(RequestFailed, match=re.escape(message)) as caught:
-            check(reply, 2, expect)
-        assert caught.value.kind == "protocol"
-
-
-def test_a_list_of_numbers_is_counted_as_json_writes_numbers() -> None:
-    # what servers write: exponents, signs, integers, any white space; the count is the list's length
-    body = (b'{"data": [{"index": 0, "object": "embedding", "embedding": [1.5e-05, -2, 0.25E+3,\n\t 7 ]},'
-            b' {"index": 1, "embedding":[-0.0,1,2,3]}]}')
-    reply = decode_embeddings(body)
-    assert [(i.width, i.format, i.index) for i in reply.data] == [(4, "float", 0), (4, "float", 1)]
-    for broken, at in ((b"[1..5, 2]", "reply is not JSON"), (b"[1, 2,]", "reply is not JSON"),
-                       (b"[1e, 2]", "reply is not JSON"), (b"[+1, 2]", "reply is not JSON")):
-        with pytest.raises(ShapeError, match=re.escape(at)):  # the first pass checks every number's syntax
-            decode_embeddings(b'{"data": [{"index": 0, "embedding": ' + broken + b"}]}")
+    with pytest.raises(RequestFailed, match=re.escape(message)) as caught:
+        check(reply, 2)
+    assert caught.value.kind == "protocol"
 
 
 def test_a_reply_that_is_not_json_says_so() -> None:
