@@ -261,8 +261,7 @@ def check_stage(classes: Mapping[str, ClassStats], rows: Sequence[Mapping[str, G
     cpu += [f"the event loop of load generator {m} wanted {v:.2f} cores, on a CPU or waiting for one {limit}"
             for m, v in demand.items() if v > CPU_LIMIT_CORES and cores.get(m, 0.0) <= CPU_LIMIT_CORES]
     late = _late(lag)
-    hit = {name: [s for s in mine if stalls.held(s)] for name, mine in samples.items()} if stalls.count else {}
-    rest = {name: [s for s in mine if not stalls.held(s)] for name, mine in samples.items()} if stalls.count else {}
+    hit, rest = _split(stalls, samples) if stalls.count else ({}, {})
     note, without = _note(stalls, classes, hit, rest, stats_of) if stalls.count else (None, {})
     found = GeneratorCheck(cause=stalls.cause, note=note, in_flight={n: len(h) for n, h in hit.items() if h},
                            p95_without_ms=without)
@@ -290,6 +289,18 @@ def check_stage(classes: Mapping[str, ClassStats], rows: Sequence[Mapping[str, G
     idle = max(cores.values(), default=0.0)
     return StageCheck(f"{STALLED}: {_lag_text(late)} while the event loop was blocked in `{stalls.cause}`, not "
                       f"short of CPU ({idle:.2f} cores); {why}", _kind(found, "stalled"))
+
+
+def _split(stalls: _Stalls, samples: Mapping[str, list[Sample]]) -> tuple[dict[str, list[Sample]],
+                                                                         dict[str, list[Sample]]]:
+    """Per class, its requests held up by the blocks and the rest (each request's overlap read once)."""
+    hit: dict[str, list[Sample]] = {}
+    rest: dict[str, list[Sample]] = {}
+    for name, mine in samples.items():
+        held, others = hit.setdefault(name, []), rest.setdefault(name, [])
+        for sample in mine:
+            (held if stalls.held(sample) else others).append(sample)
+    return hit, rest
 
 
 def _kind(found: GeneratorCheck, kind: str) -> GeneratorCheck:
