@@ -1,9 +1,11 @@
-"""What docs/results/h200-sendlag claims of its committed summary holds in the file.
+"""What the READMEs of committed H200 runs claim of their summaries holds in the files.
 
-The committed run is the load generator's own timing at light load on an H200 host
+docs/results/h200-sendlag is the load generator's own timing at light load on an H200 host
 (benchmarks/scenarios/h200-sendlag.yaml through benchmarks/sendlag.sh): its README says every
-class's send lag P99 was under 2 ms in every stage, with no stage generator-limited. The summary is
-read through the project's own schema (a version this code does not know would be refused).
+class's send lag P99 was under 2 ms in every stage, with no stage generator-limited.
+docs/results/h200-generator/embedding-solo is the embedding class alone searched to its boundary there.
+The summaries are read through the project's own schema (a version this code does not know would be
+refused).
 """
 
 from __future__ import annotations
@@ -28,3 +30,30 @@ def test_the_published_light_load_run_sent_every_request_within_2_ms_at_p99() ->
             p99 = figures.send_lag_ms["p99"]
             assert p99 is not None and p99 < 2.0, (arm, stage.index, name, p99)
     assert (SENDLAG / "README.md").read_text().count("< 2 ms") >= 1
+
+
+GENERATOR = Path(__file__).resolve().parents[2] / "docs" / "results" / "h200-generator"
+
+
+def test_the_published_embedding_search_found_the_servers_boundary_with_no_stage_generator_limited() -> None:
+    """docs/results/h200-generator/embedding-solo: the default command (2 workers, sized by the plugin)
+    searched the embedding class alone on the H200 to a boundary that the server set, not the sender."""
+    summary = load_summary(GENERATOR / "embedding-solo" / "summary.json")
+    assert summary.status.status == "completed"
+    assert summary.load_generators is not None and summary.load_generators.sizing is not None
+    assert summary.load_generators.sizing.decided == "auto" and summary.load_generators.sizing.processes >= 2
+    stages = [stage for trial in summary.trials for stage in trial.stages]
+    assert len(stages) >= 4
+    for stage in stages:
+        assert stage.generator_limited is None, (stage.index, stage.generator_limited)
+        p99 = stage.classes["embedding"].send_lag_ms["p99"]
+        assert p99 is not None and p99 < 10.0, (stage.index, p99)
+    boundary = summary.comparison.arms["exclusive"].boundary
+    assert boundary is not None and boundary.status == "found" and boundary.limiting == "embedding p95"
+    # the server, not the sender, set it: offered well past the boundary, it served no more than at it
+    served = {stage.offered["embedding"]: stage.classes["embedding"].throughput_rps.mean
+              for stage in summary.arms["exclusive"].stages}
+    top = max(served)
+    assert boundary.offered["embedding"] < top / 1.5 and served[top] < 1.15 * boundary.offered["embedding"]
+    readme = (GENERATOR / "README.md").read_text()
+    assert "no stage flagged generator-limited" in readme and f"{boundary.offered['embedding']:.0f} req/s" in readme
