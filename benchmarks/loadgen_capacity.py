@@ -1,7 +1,8 @@
 """Benchmark: the plugin's load generator against bare Locust and against its goal, with realistic replies.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/loadgen_capacity.py [--quick] [--out DIR] [--only WORKLOAD,...]
-        [--nullserver BIN] [--rate WORKLOAD=R,...] [--parts cpu,search,default] [--default-rates R,...]
+    PYTHONPATH=. .venv/bin/python benchmarks/loadgen_capacity.py [--quick] [--rounds N] [--out DIR]
+        [--only WORKLOAD,...] [--nullserver BIN] [--rate WORKLOAD=R,...] [--parts cpu,search,default]
+        [--default-rates R,...]
     PYTHONPATH=. .venv/bin/python benchmarks/loadgen_capacity.py --profile embedding-float:600 | bare-llm:150
 
 The goal: at the loads where a campaign's answer is decided, the load generator is never the limit.
@@ -120,6 +121,12 @@ def _names(text: str) -> list[str]:
     return names
 
 
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number of at least 1")
+    return int(text)
+
+
 def _parts(text: str) -> list[str]:
     parts = text.split(",")
     if any(p not in PARTS for p in parts):
@@ -174,6 +181,8 @@ def measure(bench: Bench, report: Report, args: argparse.Namespace, s: Settings)
 def run(args: argparse.Namespace) -> Report:
     """The whole benchmark."""
     settings = QUICK if args.quick else FULL
+    if args.rounds is not None:
+        settings = dataclasses.replace(settings, rounds=args.rounds)
     out = Path(args.out or tempfile.mkdtemp(prefix="loadgen-capacity-"))
     if out.exists() and any(out.iterdir()):
         raise RuntimeError(f"--out {out}: not an empty directory (the campaigns' results would mix)")
@@ -213,6 +222,8 @@ def main() -> None:
     """Command line entry point."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="shorter windows and stages, a coarser search")
+    parser.add_argument("--rounds", type=_positive, metavar="N",
+                        help="interleaved rounds of the CPU comparison (default 3); more narrow the medians")
     parser.add_argument("--out", help="an empty or new directory for the results (default: a temporary one)")
     parser.add_argument("--nullserver", metavar="BIN", help="a prebuilt null server (default: built with go into "
                         f"{nullserver.CACHE}, rebuilt when its source is newer)")
