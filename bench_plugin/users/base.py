@@ -39,6 +39,12 @@ from bench_plugin.results.samples import Sample
 from bench_plugin.scenario.request_sets import RequestItem
 from bench_plugin.users.body import TooLarge, read_all
 
+PREPARE_AHEAD_S = 0.005
+"""Each request is taken (built the first time its item is drawn in a stage) this long or up to twice as
+long before its send time, so building it never delays the send; it then waits for its time on the
+process's alarm (loadgen/alarm.py), which wakes it to a fraction of a millisecond without spinning. The
+arrival loop wakes once for every arrival due within this long of its wake, not once per arrival."""
+
 
 class RequestFailed(Exception):
     """A request that came back wrong; the message says how (shown in Locust's failures table)."""
@@ -139,15 +145,17 @@ class WorkloadUser(FastHttpUser):
         offsets = arrival_offsets(load.arrival, load.load, a.duration_s, a.seed, self.workload, a.stage)
         items = item_order(len(self._requests()), len(offsets), a.seed, self.workload, a.stage)
         built: Built = {}
+        awake_until = 0.0
         for k in share.of(len(offsets)):
             intended = a.start_s + float(offsets[k])
-            item = int(items[k])
-            self._take(load, built, item)  # before its time: building a request never delays its send
-            wait_until(intended)  # to a fraction of a millisecond (loadgen/alarm.py); the request's one wake
-            if not self.state.is_active(a.key):
+            if intended > awake_until:  # one wake takes every arrival due within PREPARE_AHEAD_S of it
+                if not self.state.sleep_until(intended - PREPARE_AHEAD_S, a.key):
+                    return
+                awake_until = time.time() + PREPARE_AHEAD_S
+            elif not self.state.is_active(a.key):
                 return
             token = self.state.begin(self.workload, a.key, intended)  # in flight from now: see LoadState.begin
-            self.state.spawn(self._one, a, load, slots, built, k, item, intended, token)
+            self.state.spawn(self._one, a, load, slots, built, k, int(items[k]), intended, token)
 
     def _closed_loop(self, a: StageAssignment, load: ClassLoad, share: Share, slots: BoundedSemaphore) -> None:
         seq = itertools.count()
@@ -170,20 +178,14 @@ class WorkloadUser(FastHttpUser):
     def _requests(self) -> list[RequestItem]:
         return self.state.request_sets[self.workload].items
 
-    def _take(self, load: ClassLoad, built: Built, item: int) -> Prepared | RequestFailed:
-        """Request ``item`` of the stage, or why it cannot be built: built the first time it is drawn, the
-        same object after that."""
+    def _built(self, load: ClassLoad, built: Built, item: int) -> Prepared:
+        """Request ``item`` of the stage: built the first time it is drawn, the same object after that."""
         request = built.get(item)
         if request is None:
             try:
                 request = built[item] = self.prepare(load, self._requests()[item])
             except RequestFailed as exc:
                 request = built[item] = exc
-        return request
-
-    def _built(self, load: ClassLoad, built: Built, item: int) -> Prepared:
-        """Request ``item`` of the stage (``_take``), RequestFailed where it cannot be built."""
-        request = self._take(load, built, item)
         if isinstance(request, RequestFailed):
             raise request
         return request
@@ -202,6 +204,7 @@ class WorkloadUser(FastHttpUser):
             prepared = self._built(load, built, item)
             for name, value in prepared.sizes.items():
                 setattr(sample, name, value)
+            wait_until(intended)
             deadline = RequestFailed(f"no reply within {load.timeout_s:g} s", kind="timeout")
             sample.slot_wait_s = _acquire(slots)
             try:
