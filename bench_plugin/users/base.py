@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import gevent
-from gevent.event import Event
 from gevent.lock import BoundedSemaphore
 from locust import constant, task
 from locust.contrib.fasthttp import FastHttpUser, ResponseContextManager
@@ -40,11 +39,11 @@ from bench_plugin.results.samples import Sample
 from bench_plugin.scenario.request_sets import RequestItem
 from bench_plugin.users.body import TooLarge, read_all
 
-HAND_ON_AHEAD_S = 0.005
-"""Each arrival's greenlet starts waiting on the alarm at least this long before its time: at the previous
-arrival's time where that is this long before, else together with the previous arrival's greenlet. Started
-at the previous one's wake only, an arrival due sooner after it would leave late: a new greenlet runs once
-the loop has run whatever else was ready then (replies to read)."""
+PREPARE_AHEAD_S = 0.005
+"""Each request is taken (built the first time its item is drawn in a stage) this long or up to twice as
+long before its send time, so building it never delays the send; it then waits for its time on the
+process's alarm (loadgen/alarm.py), which wakes it to a fraction of a millisecond without spinning. The
+arrival loop wakes once for every arrival due within this long of its wake, not once per arrival."""
 
 
 class RequestFailed(Exception):
@@ -143,46 +142,20 @@ class WorkloadUser(FastHttpUser):
             self._closed_loop(assignment, load, share, slots)
 
     def _open_loop(self, a: StageAssignment, load: ClassLoad, share: Share, slots: BoundedSemaphore) -> None:
-        """Send the share's arrivals as a relay: each arrival's greenlet is switched to by the process's
-        alarm at its time (loadgen/alarm.py, to a fraction of a millisecond), hands the next arrival to
-        a new greenlet, then sends its own: one wake per request, the one that sends it. A next arrival
-        due within HAND_ON_AHEAD_S is handed on before the wait instead, so that it waits on the alarm
-        beside this one. Each request is taken (built the first time its item is drawn in a stage) before
-        its wait, so building it never delays a send. Returns once the last arrival has been handed on, or
-        the stage stopped."""
         offsets = arrival_offsets(load.arrival, load.load, a.duration_s, a.seed, self.workload, a.stage)
         items = item_order(len(self._requests()), len(offsets), a.seed, self.workload, a.stage)
-        mine = share.of(len(offsets))
-        if not mine:
-            return
         built: Built = {}
-        handed = Event()
-
-        def arrival(i: int) -> None:
-            k = mine[i]
-            intended, item = a.start_s + float(offsets[k]), int(items[k])
-            last = i + 1 == len(mine)
-            early = not last and a.start_s + float(offsets[mine[i + 1]]) < intended + HAND_ON_AHEAD_S
-            try:
-                if early:  # the next one is due soon after this one: it waits beside it, not for its wake
-                    self.state.spawn(arrival, i + 1)
-                self._take(load, built, item)
-                wait_until(intended)
-                if not self.state.is_active(a.key):
-                    handed.set()
+        awake_until = 0.0
+        for k in share.of(len(offsets)):
+            intended = a.start_s + float(offsets[k])
+            if intended > awake_until:  # one wake takes every arrival due within PREPARE_AHEAD_S of it
+                if not self.state.sleep_until(intended - PREPARE_AHEAD_S, a.key):
                     return
-                token = self.state.begin(self.workload, a.key, intended)  # in flight from now: see LoadState.begin
-                if last:
-                    handed.set()
-                elif not early:
-                    self.state.spawn(arrival, i + 1)
-            except BaseException:  # killed while it waited (the run stopped), or a fault: the relay ends here
-                handed.set()
-                raise
-            self._one(a, load, slots, built, k, item, intended, token)
-
-        self.state.spawn(arrival, 0)
-        handed.wait()
+                awake_until = time.time() + PREPARE_AHEAD_S
+            elif not self.state.is_active(a.key):
+                return
+            token = self.state.begin(self.workload, a.key, intended)  # in flight from now: see LoadState.begin
+            self.state.spawn(self._one, a, load, slots, built, k, int(items[k]), intended, token)
 
     def _closed_loop(self, a: StageAssignment, load: ClassLoad, share: Share, slots: BoundedSemaphore) -> None:
         seq = itertools.count()
@@ -205,27 +178,21 @@ class WorkloadUser(FastHttpUser):
     def _requests(self) -> list[RequestItem]:
         return self.state.request_sets[self.workload].items
 
-    def _take(self, load: ClassLoad, built: Built, item: int) -> Prepared | RequestFailed:
-        """Request ``item`` of the stage, or why it cannot be built: built the first time it is drawn, the
-        same object after that."""
+    def _built(self, load: ClassLoad, built: Built, item: int) -> Prepared:
+        """Request ``item`` of the stage: built the first time it is drawn, the same object after that."""
         request = built.get(item)
         if request is None:
             try:
                 request = built[item] = self.prepare(load, self._requests()[item])
             except RequestFailed as exc:
                 request = built[item] = exc
-        return request
-
-    def _built(self, load: ClassLoad, built: Built, item: int) -> Prepared:
-        """Request ``item`` of the stage (``_take``); RequestFailed where it cannot be built."""
-        request = self._take(load, built, item)
         if isinstance(request, RequestFailed):
             raise request
         return request
 
     def _one(self, a: StageAssignment, load: ClassLoad, slots: BoundedSemaphore, built: Built, seq: int,
              item: int, intended: float, token: int) -> None:
-        """Take request ``item``, send it now (its time, ``intended``, has come), record its sample whatever happens.
+        """Take request ``item``, send it at ``intended``, record its sample whatever happens.
 
         ``token`` is the request's entry among the process's requests in flight (LoadState.begin).
         """
@@ -237,6 +204,7 @@ class WorkloadUser(FastHttpUser):
             prepared = self._built(load, built, item)
             for name, value in prepared.sizes.items():
                 setattr(sample, name, value)
+            wait_until(intended)
             deadline = RequestFailed(f"no reply within {load.timeout_s:g} s", kind="timeout")
             sample.slot_wait_s = _acquire(slots)
             try:
