@@ -111,8 +111,11 @@ class WorkloadUser(FastHttpUser):
     """Placeholder: each request goes to the absolute URL the current stage assigns to the class."""
     concurrency = 1024
     max_retries = 0
-    network_timeout = 3600.0
-    """Per socket operation; each request's own deadline is its class's request_timeout_s."""
+    network_timeout = None  # type: ignore[assignment]  # Locust annotates a float; geventhttpclient takes None
+    """No timeout per socket operation: every exchange runs under its request's own deadline (the class's
+    request_timeout_s, one gevent.Timeout), which bounds a silent server as well. A socket with a timeout
+    starts and cancels a timer for every wait of every ``recv``, 64 for a 64-token stream, each about
+    nine Python calls (gevent's ``_primitive_wait``); one without waits on the socket alone."""
     connection_timeout = 10.0
 
     state: LoadState
