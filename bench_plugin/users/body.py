@@ -12,7 +12,7 @@ the request's own ``gevent.Timeout`` can end it). A reply smaller than that neve
 samples time is unchanged for every reply a real inference server sends. A body over :data:`MAX_BODY_BYTES`
 or a line over :data:`MAX_LINE_BYTES` is refused (:class:`TooLarge`) rather than held in memory.
 
-:func:`lines` reads the same private state of geventhttpclient's ``HTTPSocketResponse`` that its own
+:func:`line_blocks` reads the same private state of geventhttpclient's ``HTTPSocketResponse`` that its own
 ``readline`` reads (``_body_buffer``, ``_sock``, ``feed``, ``message_complete``, ``block_size``), at the
 version the lock pins; tests/users/test_body.py holds it to that.
 """
@@ -70,14 +70,16 @@ def read_all(raw: Any, limit: int = MAX_BODY_BYTES, every: int = PAUSE_BYTES,
         pacer.received(len(piece))
 
 
-def lines(raw: Any, limit: int = MAX_LINE_BYTES, every: int = PAUSE_BYTES,
-          pause: Callable[[], object] = gevent.idle) -> Iterator[bytes]:
-    """Each line of the body of ``raw`` as it arrives (with its ``\\n``; the last may lack one), as
-    ``raw.readline(b"\\n")`` returns them; TooLarge for a line past ``limit`` bytes.
+def line_blocks(raw: Any, limit: int = MAX_LINE_BYTES, every: int = PAUSE_BYTES,
+                pause: Callable[[], object] = gevent.idle) -> Iterator[bytes]:
+    """The lines of the body of ``raw`` as they arrive: after each receive, every line it completed, in one
+    bytes object that ends with ``\\n`` (the body's last line may lack one); TooLarge for a line past
+    ``limit`` bytes.
 
-    After each receive, every complete line in the body buffer is taken out at once and cut at its newlines
-    (an LLM stream's event arrives in one receive, two lines: the event and the blank line after it); the
-    part after the last newline stays in the buffer, and only what is new is searched next time.
+    An LLM stream's event arrives in one receive as two lines (the event and the blank line after it),
+    so a block is usually one event; the part after the last newline stays in the buffer, and only what
+    is new is searched next time. Split at ``\\n``, the blocks give the lines ``raw.readline(b"\\n")``
+    returns, one resumption of this generator per receive rather than one per line.
     """
     buffer: bytearray = raw._body_buffer
     since = 0  # bytes received since the loop last turned (_Pacer's count, kept here: this runs per receive)
@@ -87,19 +89,15 @@ def lines(raw: Any, limit: int = MAX_LINE_BYTES, every: int = PAUSE_BYTES,
         if last >= 0:
             block = bytes(buffer[:last + 1])
             del buffer[:last + 1]
-            start = 0
-            while start <= last:
-                end = block.index(b"\n", start)
-                yield block[start:end + 1]
-                start = end + 1
+            yield block
         scanned = len(buffer)
         if scanned > limit:
             raise TooLarge(f"a line of the event stream over {limit >> 20} MiB")
         if raw.message_complete:
             if buffer:
-                line = bytes(buffer)
+                block = bytes(buffer)
                 del buffer[:]
-                yield line
+                yield block
             return
         if raw._sock is None:
             raise HTTPConnectionClosed("connection closed.")

@@ -23,8 +23,7 @@ from bench_plugin.loadgen.state import ClassLoad
 from bench_plugin.results.samples import Sample, pack_gaps
 from bench_plugin.scenario.request_sets import RequestItem
 from bench_plugin.users.base import Prepared, RequestFailed, WorkloadUser, json_request
-from bench_plugin.users.shapes import Choice, Chunk
-from bench_plugin.users.sse import DONE, StreamError, iter_events
+from bench_plugin.users.sse import DONE, StreamError, event_blocks
 
 PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 
@@ -33,16 +32,6 @@ def fixed_output_fields(n_out: int) -> dict[str, Any]:
     """What asks a server for exactly ``n_out`` tokens: vLLM's and SGLang's sampling extensions (neither is
     OpenAI's; a server may reject them, ignore them, or honour them, which readiness finds out)."""
     return {"ignore_eos": True, "min_tokens": n_out}
-
-
-def output_text(choice: Choice, api: str) -> str | None:
-    """The output a streamed choice carries (its thinking too, for a reasoning model), or None."""
-    if api != "chat":
-        return choice.text or None
-    delta = choice.delta
-    if delta is None:
-        return None
-    return delta.content or delta.reasoning_content or delta.reasoning or None
 
 
 def request_body(load: ClassLoad, item: RequestItem) -> dict[str, Any]:
@@ -95,39 +84,55 @@ class LLMUser(WorkloadUser):
 
     @staticmethod
     def _read_stream(raw: Any, api: str, sample: Sample) -> dict[str, Any] | None:
-        """Read the stream to its end, stamping the sample's chunk times; the last ``usage`` seen."""
+        """Read the stream to its end, stamping the sample's chunk times; the last ``usage`` seen.
+
+        The events of one receive are stamped with the time it arrived (they arrived together). This runs
+        once per event of every stream: a choice carries output where its ``delta.content`` (chat; or
+        ``delta.reasoning_content`` / ``delta.reasoning``, a reasoning model's thinking) or ``text``
+        (completions) is non-empty.
+        """
+        chat = api == "chat"
         chunks = 0
         gaps: list[float] = []
+        first: float | None = None
+        last = 0.0
         usage: dict[str, Any] | None = None
-        finished = False
+        finished = done = False
         try:
-            for event in iter_events(raw):
-                if event is DONE:
-                    sample.stream_end = "done"
-                    break
-                assert isinstance(event, Chunk)
-                if event.error is not None:
-                    raise RequestFailed(f"error event in stream: {event.error}", kind="server_error")
-                for choice in event.choices or ():
-                    if output_text(choice, api):
-                        now = time.time()
-                        chunks += 1
-                        if sample.first_token_s is None:
-                            sample.first_token_s = now
+            for events in event_blocks(raw):
+                now = time.time()
+                for event in events:
+                    if event is DONE:  # the last event: event_blocks ends with it
+                        done = True
+                        continue
+                    assert not isinstance(event, str)
+                    if event.error is not None:
+                        raise RequestFailed(f"error event in stream: {event.error}", kind="server_error")
+                    for choice in event.choices or ():
+                        if chat:
+                            delta = choice.delta
+                            text = delta and (delta.content or delta.reasoning_content or delta.reasoning)
                         else:
-                            gaps.append(now - (sample.last_token_s or now))
-                        sample.last_token_s = now
-                    if choice.finish_reason:
-                        finished = True
-                if event.usage is not None:
-                    usage = event.usage
-            else:
-                if not finished:
-                    raise RequestFailed("stream ended without a finish_reason or data: [DONE]", kind="protocol")
-                sample.stream_end = "finish"
+                            text = choice.text
+                        if text:
+                            chunks += 1
+                            if first is None:
+                                first = now
+                            else:
+                                gaps.append(now - last)
+                            last = now
+                        if choice.finish_reason:
+                            finished = True
+                    if event.usage is not None:
+                        usage = event.usage
+            if not (done or finished):
+                raise RequestFailed("stream ended without a finish_reason or data: [DONE]", kind="protocol")
+            sample.stream_end = "done" if done else "finish"
         except StreamError as exc:
             raise RequestFailed(str(exc), kind="protocol") from None
         finally:
             sample.chunks = chunks
             sample.chunk_gaps = pack_gaps(gaps)
+            if first is not None:
+                sample.first_token_s, sample.last_token_s = first, last
         return usage

@@ -5,15 +5,27 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from typing import Any
 
 import gevent
 import pytest
 from geventhttpclient.response import HTTPSocketResponse
 from wire import reply
 
-from bench_plugin.users.body import TooLarge, lines, read_all
+from bench_plugin.users.body import TooLarge, line_blocks, read_all
 
 SSE = b'data: {"a": 1}\n\n: keep-alive\r\n\r\ndata: {"b": 2}\n\ndata: [DONE]\n\n'
+
+
+def lines(raw: HTTPSocketResponse, **kw: Any) -> list[bytes]:
+    """The lines of ``raw``'s body as readline returns them, cut from the blocks line_blocks yields."""
+    blocks = list(line_blocks(raw, **kw))
+    assert all(block.endswith(b"\n") for block in blocks[:-1]), blocks  # only the body's last line may lack one
+    cut: list[bytes] = []
+    for block in blocks:
+        *whole, rest = block.split(b"\n")
+        cut += [line + b"\n" for line in whole] + ([rest] if rest else [])
+    return cut
 
 
 def test_lines_are_what_geventhttpclients_readline_returns() -> None:
@@ -82,8 +94,8 @@ def test_a_request_timeout_ends_an_endless_stream_sent_without_pause() -> None:
     read = 0
     try:
         with pytest.raises(gevent.Timeout), gevent.Timeout(1.0):
-            for line in lines(HTTPSocketResponse(reader, method="POST")):
-                read += len(line)
+            for block in line_blocks(HTTPSocketResponse(reader, method="POST")):
+                read += len(block)
         ended = time.time()
     finally:
         ticker.kill()

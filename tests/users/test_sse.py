@@ -9,12 +9,17 @@ from geventhttpclient.response import HTTPSocketResponse
 from wire import reply
 
 from bench_plugin.users.shapes import Choice, Chunk, Delta
-from bench_plugin.users.sse import DONE, StreamError, iter_events
+from bench_plugin.users.sse import DONE, StreamError, event_blocks
 
 
 def Lines(text: str) -> HTTPSocketResponse:  # reads as the stream it stands for
     """A real reply whose body is ``text``, read off a socket as the LLM user reads it."""
     return reply(text.encode())
+
+
+def iter_events(stream: HTTPSocketResponse) -> list[Chunk | str]:
+    """Every event of ``stream``, in order, whichever receive brought it."""
+    return [event for block in event_blocks(stream) for event in block]
 
 
 A = Chunk(choices=[Choice(delta=Delta(content="a"))])
