@@ -99,9 +99,11 @@ class Alarm:
         self._watcher.ref = True  # a greenlet waits: the loop must run until the timer fires
 
     def _fired(self) -> None:
-        """The loop saw the timer expire: wake every greenlet that is due, oldest time first, then re-arm."""
-        with contextlib.suppress(BlockingIOError):  # re-armed for later after it expired: nothing to read
-            os.read(self.fd, 8)
+        """The loop saw the timer expire: wake every greenlet that is due, oldest time first, then re-arm.
+
+        Setting the timer zeroes its count of expirations, so a re-armed timerfd no longer reads as ready
+        (the kernel's timerfd_setup): the count is read off only when nobody waits any more, one system
+        call fewer per wake."""
         self.wakes += 1
         self._armed = None
         heap = self._heap
@@ -113,6 +115,8 @@ class Alarm:
         if heap:
             self._arm(heap[0][0])
         else:
+            with contextlib.suppress(BlockingIOError):  # re-armed and reset by a greenlet it woke: nothing to read
+                os.read(self.fd, 8)
             self._watcher.ref = False  # nobody waits: the timer alone keeps no loop alive
 
     def close(self) -> None:
@@ -122,14 +126,15 @@ class Alarm:
         os.close(self.fd)
 
 
-_alarms: dict[tuple[int, int], Alarm | None] = {}
-"""(process, event loop) -> its alarm, or None where timerfd is missing. A forked child (Locust's
-``--processes``) makes its own: the parent's timerfd is shared with it."""
+_alarms: dict[int, Alarm | None] = {}
+"""Event loop (its id) -> its alarm, or None where timerfd is missing. A forked child (Locust's
+``--processes``) forgets its parent's and makes its own: the parent's timerfd is shared with it."""
+os.register_at_fork(after_in_child=_alarms.clear)
 
 
 def alarm() -> Alarm | None:
     """The alarm of the calling thread's event loop (made on first use), or None where timerfd is missing."""
-    loop = (os.getpid(), id(get_hub().loop))
+    loop = id(get_hub().loop)
     if loop not in _alarms:
         try:
             _alarms[loop] = Alarm()

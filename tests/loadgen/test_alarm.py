@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import random
+import select
 import time
 
 import gevent
@@ -28,6 +29,23 @@ def test_greenlets_wake_in_the_order_of_their_times_whatever_order_they_wait_in(
     gevent.joinall([gevent.spawn(waiter, when) for when in times])
     assert [when for when, _ in woke] == sorted(times)
     assert all(at >= when for when, at in woke)  # never early
+
+
+def test_a_fired_timer_does_not_fire_again_once_re_armed_or_idle() -> None:
+    # the expirations are read off only when nobody waits: a re-armed timerfd must not read as ready, or the
+    # loop would call the alarm back without pause until the next time came
+    found = alarm()
+    if found is None:
+        pytest.skip("no timerfd here")
+    start = time.time() + 0.02
+    times = [start + 0.004 * k for k in range(10)]  # 4 ms apart: each its own wake
+    before = found.wakes
+    gevent.joinall([gevent.spawn(wait_until, when) for when in times])
+    assert found.wakes - before <= len(times), found.wakes - before
+    idle = found.wakes
+    gevent.sleep(0.05)
+    assert found.wakes == idle  # nobody waits: no more wakes
+    assert not select.select([found.fd], [], [], 0)[0]  # and nothing left to read
 
 
 def test_a_time_in_the_past_returns_at_once() -> None:
