@@ -42,7 +42,7 @@ from bench_plugin.launch.record import build as build_launch
 from bench_plugin.live import webui
 from bench_plugin.live.progress import report_progress
 from bench_plugin.live.view import LiveSnapshot, LiveView
-from bench_plugin.loadgen import collector
+from bench_plugin.loadgen import allocator, collector
 from bench_plugin.loadgen.fleet import Fleet, Inbox
 from bench_plugin.loadgen.protocol import Hello, Identity
 from bench_plugin.loadgen.state import LoadState
@@ -172,6 +172,7 @@ class BenchPlugin:
             if self.resuming is None:  # a resumed campaign keeps its first start (each resume has its own)
                 self.recorder.record(CampaignRecord(started_s=time.time()))
             collector.settle()
+            allocator.settle()
             self.greenlet = gevent.spawn(self.conductor.run)
             if self.launch.progress:
                 self.progress = gevent.spawn(report_progress, self.live_snapshot)

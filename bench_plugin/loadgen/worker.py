@@ -21,7 +21,7 @@ from locust.env import Environment
 from locust.rpc.protocol import Message
 from locust.runners import WorkerRunner
 
-from bench_plugin.loadgen import collector, protocol
+from bench_plugin.loadgen import allocator, collector, protocol
 from bench_plugin.loadgen.ledger import StageKey
 from bench_plugin.loadgen.protocol import Hello, Identity
 from bench_plugin.loadgen.state import LoadState, StageAssignment
@@ -126,6 +126,7 @@ class WorkerLink:
         self.state.request_sets.clear()
         self.state.request_sets.update(sets)
         collector.settle()
+        allocator.settle()
         self.runner.send_message(protocol.READY, {})
         logger.info("bench_plugin: campaign set up by the master (%s)",
                     ", ".join(f"{name}: {rs.sha256[:12]}" for name, rs in sets.items()))
