@@ -25,6 +25,7 @@ from gevent.pool import Group
 
 from bench_plugin.loadgen import collector
 from bench_plugin.loadgen.ledger import StageKey
+from bench_plugin.loadgen.runners import Runners
 from bench_plugin.loadgen.shares import Share
 from bench_plugin.loadgen.stalls import StallMonitor, thread_busy_s
 from bench_plugin.results.samples import Sample
@@ -134,8 +135,8 @@ class LoadState:
         self._sent: dict[tuple[StageKey, str], int] = {}
         self.loops = Group()
         """One greenlet per (stage, class) share being sent."""
-        self.requests = Group()
-        """One greenlet per request in flight (or closed-loop request loop)."""
+        self.requests = Runners()
+        """The greenlets that run the requests in flight (and closed-loop request loops), one at a time each."""
         self.pending: dict[int, tuple[str, StageKey, float]] = {}
         """Requests sent and not yet ended: token -> (class, stage key, intended send time)."""
         self._tokens = itertools.count()
