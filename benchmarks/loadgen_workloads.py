@@ -66,7 +66,7 @@ class Workload:
 WORKLOADS: dict[str, Workload] = {w.name: w for w in (
     Workload("embedding-base64", "embedding", 300.0, "BareEmbedding", 0.005,
              {"encoding_format": "base64", "requests": EMBEDDING_REQUESTS, "slo": {"p95_ms": 40}}),
-    Workload("embedding-float", "embedding", 300.0, "BareEmbedding", 0.005,
+    Workload("embedding-float", "embedding", 150.0, "BareEmbedding", 0.005,  # one process sustains about 250
              {"encoding_format": "float", "requests": EMBEDDING_REQUESTS, "slo": {"p95_ms": 40}}),
     Workload("llm", "llm", 150.0, "BareLLM", 0.15,
              {"api": "chat", "fixed_output": True, "requests": LLM_REQUESTS, "slo": {"p95_ms": 400}}),
