@@ -129,13 +129,17 @@ class Alarm:
 _alarms: dict[int, Alarm | None] = {}
 """Event loop (its id) -> its alarm, or None where timerfd is missing. A forked child (Locust's
 ``--processes``) forgets its parent's and makes its own: the parent's timerfd is shared with it."""
-os.register_at_fork(after_in_child=_alarms.clear)
+_forgets = [False]
+"""Whether the at-fork hook that empties _alarms in a child is registered (at the first alarm made)."""
 
 
 def alarm() -> Alarm | None:
     """The alarm of the calling thread's event loop (made on first use), or None where timerfd is missing."""
     loop = id(get_hub().loop)
     if loop not in _alarms:
+        if not _forgets[0]:
+            os.register_at_fork(after_in_child=_alarms.clear)
+            _forgets[0] = True
         try:
             _alarms[loop] = Alarm()
         except OSError:
