@@ -1,10 +1,10 @@
 """Runners: greenlets kept to run one request after another, instead of a new greenlet for every request.
 
 An open-loop process runs each request in a greenlet of its own, handed over a few milliseconds before
-the request is due (users/base.py). Spawning a gevent Greenlet for each is some thirty Python calls (the
-Greenlet, its start, the group's bookkeeping and link callbacks), and its first frame makes CPython
-3.11 map a fresh 16 KiB stack chunk for it, unmapped again when it ends: two system calls and a page
-fault per request. A runner ends a call and waits for the next one instead, so its stack stays mapped;
+the request is due (users/base.py). Spawning a gevent Greenlet for each goes through gevent's Python
+start-up (the Greenlet, its start, the group's bookkeeping and link callbacks), and its first frame
+makes CPython 3.11 map a fresh 16 KiB stack chunk for it, unmapped again when it ends: two system calls
+per request. A runner ends a call and waits for the next one instead, so its stack stays mapped;
 a call handed over is switched to from the event loop's callbacks exactly when a new greenlet would
 first run (gevent starts one the same way), so no request starts later than it did.
 

@@ -114,8 +114,8 @@ class WorkloadUser(FastHttpUser):
     network_timeout = None  # type: ignore[assignment]  # Locust annotates a float; geventhttpclient takes None
     """No timeout per socket operation: every exchange runs under its request's own deadline (the class's
     request_timeout_s, one gevent.Timeout), which bounds a silent server as well. A socket with a timeout
-    starts and cancels a timer for every wait of every ``recv``, 64 for a 64-token stream, each about
-    nine Python calls (gevent's ``_primitive_wait``); one without waits on the socket alone."""
+    starts and cancels a gevent Timeout, in Python, for every wait of every ``recv`` (gevent's
+    ``_primitive_wait``), 64 for a 64-token stream; one without waits on the socket alone."""
     connection_timeout = 10.0
 
     state: LoadState
