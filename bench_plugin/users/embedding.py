@@ -66,8 +66,8 @@ def check_embeddings(reply: EmbeddingsReply, wanted: int) -> str:
         seen[index] = 1
         size = item.width
         if not size:
-            got = (f"base64 of {len(item.embedding)} bytes, not whole float32 values"
-                   if isinstance(item.embedding, bytes) and item.embedding else "empty")
+            got = (f"base64 of {item.size} bytes, not whole float32 values"
+                   if item.format == BASE64 and item.size else "empty")
             raise RequestFailed(f"{where}.embedding is {got}", kind="protocol")
         if width is not None and size != width:
             raise RequestFailed(f"{where}.embedding has {size} dimensions, data[0] {width}", kind="protocol")

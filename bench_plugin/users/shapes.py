@@ -1,4 +1,4 @@
-"""The OpenAI replies the users read, as typed shapes, each decoded in one pass (msgspec).
+"""The OpenAI replies the users read, as typed shapes, each read in one pass (msgspec).
 
 A reply is decoded straight into these structs: the decoder checks every field it reads against its
 type as it parses (an ``index`` that is not an integer, an embedding that is neither a list of numbers
@@ -6,11 +6,13 @@ nor a base64 string, a ``choices`` that is not a list) and skips, without buildi
 class reads (``model``, ``usage`` of an embedding, ``logprobs``). What it cannot say (how many vectors,
 each index once, one width for all) the users check after it (users/embedding.py, users/llm.py).
 
-Why msgspec: a realistic embedding reply is 16 vectors of 1,024 floats, about 350 KB of JSON. Python's
-``json`` spent 3-5 ms of CPU on one on the project's 2-core machine, more than the rest of the request;
-msgspec decodes it in about 0.5 ms, and a base64 reply (about 88 KB, what OpenAI's SDK asks for by
-default) in under 0.1 ms, its strings turned into bytes by the same pass. One SSE event of an LLM stream
-costs about a microsecond.
+Why msgspec: a realistic embedding reply is 16 vectors of 1,024 floats, about 360 KB of JSON. Python's
+``json`` spends about 5 ms of CPU on one on the project's 2-core machine, more than the rest of the
+request; a base64 reply (about 88 KB, what OpenAI's SDK asks for by default) is decoded by msgspec in
+under 0.1 ms, its strings turned into bytes by the same pass. A reply of floats is located by msgspec
+(every byte checked as JSON) and its lists counted in place, never built into Python floats: about 0.45
+ms against 0.7 ms for a whole decode (benchmarks/reply_parse.py). One SSE event of an LLM stream costs
+about a microsecond.
 
 :class:`ShapeError` carries a one-line reason naming the field (``data[1].embedding: expected array or
 base64 string, got int``), or saying the text is not JSON.
@@ -23,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 import msgspec
+import numpy as np
 
 BASE64 = "base64"
 FLOAT = "float"
@@ -34,25 +37,26 @@ class ShapeError(ValueError):
 
 
 class EmbeddingItem(msgspec.Struct, frozen=True):
-    """One item of an embeddings reply's ``data``."""
+    """One item of an embeddings reply's ``data``, as read: how its vector came back and its size.
 
-    embedding: list[float] | bytes
-    """The vector: a JSON list of numbers, or (``encoding_format: base64``) its little-endian float32 bytes,
-    decoded from base64 by the same pass."""
+    A list of numbers is checked and counted in place, never built into Python floats (:func:`decode_embeddings`).
+    """
+
     index: int
-    object: str = "embedding"
+    object: str
+    format: str
+    """BASE64 or FLOAT."""
+    size: int
+    """FLOAT: the numbers in the list; BASE64: the bytes the string decodes to."""
+    vector: bytes = b""
+    """BASE64: the little-endian float32 bytes, decoded from base64."""
 
     @property
     def width(self) -> int | None:
         """The vector's dimensions; None for base64 bytes that are not whole float32 values."""
-        if isinstance(self.embedding, bytes):
-            return len(self.embedding) // 4 if len(self.embedding) % 4 == 0 else None
-        return len(self.embedding)
-
-    @property
-    def format(self) -> str:
-        """BASE64 or FLOAT: how the vector came back."""
-        return BASE64 if isinstance(self.embedding, bytes) else FLOAT
+        if self.format == FLOAT:
+            return self.size
+        return self.size // 4 if self.size % 4 == 0 else None
 
 
 class EmbeddingsReply(msgspec.Struct, frozen=True):
@@ -99,8 +103,21 @@ class Segment(msgspec.Struct, frozen=True):
     text: str
 
 
+class _Item(msgspec.Struct, frozen=True):
+    """An item decoded whole: the vector a JSON list of numbers, or (``encoding_format: base64``) its
+    little-endian float32 bytes, decoded from base64 by the same pass."""
+
+    embedding: list[float] | bytes
+    index: int
+    object: str = "embedding"
+
+
+class _Reply(msgspec.Struct, frozen=True):
+    data: list[_Item]
+
+
 class _RawItem(msgspec.Struct, frozen=True):
-    """An item whose vector is left undecoded (its bytes located, nothing built): the first pass over a large reply."""
+    """An item whose vector is left undecoded (its JSON located and checked, nothing built)."""
 
     embedding: msgspec.Raw
     index: int
@@ -112,10 +129,11 @@ class _RawReply(msgspec.Struct, frozen=True):
 
 
 PIECE_BYTES = 512 << 10
-"""A reply longer than this is decoded in pieces (:func:`decode_embeddings`): at about 0.7 ms of decoding per
-piece of floats on the project's 2-core machine, no single step holds the event loop much longer."""
+"""A reply longer than this is read in pieces (:func:`decode_embeddings`): the loop turns after its vectors
+are located, and after each PIECE_BYTES of vectors read. The locating pass is one step: about 0.85 ms per
+MB of floats on the project's 2-core machine (benchmarks/reply_parse.py, "its longest hold of the loop")."""
 
-_embeddings = msgspec.json.Decoder(EmbeddingsReply)
+_embeddings = msgspec.json.Decoder(_Reply)
 _raw_embeddings = msgspec.json.Decoder(_RawReply)
 _vector = msgspec.json.Decoder(list[float] | bytes)
 _chunk = msgspec.json.Decoder(Chunk)
@@ -141,32 +159,85 @@ def _error(exc: msgspec.ValidationError | msgspec.DecodeError, body: bytes | str
 
 
 def decode_embeddings(body: bytes, pause: Callable[[], object] | None = None) -> EmbeddingsReply:
-    """A whole /v1/embeddings reply, typed; ShapeError naming the field where it does not fit.
+    """A whole /v1/embeddings reply, read; ShapeError naming the field where it does not fit.
 
-    With ``pause``, a body over PIECE_BYTES is decoded in pieces, calling ``pause()`` between them (the
-    users pass ``gevent.idle``, so a request due meanwhile leaves on time): a first pass locates each
-    vector without building it (msgspec.Raw, about a third of a whole decode), then the vectors are
-    decoded one by one. The result, and the error for a malformed reply, are those of one pass.
+    A reply of base64 strings is decoded in one typed pass. A reply of lists of numbers is first located
+    (msgspec.Raw: every byte checked as JSON, no vector built, about half a whole decode), then each list is
+    counted in place (:func:`_count_numbers`): a list of JSON numbers is all the check needs, and building
+    16,384 Python floats to count them was most of the request's CPU. A list that is anything else is
+    decoded, so its error names the element, as a whole decode would. The two forms are told apart by the
+    first vector (:func:`_numbers_first`); a guess that is wrong costs time, never a different result.
+
+    With ``pause``, a body over PIECE_BYTES is read in pieces, calling ``pause()`` between them (the users
+    pass ``gevent.idle``, so a request due meanwhile leaves on time): after locating the vectors, then
+    between vectors. A malformed reply is refused with the error of its first fault found: a fault in a
+    vector is found after the faults elsewhere in the reply.
     """
+    pieces = pause is not None and len(body) > PIECE_BYTES
     try:
-        if pause is None or len(body) <= PIECE_BYTES:
-            return _embeddings.decode(body)
+        if not pieces and not _numbers_first(body):
+            return EmbeddingsReply([_read(item) for item in _embeddings.decode(body).data])
         located = _raw_embeddings.decode(body)
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         raise _error(exc, body) from None
     items, done = [], 0
-    pause()
+    if pieces and pause is not None:
+        pause()
     for position, item in enumerate(located.data):
-        if done >= PIECE_BYTES:
+        if pieces and pause is not None and done >= PIECE_BYTES:
             pause()
             done = 0
-        try:
-            vector = _vector.decode(item.embedding)
-        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-            raise _error(exc, body, f"data[{position}].embedding") from None
-        items.append(EmbeddingItem(vector, item.index, item.object))
-        done += len(item.embedding)
+        raw = item.embedding
+        numbers = _count_numbers(raw)
+        if numbers is not None:
+            items.append(EmbeddingItem(item.index, item.object, FLOAT, numbers))
+        else:
+            try:
+                items.append(_read(_Item(_vector.decode(raw), item.index, item.object)))
+            except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+                raise _error(exc, body, f"data[{position}].embedding") from None
+        done += len(raw)
     return EmbeddingsReply(items)
+
+
+def _read(item: _Item) -> EmbeddingItem:
+    vector = item.embedding
+    if isinstance(vector, bytes):
+        return EmbeddingItem(item.index, item.object, BASE64, len(vector), vector)
+    return EmbeddingItem(item.index, item.object, FLOAT, len(vector))
+
+
+def _numbers_first(body: bytes) -> bool:
+    """Whether the reply's first vector looks like a JSON list (a hint for :func:`decode_embeddings`)."""
+    at = body.find(b'"embedding"')
+    while at >= 0:  # the key, not a value such as "object": "embedding"
+        after = body[at + 11:at + 40].lstrip(b" \t\r\n")
+        if after[:1] == b":":
+            return after[1:].lstrip(b" \t\r\n")[:1] == b"["
+        at = body.find(b'"embedding"', at + 11)
+    return False
+
+
+_TOP = ord("e")
+"""The highest byte in a JSON list of numbers: digits, ``-+.eE``, ``,`` and whitespace are all below it;
+``true``, ``false``, ``null`` and ``{`` all hold a byte above it."""
+
+
+def _count_numbers(raw: msgspec.Raw) -> int | None:
+    """How many numbers the JSON list ``raw`` holds; None where ``raw`` is not a list of numbers alone.
+
+    ``raw`` is valid JSON (msgspec checked every byte while locating it), so a list with no string (``"``),
+    no inner list (``[``) and no byte above ``e`` holds numbers only, separated by its commas. Numbers
+    are not converted: one beyond a double's range (``1e999``) is counted where a whole decode refuses it.
+    """
+    text = bytes(raw)
+    if text[:1] != b"[" or text.find(b'"') >= 0 or text.find(b"[", 1) >= 0:
+        return None
+    codes = np.frombuffer(text, np.uint8)
+    if codes.max() > _TOP:
+        return None
+    commas = int(np.count_nonzero(codes == 44))
+    return commas + 1 if commas or codes[1:-1].max(initial=0) > 32 else 0
 
 
 def decode_chunk(data: bytes | str) -> Chunk:

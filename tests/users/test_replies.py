@@ -7,9 +7,11 @@ import json
 import re
 import struct
 from typing import Any
+from unittest import mock
 
 import pytest
 
+from bench_plugin.users import shapes
 from bench_plugin.users.base import RequestFailed
 from bench_plugin.users.embedding import check_embeddings
 from bench_plugin.users.shapes import ShapeError, decode_embeddings, decode_transcription
@@ -42,7 +44,7 @@ def test_what_vllm_tei_sglang_and_infinity_send_is_read() -> None:
 
 def test_a_base64_vector_decodes_to_its_float32_values() -> None:
     reply = decode_embeddings(json.dumps({"data": [item(0, embedding=b64(0.5, -1.0))]}).encode())
-    assert reply.data[0].width == 2 and struct.unpack("<2f", reply.data[0].embedding) == (0.5, -1.0)
+    assert reply.data[0].width == 2 and struct.unpack("<2f", reply.data[0].vector) == (0.5, -1.0)
 
 
 @pytest.mark.parametrize(("reply", "message"), [
@@ -69,6 +71,10 @@ def test_a_broken_embedding_reply_names_the_field(reply: dict[str, Any], message
     with pytest.raises(RequestFailed, match=re.escape(message)) as caught:
         check(reply, 2)
     assert caught.value.kind == "protocol"
+    for first in (True, False):  # told the wrong form first, the read is slower, never different
+        with mock.patch.object(shapes, "_numbers_first", lambda body, first=first: first), \
+                pytest.raises(RequestFailed, match=re.escape(message)):
+            check(reply, 2)
 
 
 def test_a_reply_that_is_not_json_says_so() -> None:

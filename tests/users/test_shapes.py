@@ -1,7 +1,7 @@
-"""A large embedding reply decoded in pieces: the same value and the same refusals as one pass, and the loop turns.
+"""An embedding reply read: a list of numbers counted in place, a large reply in pieces, each way the same result.
 
-The event-loop test runs in pytest's process, which tests/conftest.py has monkey-patched with gevent as in a
-load generator.
+How long a read holds the event loop, and how late a send due meanwhile leaves, is measured by
+benchmarks/reply_parse.py (docs/benchmarks.md, "Reading a reply").
 """
 
 from __future__ import annotations
@@ -10,12 +10,9 @@ import base64
 import json
 import random
 import struct
-import time
 
-import gevent
 import pytest
 
-from bench_plugin.loadgen.alarm import wait_until
 from bench_plugin.users import shapes
 from bench_plugin.users.shapes import ShapeError, decode_embeddings
 
@@ -59,22 +56,45 @@ def test_pieces_refuse_what_one_pass_refuses_naming_the_same_field() -> None:
     assert messages[0] == messages[1] == "data[40].embedding[0]: expected `float`, got `str`"
 
 
-@pytest.mark.serial  # a timing on the loop: two lanes beside it could pre-empt the process for milliseconds
-def test_a_send_due_while_a_large_reply_is_decoded_leaves_on_time() -> None:
-    body = embedding_reply(64, 4096)  # about 5 MB: several ms in one pass on the project's 2-core machine
-    lateness: list[float] = []
+def test_a_large_reply_lets_the_loop_turn_after_locating_and_between_pieces_of_vectors() -> None:
+    body = embedding_reply(64, 4096)  # about 5.8 MB: a locating pass, then 11 pieces of vectors
+    located = shapes._raw_embeddings.decode(body)
+    sizes = [len(item.embedding) for item in located.data]
+    expected, done = 1, 0  # one turn after the locating pass, then one each time a piece is done
+    for size in sizes:
+        if done >= shapes.PIECE_BYTES:
+            expected, done = expected + 1, 0
+        done += size
+    pauses: list[int] = []
+    decode_embeddings(body, lambda: pauses.append(1))
+    assert len(pauses) == expected >= sum(sizes) // shapes.PIECE_BYTES
 
-    def sender(due: float) -> None:
-        wait_until(due)
-        lateness.append(time.time() - due)
 
-    start = time.time()
-    decode_embeddings(body)
-    one_pass_s = time.time() - start
-    due = time.time() + one_pass_s / 2  # halfway through the decode below
-    sending = gevent.spawn(sender, due)
-    gevent.sleep(0)  # the sender waits for its time
-    decode_embeddings(body, gevent.idle)
-    sending.join()
-    # in one pass the sender would have waited for its end: about one_pass_s / 2 late
-    assert lateness[0] < one_pass_s / 4, (lateness, one_pass_s)
+@pytest.mark.parametrize("encoding", ["float", "base64"])
+def test_the_form_is_told_by_the_key_not_by_a_value_named_alike(encoding: str) -> None:
+    body = embedding_reply(2, 3, encoding=encoding)
+    assert shapes._numbers_first(body) == (encoding == "float")
+    assert body.index(b'"object": "embedding"') < body.index(b'"embedding": ')  # the value comes first
+    spaced = body.replace(b'"embedding": ', b'"embedding" :\n ')
+    assert shapes._numbers_first(spaced) == (encoding == "float")
+    assert decode_embeddings(spaced) == decode_embeddings(body)
+
+
+@pytest.mark.parametrize(("vector", "count"), [
+    (b"[]", 0), (b"[ \n]", 0), (b"[1]", 1), (b"[ -1.5e-05 , 2E+3,0 ]", 3), (b"[0.1,0.2,0.3]", 3),
+    (b'["x"]', None), (b"[[1]]", None), (b"[true]", None), (b"[null, 1]", None), (b"[{}]", None), (b"7", None),
+    (b'"AAAA"', None),
+])
+def test_a_list_is_counted_only_when_it_holds_numbers_alone(vector: bytes, count: int | None) -> None:
+    body = b'{"data": [{"index": 0, "embedding": ' + vector + b"}]}"
+    raw = shapes._raw_embeddings.decode(body).data[0].embedding
+    assert shapes._count_numbers(raw) == count
+
+
+def test_a_reply_read_either_way_is_the_same() -> None:
+    """The float form counted in place and the same reply decoded whole give equal items."""
+    body = embedding_reply(8, 64)
+    counted = decode_embeddings(body)
+    whole = shapes._embeddings.decode(body)
+    assert [(i.index, i.object, i.format, i.size) for i in counted.data] == \
+        [(i.index, i.object, "float", len(i.embedding)) for i in whole.data]
