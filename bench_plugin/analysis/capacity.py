@@ -21,7 +21,7 @@ otherwise it is not judged.
 
 from __future__ import annotations
 
-from bench_plugin.analysis.search import ABOVE_MAXIMUM, BELOW_MINIMUM, FOUND, GENERATOR_LIMITED
+from bench_plugin.analysis.search import BELOW_MINIMUM, ENDED, FOUND, GENERATOR_LIMITED
 from bench_plugin.analysis.selfcheck import advice
 from bench_plugin.analysis.significance import HIGHER, LOWER, describe, ratio_figure
 from bench_plugin.analysis.statistics import spread
@@ -40,7 +40,7 @@ def combined_status(results: list[SearchResult]) -> str:
     "above the maximum" (``generator-limited``) while another class's was found below it. Ties go to ``found``.
     """
     statuses = [r.status for r in results]
-    if unfinished := [s for s in statuses if s not in (FOUND, ABOVE_MAXIMUM, BELOW_MINIMUM, GENERATOR_LIMITED)]:
+    if unfinished := [s for s in statuses if s not in ENDED]:
         return unfinished[0]
     if BELOW_MINIMUM in statuses:
         return BELOW_MINIMUM

@@ -21,15 +21,15 @@ from collections import Counter
 
 from bench_plugin.analysis.capacity import combined_status
 from bench_plugin.analysis.probe import limited_why, limiting_check
-from bench_plugin.analysis.search import FOUND, same_direction
+from bench_plugin.analysis.search import ENDED, FOUND, same_direction
 from bench_plugin.analysis.statistics import spread
 from bench_plugin.results.summary import EnvelopeRay, RayRepeat, SearchResult, TrialSummary
 
 
-def _segment_result(results: list[SearchResult], mix: dict[str, float]) -> tuple[SearchResult, float] | None:
-    """The segment's result along ``mix`` restricted to its classes, and the factor from its scale to ``mix``'s
-    (None when the segment runs none of the mix's classes, or recorded no such search)."""
-    classes = {c for result in results for c in result.classes}  # the segment's: every class some ray of it loads
+def _segment_result(results: list[SearchResult], classes: set[str],
+                    mix: dict[str, float]) -> tuple[SearchResult, float] | None:
+    """The segment's result along ``mix`` restricted to the segment's ``classes``, and the factor from its scale to
+    ``mix``'s (None when the segment runs none of the mix's classes, or has no such search ended or under way)."""
     mine = {c: r for c, r in mix.items() if c in classes and r > 0}
     if not mine:
         return None
@@ -39,6 +39,21 @@ def _segment_result(results: list[SearchResult], mix: dict[str, float]) -> tuple
             first = next(iter(mine))
             return result, searched[first] / mine[first]
     return None
+
+
+def segment_classes(trial: TrialSummary) -> dict[int, set[str]]:
+    """Segment -> the classes it runs, from all the trial says of it: where its servers were placed, what its
+    searches and its probes loaded. A segment cut short keeps the classes its unended rays loaded."""
+    out: dict[int, set[str]] = {}
+    for name, where in trial.placement.items():
+        out.setdefault(where.segment, set()).add(name)
+    for result in trial.search:
+        out.setdefault(result.segment, set()).update(c for c, r in result.mix.items() if r > 0)
+    for probe in trial.probes:
+        for index in probe.stages:
+            if (ran := trial.stage(index)) is not None:
+                out.setdefault(probe.segment, set()).update(c for c, r in ran.offered.items() if r > 0)
+    return out
 
 
 def _scaled(value: float | None, factor: float) -> float | None:
@@ -51,18 +66,22 @@ def ray_repeat(trial: TrialSummary, mix: dict[str, float]) -> tuple[RayRepeat, s
     by_segment: dict[int, list[SearchResult]] = {}
     for result in trial.search:
         by_segment.setdefault(result.segment, []).append(result)
-    found = [f for results in by_segment.values() if (f := _segment_result(results, mix)) is not None]
-    if not found:
-        return None
+    classes = segment_classes(trial)
+    found = [f for segment, results in by_segment.items()
+             if (f := _segment_result(results, classes.get(segment, set()), mix)) is not None]
+    covered = {c for r, _ in found for c in r.mix}
+    if not found or any(r > 0 and c not in covered for c, r in mix.items()):
+        return None  # some class of the ray was not searched along it (its segment never ran, or was cut first)
     scaled = [r.model_copy(update={"estimate": _scaled(r.estimate, k), "lo": _scaled(r.lo, k),
                                    "hi": _scaled(r.hi, k)}) for r, k in found]
     estimates = [r.estimate for r in scaled]
     limiting = min(scaled, key=lambda r: r.estimate if r.estimate is not None else float("inf"))
-    complete = all(e is not None for e in estimates)
+    status = combined_status(scaled)
+    complete = status in ENDED and all(e is not None for e in estimates)  # a search under way has no boundary yet
     los = [r.lo for r in scaled]
     his = [r.hi for r in scaled if r.hi is not None]
     repeat = RayRepeat(
-        repeat=trial.repeat, status=combined_status(scaled),
+        repeat=trial.repeat, status=status,
         scale=limiting.estimate if complete else None,
         lo=min(v for v in los if v is not None) if all(v is not None for v in los) else None,
         hi=min(his) if his else None, sustain=limiting.sustain, runs=sum(r.runs for r, _ in found),

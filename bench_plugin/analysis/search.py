@@ -57,6 +57,8 @@ NOT_HELD = "failed"
 BUDGET_SPENT = "budget spent"
 GENERATOR_LIMITED = "generator-limited"
 """A search stopped at a probe its load generator could not send: the boundary is at least ``lo``."""
+ENDED = frozenset({FOUND, ABOVE_MAXIMUM, BELOW_MINIMUM, GENERATOR_LIMITED})
+"""The statuses of a search that ended; the others (BRACKETING, BISECTING) are those of one cut short."""
 MAX_SUSTAINS = 2
 """Failed holds after which a search stops, its boundary unconfirmed."""
 

@@ -404,7 +404,9 @@ def _arm_figures(trials: list[TrialSummary], arm: str, control: str | None) -> A
                 if any(s.itl_ms for _, s in runs):
                     fig.itl_p95_ms = spread([s.itl_ms["p95"] if s.itl_ms else None for _, s in runs])
             stage_classes[name] = fig
-        offered = present[0].offered if present else {}
+        # a load no run of which was measured (each was cut short) is still that load: the runs' own offer
+        ran = present or [aligned(t)[key] for t in mine if key in aligned(t)]
+        offered = ran[0].offered if ran else {}
         realised = present[0].load if present else {}
         out.append(ArmStageFigures(index=index, offered=offered, realised=realised, classes=stage_classes))
     return ArmFigures(stages=out, pods=arm_pods(mine))

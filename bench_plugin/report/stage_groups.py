@@ -73,7 +73,8 @@ def stage_groups(summary: Summary) -> list[StageGroup]:
     loads: dict[Load, list[Member]] = {}
     for arm, figures in summary.arms.items():
         for stage in figures.stages:
-            loads.setdefault(load_key(stage.offered), []).append(Member(arm, stage.index))
+            if stage.classes:  # else no run of it was measured (each was cut short: report.cut_short shows them)
+                loads.setdefault(load_key(stage.offered), []).append(Member(arm, stage.index))
     control = summary.control
     solo = {key: members for key, members in loads.items() if len(key) == 1}
     used: set[Load] = set()

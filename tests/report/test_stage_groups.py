@@ -75,3 +75,30 @@ def test_a_searched_boundary_cell_gives_the_load_and_scale(searched: Summary) ->
             assert cell.startswith(f"found at about {about} (scale "), (arm, cell)
         else:
             assert comp.boundary.status == "not measured" and cell == "not measured", (arm, cell)
+
+
+def test_a_load_whose_only_run_was_cut_short_is_named_by_its_load_and_has_no_table(searched: Summary) -> None:
+    """A search cut mid-stage: the load that stage ran has no measured run; the summary names its load (not
+    an empty one), and the tables, the summary and the report leave it out instead of failing on it."""
+    from bench_plugin.analysis.summary import _arm_figures, load_key
+
+    arm = next(a for a in searched.arms if a != searched.control)
+    runs: dict[tuple[tuple[str, float], ...], list[tuple[int, int]]] = {}
+    for t, trial in enumerate(searched.trials):
+        if trial.arm == arm:
+            for s, stage in enumerate(trial.stages):
+                runs.setdefault(load_key(stage.offered), []).append((t, s))
+    load = max(runs, key=lambda key: sum(v for _, v in key))  # the highest: where a cut search stops
+    trials = list(searched.trials)
+    for t, s in runs[load]:  # each repeat's run of it cut short
+        cut = trials[t].stages[s].model_copy(update={"status": "interrupted"})
+        trials[t] = trials[t].model_copy(update={"stages": [*trials[t].stages[:s], cut, *trials[t].stages[s + 1:]]})
+    figures = _arm_figures(trials, arm, searched.control)
+    empty = [stage for stage in figures.stages if not stage.classes]
+    assert [load_key(stage.offered) for stage in empty] == [load]
+    summary = searched.model_copy(update={"trials": trials, "arms": {**searched.arms, arm: figures}})
+    groups = stage_groups(summary)
+    shown = {(m.arm, m.index) for g in groups for m in g.members}
+    assert (arm, empty[0].index) not in shown
+    assert all(g.offered for g in groups)
+    render_summary(summary), render_report(summary)
