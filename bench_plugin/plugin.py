@@ -142,6 +142,9 @@ class BenchPlugin:
         if resuming is not None:  # the trials are in the store: supersede what runs again
             record = resume.begin(resuming.recorded, resuming.plan, self.recorder, resuming.provenance)
             sys.stderr.write(f"bench_plugin: {resume.describe(resuming, record)}\n")
+            from bench_plugin.report.outputs import remove_outputs
+
+            remove_outputs(self.results_dir)  # they show the store before this resume: written anew at the end
         else:
             for trial in trials:
                 self.recorder.add_trial(trial.id, trial.position, trial.arm, trial.repeat)

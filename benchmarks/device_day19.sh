@@ -9,6 +9,11 @@
 # which keeps every completed stage and still writes the reports, so a slow host returns a partial
 # campaign instead of nothing.
 #
+# Exit status: 3 when the GPU was not left as found; else the campaign's own (0 completed, 130 cut by the
+# limit's Ctrl-C with its outputs written, 2 failed or refused), and 4 where it ended 0 or 130 without
+# its outputs (summary.json, the reports). $OUT then holds only what this slice wrote: the last slice's outputs, carried in RESUME's
+# tarball, are removed before the campaign runs.
+#
 # RESUME=PATH (a results.tar.gz this script wrote before, carried to the host) continues that campaign
 # (--resume) instead of starting a new one: a campaign longer than one device call runs in slices, each
 # call carrying the last call's results.tar.gz back. The log says whether the campaign completed.
@@ -38,8 +43,13 @@ if [ -n "${RESUME:-}" ]; then
   tar -C "$(dirname "$results")" -xzf "$RESUME" || { echo "device_day19: cannot unpack $RESUME" >&2; exit 2; }
   [ -d "$results" ] || { echo "device_day19: $RESUME holds no $(basename "$results")/" >&2; exit 2; }
   where=(--resume "$results")
+  rm -f "$results"/summary.json "$results"/summary.md "$results"/report.html "$results"/report.md
 fi
-timeout --signal=INT --kill-after=60 "${CAMPAIGN_LIMIT_S:-520}" \
+rm -f "$OUT_DIR"/summary.json "$OUT_DIR"/summary.md "$OUT_DIR"/report.html "$OUT_DIR"/report.md
+# --foreground: the Ctrl-C goes to Locust alone, once (without it timeout also signals its process group,
+# which gave Locust a second Ctrl-C now and then: the one that forces a quit, before the outputs were
+# written); the plugin stops its servers itself.
+timeout --foreground --preserve-status --signal=INT --kill-after=60 "${CAMPAIGN_LIMIT_S:-520}" \
   python3 -m locust --headless --only-summary -f locustfiles/mixed.py --scenario "$SCENARIO" \
   "${where[@]}" "$@" > "$OUT_DIR/locust.log" 2>&1
 rc=$?
@@ -56,4 +66,18 @@ tar -C "$(dirname "$results")" -czf "$OUT_DIR/results.tar.gz" "$(basename "$resu
 
 grep -q "settings unchanged: yes" "$OUT_DIR/check.txt" && grep -q "server processes left: none" "$OUT_DIR/check.txt" \
   && grep -q "MPS processes left: none" "$OUT_DIR/check.txt" || { echo "device_day19: the GPU was not left as found" >&2; exit 3; }
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 130 ]; then
+  echo "device_day19: the campaign ended with exit code $rc (locust.log says why)" >&2
+  exit "$rc"
+fi
+if [ ! -f "$results/summary.json" ]; then
+  echo "device_day19: the campaign's outputs were not written (exit code $rc): results.tar.gz holds the store alone;" \
+    "\`bench-plugin report\` on it says why" >&2
+  exit 4
+fi
+if [ "$rc" -eq 0 ]; then
+  echo "device_day19: the campaign completed"
+else
+  echo "device_day19: the slice was cut at its limit; its outputs show the campaign so far (resume with RESUME=)"
+fi
 exit "$rc"

@@ -34,12 +34,39 @@ def write_summaries(results_dir: Path, summary: Summary | None = None) -> Summar
     return summary
 
 
+DERIVED = ("summary.json", "summary.md", "report.html", "report.md")
+"""The files written from the store: each says what the store held when it was written."""
+
+
 def write_outputs(results_dir: Path, summary: Summary | None = None, *, report: bool = True) -> Summary:
     """Write every derived file of ``results_dir`` (report.html and report.md too unless ``report`` is
-    False); the summary they show (``summary``, when already computed from the store, is not computed again)."""
-    summary = write_summaries(results_dir, summary)
-    if report:
-        from bench_plugin.report.html import write_report
+    False); the summary they show (``summary``, when already computed from the store, is not computed again).
 
-        write_report(results_dir, summary)
+    Where writing fails, no derived file is left beside the store, and the error goes on: one left from an
+    earlier write (a resumed campaign's last slice) would show a campaign the store has moved past, and
+    one half written, part of this one. report.html and report.md are removed as well when ``report`` is
+    False: they would show the store as it was before.
+    """
+    try:
+        summary = write_summaries(results_dir, summary)
+        if report:
+            from bench_plugin.report.html import write_report
+
+            write_report(results_dir, summary)
+    except BaseException:
+        remove_outputs(results_dir)
+        raise
+    if not report:
+        remove_outputs(results_dir, DERIVED[2:])
     return summary
+
+
+def remove_outputs(results_dir: Path, names: tuple[str, ...] = DERIVED) -> list[str]:
+    """Remove ``results_dir``'s derived files ``names`` (all by default); the names it removed."""
+    removed = []
+    for name in names:
+        path = results_dir / name
+        if path.is_file():
+            path.unlink()
+            removed.append(name)
+    return removed
