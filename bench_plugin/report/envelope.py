@@ -168,17 +168,35 @@ def _faces(summary: Summary) -> list[tuple[str, str]]:
     return list(combinations(names, 2))
 
 
+def modelled(fit: EnvelopeFit) -> set[str]:
+    """The classes the model has a criterion of: where one has none (its rays did not end, or its load
+    generator fell behind first), the model knows nothing of what that class's own SLO allows."""
+    return {row.workload for row in fit.criteria.values()}
+
+
+FRONTIER_MARGIN = 1.3
+"""A face's axes reach this far beyond the farthest load measured on it (a ray's boundary or its CI's end)."""
+
+
 def envelope_plot(summary: Summary, styles: dict[str, ArmStyle]) -> Plot | None:
-    """The frontier on every face of two classes (the third idle), per arm; None without rays on any face."""
+    """The frontier on every face of two classes (the third idle), per arm; None without rays on any face.
+
+    A model's frontier is drawn on a face only where the model has a criterion of both its classes (else the
+    face says which class it does not know), and each face's axes are scaled to the loads measured on it, so
+    an extrapolated frontier cannot squeeze the measured points against zero.
+    """
     found = envelopes(summary)
     faces = _faces(summary)
     if not found or not faces:
         return None
     marks = DataMarks("envelope")
+    unknown: list[str] = []
     with style():
         fig = new_figure(3.2)
         axes = grid(fig, 1, len(faces), Layout(left=0.7, right=0.2, top=0.35, bottom=0.55, wgap=0.75))
         for ax, (x, y) in zip(axes, faces, strict=True):
+            reach = [0.0, 0.0]  # the farthest load measured on the face, per axis
+            curves: list[tuple[str, str, list[tuple[float, float]]]] = []
             for name, envelope in found:
                 st = styles.get(name)
                 colour = st.colour if st else "#222222"
@@ -190,24 +208,35 @@ def envelope_plot(summary: Summary, styles: dict[str, ArmStyle]) -> Plot | None:
                     hi = ray.scale.hi if ray.scale.hi is not None else ray.scale.mean
                     xs = [ray.mix.get(x, 0.0) * s for s in (lo, hi)]
                     ys = [ray.mix.get(y, 0.0) * s for s in (lo, hi)]
+                    reach = [max(reach[0], *xs), max(reach[1], *ys)]
                     marks.tag(ax.plot(xs, ys, color=colour, linewidth=2.2, alpha=0.6, clip_on=False))
                     marks.tag(ax.plot([ray.mix.get(x, 0.0) * ray.scale.mean], [ray.mix.get(y, 0.0) * ray.scale.mean],
                                       st.marker if st else "o", color=colour, markersize=6,
                                       markerfacecolor="white" if ray.held_out else colour,
                                       clip_on=False))  # a ray of one class ends on an axis: the whole marker
-                if envelope.model is not None:
-                    angles = np.linspace(0.0, math.pi / 2, 181)
-                    curve = [(math.cos(a), math.sin(a), predicted_scale(envelope.model, {x: math.cos(a),
-                                                                                        y: math.sin(a)}))
-                             for a in angles]
-                    points = [(cx * s, cy * s) for cx, cy, s in curve if s is not None]
-                    if points:
-                        marks.tag(ax.plot([p[0] for p in points], [p[1] for p in points], color=colour,
-                                          linewidth=1.0, linestyle="--", label=name))
+                if envelope.model is None:
+                    continue
+                missing = sorted({x, y} - modelled(envelope.model))
+                if missing:
+                    unknown.append(f"{name}: {', '.join(missing)} (face {x} and {y})")
+                    continue
+                angles = np.linspace(0.0, math.pi / 2, 181)
+                curve = [(math.cos(a), math.sin(a), predicted_scale(envelope.model, {x: math.cos(a), y: math.sin(a)}))
+                         for a in angles]
+                points = [(cx * s, cy * s) for cx, cy, s in curve if s is not None]
+                if points:
+                    curves.append((name, colour, points))
+            for name, colour, points in curves:
+                marks.tag(ax.plot([p[0] for p in points], [p[1] for p in points], color=colour,
+                                  linewidth=1.0, linestyle="--", label=name))
             ax.set_xlabel(f"{x} req/s")
             ax.set_ylabel(f"{y} req/s")
-            ax.set_xlim(left=0)
-            ax.set_ylim(bottom=0)
+            if reach[0] > 0 and reach[1] > 0:
+                ax.set_xlim(0, reach[0] * FRONTIER_MARGIN)
+                ax.set_ylim(0, reach[1] * FRONTIER_MARGIN)
+            else:  # nothing measured along one axis: the frontiers drawn say how far it goes
+                ax.set_xlim(left=0)
+                ax.set_ylim(bottom=0)
             ax.set_title(f"{x} and {y} (others idle)", fontsize=9)
         handles = [h for h in axes[0].get_legend_handles_labels()[0]]
         if handles:
@@ -217,5 +246,8 @@ def envelope_plot(summary: Summary, styles: dict[str, ArmStyle]) -> Plot | None:
                "boundary measured along each ray (mean over repeats; hollow: a held-out ray), with its 95% CI as a "
                "thick segment along the ray. Dashed: the envelope model's frontier. Loads inside a frontier keep "
                "every SLO; further out is more load on one device. The control (black) runs each class on its own "
-               "device.")
+               "device. The axes reach a little beyond the loads measured.")
+    if unknown:
+        caption += (" No frontier is drawn where the model has no criterion of a class (none of its rays ended, "
+                    "or its load generator fell behind first): " + "; ".join(unknown) + ".")
     return Plot("envelope-picture", "Operating envelope per arm", svg, caption)

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
+from harness import search_campaign_store
+
 from bench_plugin.analysis.search import FOUND, GENERATOR_LIMITED
 from bench_plugin.analysis.statistics import spread
-from bench_plugin.report.envelope import rows
-from bench_plugin.results.summary import Envelope, EnvelopeRay, RayRepeat
+from bench_plugin.report.envelope import envelope_plot, rows
+from bench_plugin.report.outputs import summarise
+from bench_plugin.results.summary import CriterionFit, Envelope, EnvelopeFit, EnvelopeRay, RayRepeat
 
 
 def ray(status: str, brackets: list[tuple[float, float | None]]) -> EnvelopeRay:
@@ -26,3 +32,36 @@ def test_one_repeat_shows_the_bracket_the_search_left() -> None:
     assert scale_cell(ray(FOUND, [(1.25, 1.5), (1.5, 1.75)])) == "1.5 ± 1.6"  # repeats: their 95% CI instead
     # no boundary found: no bracket to give
     assert scale_cell(ray(GENERATOR_LIMITED, [(2.0, None)])) == "2 (one repeat) (generator-limited)"
+
+
+def test_a_face_with_a_class_the_model_does_not_know_draws_no_frontier_and_keeps_to_the_measured_loads(
+        tmp_path: Path) -> None:
+    """The control's llm rays were generator-limited: its model has no llm criterion, and a frontier drawn from
+    the others' alone ran its llm axis to thousands of req/s, every measured point squeezed against zero."""
+    summary = summarise(search_campaign_store(tmp_path))
+    mix, alone = {"llm": 2.0, "embedding": 10.0}, {"embedding": 10.0}
+
+    def found(name: str, mix: dict[str, float], scale: float) -> EnvelopeRay:
+        return EnvelopeRay(name=name, mix=mix, status=FOUND, scale=spread([scale, scale * 1.1]),
+                           lo=spread([scale * 0.9, scale]), boundary={c: r * scale for c, r in mix.items()},
+                           per_repeat=[])
+
+    embedding_only = CriterionFit(workload="embedding", slo_ms=100.0, a=10.0, b=5.0,
+                                  weights={"embedding": 0.01, "llm": 0.00001}, limit=0.9, measured=0.8, points=12,
+                                  fit_error=0.1)
+    model = EnvelopeFit(form="queue", fitted_on=["mix", "embedding"], devices=[["llm", "embedding", "asr"]],
+                        criteria={"embedding p95": embedding_only}, points=12, fit_error=0.1, rays={},
+                        validated="the loads measured")
+    arm = next(a for a in summary.arms if a != summary.control)
+    assert summary.comparison is not None
+    arms = dict(summary.comparison.arms)
+    arms[arm] = arms[arm].model_copy(update={"envelope": Envelope(
+        rays=[found("mix", mix, 3.0), found("embedding", alone, 4.0)], model=model)})
+    drawn = summary.model_copy(update={"comparison": summary.comparison.model_copy(update={"arms": arms})})
+    plot = envelope_plot(drawn, {})
+    assert plot is not None
+    assert f"{arm}: llm (face llm and embedding)" in plot.caption
+    # the llm axis of that face reaches a little past the 6.6 req/s measured, not the thousands the model's
+    # embedding criterion alone would allow
+    ticks = [float(t) for t in re.findall(r"<text[^>]*>\s*(\d+(?:\.\d+)?)\s*</text>", plot.svg)]
+    assert ticks and max(ticks) < 100, sorted(ticks)[-5:]
