@@ -2,7 +2,8 @@
 
 Every point is a figure over repeats from the typed summary (``Summary.arms``: mean and 95% CI; a ratio to the control
 has its geometric mean and asymmetric interval [lo, hi], drawn as unequal bars); every line is an
-arm, in the arm's colour and marker (figures.py). A percentile point that rests on too few samples to be
+arm, in the arm's colour and marker (figures.py); in a search, a line per load mix of the arm (a ray,
+or a class alone), its points in order of load. A percentile point that rests on too few samples to be
 bounded in some repeat (report.basis) is drawn hollow, and the legend says so; with one repeat its bars
 are that run's order-statistic interval. Offered load is the class's own rate at each stage,
 so each class has its own x axis. Latency axes are logarithmic: a P95 of 15 ms and an SLO of 2 s must
@@ -21,6 +22,7 @@ from matplotlib.lines import Line2D
 
 from bench_plugin.analysis.boundary import REACHED
 from bench_plugin.analysis.intervals import samples_needed
+from bench_plugin.analysis.summary import is_searched
 from bench_plugin.report.basis import FIGURES as PERCENTILES
 from bench_plugin.report.basis import Bases
 from bench_plugin.report.comparison import compared, error_bars
@@ -109,11 +111,12 @@ Series = tuple[list[float], list[float], list[float], list[float]]
 
 
 def _series(summary: Summary, arm: str, cls: str, key: str, bases: Bases | None = None,
-            lows: list[bool] | None = None) -> Series:
+            lows: list[bool] | None = None, mixes: list[Mix] | None = None) -> Series:
     """One figure over an arm's stages: x, mean and the CI's reach below and above it (0 without one).
 
     With ``bases``, a percentile over a single run takes that run's order-statistic interval as its
-    bars, and ``lows`` (when given) gets, per point, whether it rests on too few samples to be bounded.
+    bars, and ``lows`` (when given) gets, per point, whether it rests on too few samples to be bounded;
+    ``mixes`` (when given), per point, the load mix of its stage (:func:`_mix`).
     """
     xs, means, below, above = [], [], [], []
     figures = summary.arms.get(arm)
@@ -124,6 +127,8 @@ def _series(summary: Summary, arm: str, cls: str, key: str, bases: Bases | None 
         if fig is None or fig.mean is None or load is None:
             continue
         basis = bases.get(arm, position, cls, key) if bases is not None and key in PERCENTILES else None
+        if mixes is not None:
+            mixes.append(_mix(stage))
         xs.append(float(load))
         means.append(fig.mean)
         down, up = error_bars(fig)
@@ -138,6 +143,28 @@ def _series(summary: Summary, arm: str, cls: str, key: str, bases: Bases | None 
     return xs, means, below, above
 
 
+Mix = tuple[tuple[str, float], ...]
+"""A stage's load mix as a direction: each class's share of the total offered (rounded), by class."""
+
+
+def _mix(stage: ArmStageFigures) -> Mix:
+    loads = {c: float(r) for c, r in stage.offered.items() if r > 0}
+    total = sum(loads.values()) or 1.0
+    return tuple(sorted((c, round(r / total, 9)) for c, r in loads.items()))
+
+
+def _lines(xs: list[float], mixes: list[Mix] | None) -> list[list[int]]:
+    """The points of one arm's line, as runs of indices into ``xs``: one run in a sweep; searched, one per
+    load mix (a ray, or a class alone), each from its lowest load up. Joining a searched arm's points in
+    order of load alone would zigzag between the rays' mixes."""
+    if mixes is None:
+        return [list(range(len(xs)))] if xs else []
+    runs: dict[Mix, list[int]] = {}
+    for i, mix in enumerate(mixes):
+        runs.setdefault(mix, []).append(i)
+    return [sorted(run, key=lambda i: xs[i]) for run in runs.values()]
+
+
 def _dodge(xs: list[float], rank: int, n_arms: int, span: float) -> list[float]:
     return [x + (rank - (n_arms - 1) / 2) * _DODGE * span for x in xs]
 
@@ -150,7 +177,10 @@ def _x_span(summary: Summary, cls: str) -> float:
 
 
 def _load_ticks(ax: Axes, summary: Summary, cls: str) -> None:
-    """Ticks at the offered loads themselves: stages are discrete steps, not a continuum."""
+    """Ticks at the offered loads themselves in a sweep: stages are discrete steps, not a continuum. A search's
+    loads fall wherever its brackets led, often close together: there the axis keeps matplotlib's own ticks."""
+    if is_searched(summary.trials):
+        return
     loads = sorted({float(_load(s)[cls]) for s in _stages(summary) if cls in _load(s)})
     if 0 < len(loads) <= 12:
         ax.set_xticks(loads, [f"{v:g}" for v in loads])
@@ -194,9 +224,12 @@ def _metric_panel(ax: Axes, summary: Summary, cls: str, key: str, styles: dict[s
     span = _x_span(summary, cls)
     lows, highs = [], []
     hollow = False
+    mixes: list[Mix] | None = [] if is_searched(summary.trials) else None
     for rank, (arm, st) in enumerate(styles.items()):
         weak: list[bool] = []
-        xs, means, below, above = _series(summary, arm, cls, key, bases, weak)
+        if mixes is not None:
+            mixes.clear()
+        xs, means, below, above = _series(summary, arm, cls, key, bases, weak, mixes)
         if not xs:
             continue
         mean = np.asarray(means)
@@ -209,9 +242,12 @@ def _metric_panel(ax: Axes, summary: Summary, cls: str, key: str, styles: dict[s
         # which reads as "the interval reaches down to nothing", as it does.
         lower = np.where(mean - down > 0, down, mean * 0.999)
         at = _dodge(xs, rank, len(styles), span)
-        container = ax.errorbar(at, means, yerr=[lower, up], color=st.colour, marker=st.marker, markersize=5,
-                                linewidth=1.6, capsize=3, label=arm, markevery=[not w for w in weak])
-        marks.tag(container)
+        for n, run in enumerate(_lines(xs, mixes)):
+            container = ax.errorbar([at[i] for i in run], [means[i] for i in run],
+                                    yerr=[[lower[i] for i in run], [up[i] for i in run]], color=st.colour,
+                                    marker=st.marker, markersize=5, linewidth=1.6, capsize=3,
+                                    label=arm if n == 0 else None, markevery=[not weak[i] for i in run])
+            marks.tag(container)
         if any(weak):  # too few samples to bound it: the same marker, hollow
             marks.tag(ax.plot([x for x, w in zip(at, weak, strict=True) if w],
                               [m for m, w in zip(means, weak, strict=True) if w], linestyle="none",
@@ -319,6 +355,7 @@ def throughput_plot(summary: Summary, styles: dict[str, ArmStyle]) -> Plot | Non
     if not classes or not sharing:
         return None
     marks = DataMarks("throughput")
+    searched = is_searched(summary.trials)
     with style():
         fig = new_figure(HEIGHT_IN)
         axes = grid(fig, 1, len(classes), LAYOUT)
@@ -329,14 +366,18 @@ def throughput_plot(summary: Summary, styles: dict[str, ArmStyle]) -> Plot | Non
                         xytext=(-4, 3), textcoords="offset points", ha="right", va="bottom", fontsize=8.5)
             values = [1.0]
             for rank, (arm, st) in enumerate(sharing.items()):
-                xs, means, below, above = _series(summary, arm, cls, "normalised_throughput")
+                mixes: list[Mix] | None = [] if searched else None
+                xs, means, below, above = _series(summary, arm, cls, "normalised_throughput", mixes=mixes)
                 if not xs:
                     continue
                 values += [m + u for m, u in zip(means, above, strict=True)]
                 values += [m - d for m, d in zip(means, below, strict=True)]
-                marks.tag(ax.errorbar(_dodge(xs, rank, len(sharing), span), means, yerr=[below, above],
-                                      color=st.colour, marker=st.marker, markersize=5, linewidth=1.6, capsize=3,
-                                      label=arm))
+                at = _dodge(xs, rank, len(sharing), span)
+                for n, run in enumerate(_lines(xs, mixes)):
+                    marks.tag(ax.errorbar([at[i] for i in run], [means[i] for i in run],
+                                          yerr=[[below[i] for i in run], [above[i] for i in run]], color=st.colour,
+                                          marker=st.marker, markersize=5, linewidth=1.6, capsize=3,
+                                          label=arm if n == 0 else None))
             low, high = min(values), max(values)
             pad = max(0.1, (high - low) * 0.15)
             ax.set_ylim(max(0.0, low - pad), high + pad)

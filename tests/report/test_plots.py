@@ -60,3 +60,32 @@ def test_a_p95_from_too_few_samples_is_drawn_hollow_and_the_legend_says_so(defau
     assert "hollow marker" in weak.caption
     strong = latency_plot(all_bounded(summary), "asr", styles, summary.comparison)
     assert "hollow" not in strong.svg and "hollow" not in strong.caption
+
+
+def test_a_searched_arm_is_a_line_per_load_mix_each_from_its_lowest_load() -> None:
+    """Joined in order of load alone, a searched arm's points zigzag between its rays' mixes."""
+    from bench_plugin.report.plots import _lines, _mix
+    from bench_plugin.results.summary import ArmStageFigures
+
+    def at(offered: dict[str, float]) -> ArmStageFigures:
+        return ArmStageFigures(index=0, offered=offered, realised={}, classes={})
+
+    mix, richer = _mix(at({"llm": 2, "embedding": 10})), _mix(at({"llm": 2, "embedding": 40}))
+    assert mix == _mix(at({"llm": 4, "embedding": 20, "asr": 0})) != richer  # a direction, whatever its scale
+    xs = [2.0, 4.0, 3.0, 6.0, 5.0]
+    assert _lines(xs, [mix, richer, mix, richer, mix]) == [[0, 2, 4], [1, 3]]
+    assert _lines(xs, None) == [[0, 1, 2, 3, 4]]  # a sweep: one line, in stage order, as before
+
+
+def test_a_searched_campaign_plots_latency_without_ticks_at_each_load(tmp_path: Path) -> None:
+    from harness import search_campaign_store
+
+    from bench_plugin.report.outputs import summarise
+
+    summary = summarise(search_campaign_store(tmp_path))
+    styles = arm_styles(summary.arms, summary.control)
+    plot = latency_plot(summary, "embedding", styles, summary.comparison)
+    loads = {f"{float(stage.offered['embedding']):g}" for figures in summary.arms.values() for stage in figures.stages
+             if "embedding" in stage.offered}
+    ticks = set(re.findall(r"<text[^>]*>\s*([\d.]+)\s*</text>", plot.svg))
+    assert len(loads) > 3 and not loads <= ticks  # matplotlib's own ticks, not one at every searched load
