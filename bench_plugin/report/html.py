@@ -105,11 +105,8 @@ def write_report(results_dir: Path, summary: Summary | None = None, max_points: 
         stage_series = read_trial_series(db, trials)
     out = results_dir / "report.html"
     out.write_text(page, encoding="utf-8")
-    text = render_report(summary, started_s=record.started_s, arm_settings=arm_settings, stage_series=stage_series)
-    extra = (["## Operating envelope", "", *envelope.markdown(summary)] if envelope.envelopes(summary) else []) + (
-        plan_section.markdown(plan, summary.control) if plan is not None else [])
-    if extra:
-        text = text.rstrip("\n") + "\n\n" + "\n".join(extra).rstrip() + "\n"
+    text = render_report(summary, started_s=record.started_s, arm_settings=arm_settings, stage_series=stage_series,
+                         plan=plan)
     (results_dir / "report.md").write_text(text, encoding="utf-8")
     return out
 

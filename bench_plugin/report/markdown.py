@@ -16,7 +16,8 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
-from bench_plugin.report import answer, checks, cut_short, disruption, guide, scheduling
+from bench_plugin.report import answer, checks, cut_short, disruption, envelope, guide, scheduling
+from bench_plugin.report import plan as plan_section
 from bench_plugin.report.basis import FIGURES, Bases, any_low, low_rule, markdown_text, value_text
 from bench_plugin.report.clock import campaign_clock
 from bench_plugin.report.comparison import (
@@ -39,6 +40,7 @@ from bench_plugin.report.protocol import embedding_format_lines, output_length_l
 from bench_plugin.report.stage_groups import StageGroup, group_rows, stage_groups
 from bench_plugin.report.stage_series import TrialSeries, markdown_section
 from bench_plugin.results.facts import BackendFacts
+from bench_plugin.results.plan import PlanDocument
 from bench_plugin.results.summary import Comparison, Provenance, Summary
 
 SPREAD_NOTE = ("Figures are mean ± 95% CI half-width over repeats (Student t; none with one repeat). Ratios to "
@@ -103,8 +105,16 @@ def _status(summary: Summary) -> str:
     return status_text(summary)
 
 
-def render_summary(summary: Summary) -> str:
-    """The markdown text of summary.md."""
+def envelope_and_plan(summary: Summary, plan: PlanDocument | None, level: str = "##") -> list[str]:
+    """The operating envelope (each arm's rays and model) and the capacity plan where there are, under
+    headings of ``level``: what an envelope campaign is read for, so it comes before the per-load tables."""
+    lines = [f"{level} Operating envelope", "", *envelope.markdown(summary)] if envelope.envelopes(summary) else []
+    return lines + (plan_section.markdown(plan, summary.control) if plan is not None else [])
+
+
+def render_summary(summary: Summary, plan: PlanDocument | None = None) -> str:
+    """The markdown text of summary.md; an envelope campaign's envelope and ``plan`` (the campaign's
+    ``bench-plugin plan`` output, where there is one) lead, before the trials and the per-load tables."""
     scenario = summary.scenario
     lines = [
         f"# Campaign {scenario.name}",
@@ -127,6 +137,7 @@ def render_summary(summary: Summary) -> str:
               "(at least the stage's duration); throughput vs control is the per-repeat ratio to the control "
               "arm at the same stage (in a search: at the same load, or an exclusive control's class alone at "
               "the same rate).", ""]
+    lines += envelope_and_plan(summary, plan)
     lines += ["## Trials", "", *_trials_table(summary), ""]
     lines += scheduling.markdown_section(summary)
     lines += _stage_sections(summary, "##")
@@ -232,8 +243,9 @@ def _conditions_section(summary: Summary, started_s: float | None,
 
 def render_report(summary: Summary, *, started_s: float | None = None,
                   arm_settings: dict[str, str] | None = None,
-                  stage_series: Sequence[TrialSeries] = ()) -> str:
-    """The markdown text of report.md: verdict first, then per-stage tables, boundaries and conditions.
+                  stage_series: Sequence[TrialSeries] = (), plan: PlanDocument | None = None) -> str:
+    """The markdown text of report.md: the answer and verdict first, then the envelope and ``plan`` (an envelope
+    campaign's), then per-stage tables, boundaries and conditions.
 
     ``started_s`` (the campaign start, epoch seconds), ``arm_settings`` (each arm's settings as
     recorded in trials.arm_config, as JSON text) and ``stage_series`` (report.stage_series.read_trial_series) come
@@ -251,6 +263,7 @@ def render_report(summary: Summary, *, started_s: float | None = None,
         lines += _verdict_section(summary, comparison)
     else:
         lines += ["## Verdict", "", *guide.markdown("verdict"), NO_COMPARISON, ""]
+    lines += envelope_and_plan(summary, plan)
     lines += ["## Per-stage figures", "", *guide.markdown("stages"),
               f"{SPREAD_NOTE} Latency is from each request's intended send time.", ""]
     lines += _stage_sections(summary, "###")

@@ -27,10 +27,13 @@ def write_summaries(results_dir: Path, summary: Summary | None = None) -> Summar
     """Write summary.json and summary.md into ``results_dir`` (of ``summary``, when already computed from its
     store); return the summary."""
     from bench_plugin.report.markdown import render_summary
+    from bench_plugin.results.plan import FILENAME as PLAN_FILE
+    from bench_plugin.results.plan import read_plan
 
     summary = summary if summary is not None else summarise(results_dir)
     save_summary(summary, results_dir / SUMMARY)
-    (results_dir / "summary.md").write_text(render_summary(summary), encoding="utf-8")
+    plan = read_plan(results_dir / PLAN_FILE) if (results_dir / PLAN_FILE).is_file() else None
+    (results_dir / "summary.md").write_text(render_summary(summary, plan), encoding="utf-8")
     return summary
 
 

@@ -51,9 +51,9 @@ def render_answer(summary: Summary, report: Path | None = None) -> str:
         when = f" at {campaign_clock(summary, status.ended_s)}" if status.ended_s is not None else ""
         lines.append(f"  {status.status.upper()}{when}: {status.reason or 'no reason was recorded'}"
                      + ("; the figures below are of what ran before" if summary.trials else ""))
+    lines += envelope.terminal(summary)  # an envelope campaign is read for its envelope first
     for name, arm in arms.items():
         lines += _arm(summary, name, arm, comparison.control)
-    lines += envelope.terminal(summary)
     flags = sorted({flag for trial in summary.trials for stage in trial.stages for flag in _stage_flags(stage)})
     if flags:
         lines.append("  flags: " + "; ".join(flags))

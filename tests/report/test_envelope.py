@@ -10,8 +10,10 @@ from harness import search_campaign_store
 from bench_plugin.analysis.search import FOUND, GENERATOR_LIMITED
 from bench_plugin.analysis.statistics import spread
 from bench_plugin.report.envelope import envelope_plot, rows
+from bench_plugin.report.markdown import render_report, render_summary
 from bench_plugin.report.outputs import summarise
-from bench_plugin.results.summary import CriterionFit, Envelope, EnvelopeFit, EnvelopeRay, RayRepeat
+from bench_plugin.report.terminal import render_answer
+from bench_plugin.results.summary import CriterionFit, Envelope, EnvelopeFit, EnvelopeRay, RayRepeat, Summary
 
 
 def ray(status: str, brackets: list[tuple[float, float | None]]) -> EnvelopeRay:
@@ -34,10 +36,9 @@ def test_one_repeat_shows_the_bracket_the_search_left() -> None:
     assert scale_cell(ray(GENERATOR_LIMITED, [(2.0, None)])) == "2 (one repeat) (generator-limited)"
 
 
-def test_a_face_with_a_class_the_model_does_not_know_draws_no_frontier_and_keeps_to_the_measured_loads(
-        tmp_path: Path) -> None:
-    """The control's llm rays were generator-limited: its model has no llm criterion, and a frontier drawn from
-    the others' alone ran its llm axis to thousands of req/s, every measured point squeezed against zero."""
+def with_envelope(tmp_path: Path) -> tuple[Summary, str]:
+    """A searched campaign's summary whose shared arm has an envelope of two rays and a model with an
+    embedding criterion only (its llm rays did not end); and that arm's name."""
     summary = summarise(search_campaign_store(tmp_path))
     mix, alone = {"llm": 2.0, "embedding": 10.0}, {"embedding": 10.0}
 
@@ -57,7 +58,14 @@ def test_a_face_with_a_class_the_model_does_not_know_draws_no_frontier_and_keeps
     arms = dict(summary.comparison.arms)
     arms[arm] = arms[arm].model_copy(update={"envelope": Envelope(
         rays=[found("mix", mix, 3.0), found("embedding", alone, 4.0)], model=model)})
-    drawn = summary.model_copy(update={"comparison": summary.comparison.model_copy(update={"arms": arms})})
+    return summary.model_copy(update={"comparison": summary.comparison.model_copy(update={"arms": arms})}), arm
+
+
+def test_a_face_with_a_class_the_model_does_not_know_draws_no_frontier_and_keeps_to_the_measured_loads(
+        tmp_path: Path) -> None:
+    """The control's llm rays were generator-limited: its model has no llm criterion, and a frontier drawn from
+    the others' alone ran its llm axis to thousands of req/s, every measured point squeezed against zero."""
+    drawn, arm = with_envelope(tmp_path)
     plot = envelope_plot(drawn, {})
     assert plot is not None
     assert f"{arm}: llm (face llm and embedding)" in plot.caption
@@ -65,3 +73,16 @@ def test_a_face_with_a_class_the_model_does_not_know_draws_no_frontier_and_keeps
     # embedding criterion alone would allow
     ticks = [float(t) for t in re.findall(r"<text[^>]*>\s*(\d+(?:\.\d+)?)\s*</text>", plot.svg)]
     assert ticks and max(ticks) < 100, sorted(ticks)[-5:]
+
+
+def test_an_envelope_campaign_is_read_envelope_first(tmp_path: Path) -> None:
+    """summary.md, report.md and the terminal lead with the envelope; the per-load tables stay, after."""
+    summary, arm = with_envelope(tmp_path)
+    text = render_summary(summary)
+    assert text.index("\n## Operating envelope\n") < text.index(f"\n### {arm}\n") < text.index("\n## Trials\n") \
+        < text.index("\n## Offered ")
+    report = render_report(summary)
+    assert report.index("\n## Verdict\n") < report.index("\n## Operating envelope\n") \
+        < report.index("\n## Per-stage figures\n") < report.index("\n### Offered ")
+    answer = [line.strip() for line in render_answer(summary).splitlines()]
+    assert answer.index(f"{arm} envelope:") < min(i for i, line in enumerate(answer) if line.startswith(f"{arm}:"))
