@@ -123,8 +123,13 @@ def test_arm_short_of_gpus_fails_with_the_schedulers_reason(k8s_cluster: Cluster
     assert shared_state(k8s_cluster, ns, [node]).config == SHIPPED_KEYS
     assert k8s_cluster.core.read_namespaced_pod("filler-0", ns).status.phase == "Running"  # not the plugin's
     # the pod timeline: the scheduler's own message on the failed trial's pods, in the store and the summary
-    pending = [pod for pod in trials[1]["pods"] if pod["scheduled_s"] is None]
-    assert pending and all(pod["pending_until"] in ("deleted", "trial end") for pod in pending), trials[1]["pods"]
+    pods = trials[1]["pods"]
+    pending = [pod for pod in pods if pod["failed_scheduling"]]
+    # each stayed Pending until the trial's teardown: never bound, or bound only once the teardown had deleted
+    # a sibling and freed its GPU (the scheduler may bind it before its own deletion; timestamps are whole seconds)
+    teardown = min((pod["deleted_s"] for pod in pods if pod["deleted_s"] is not None), default=None)
+    assert pending and all(pod["pending_until"] in ("deleted", "trial end")
+                           or (teardown is not None and pod["scheduled_s"] >= teardown) for pod in pending), pods
     assert any("Insufficient nvidia.com/gpu" in reason for pod in pending for reason in pod["failed_scheduling"])
     assert "Insufficient nvidia.com/gpu" in pending[0]["first_failed_scheduling"]
     summary = json.loads((tmp_path / "results" / "summary.json").read_text())
