@@ -58,27 +58,37 @@ def mix_results(trial: TrialSummary) -> list[SearchResult]:
     return [r for r in trial.search if r.ray == "mix"]
 
 
-def limiting_class(trials: list[TrialSummary]) -> str | None:
+def limiting_class(trials: list[TrialSummary], along: dict[str, float] | None = None) -> str | None:
     """Where each class was searched alone (an exclusive arm): the class whose boundary is the lowest, when
-    every repeat that found one agrees; None otherwise, and for a search of the whole mix."""
+    every repeat that found one agrees; None otherwise, and for a search of the whole mix. A repeat counts once
+    it has a capacity along ``along`` (every class searched to an end: :func:`_repeat`)."""
     found = set()
     for trial in trials:
         results = mix_results(trial)
         estimates = [r.estimate for r in results if r.estimate is not None]
         if len(results) < 2 or len(estimates) < len(results):
             continue
+        repeat = _repeat(trial, along)
+        if repeat is None or repeat.scale is None:
+            continue
         lowest = min(estimates)
         found.add(", ".join(name for r in results if r.estimate == lowest for name in r.classes))
     return found.pop() if len(found) == 1 else None
 
 
-def _repeat(trial: TrialSummary) -> RepeatCapacity | None:
+def _repeat(trial: TrialSummary, mix: dict[str, float] | None = None) -> RepeatCapacity | None:
+    """The trial's capacity along ``mix`` (the scenario's ``search.mix``): None where some class of it has no
+    search recorded (its segment never ran, or was cut before its search ended or was recorded); no scale while
+    a search is still under way (``bracketing``, ``bisecting``)."""
     results = mix_results(trial)
     if not results:
         return None
-    scales = [r.estimate for r in results if r.estimate is not None]
-    scale = min(scales) if scales and len(scales) == len(results) else None
+    searched = {c for r in results for c, rate in r.mix.items() if rate > 0}
+    if mix is not None and any(rate > 0 and c not in searched for c, rate in mix.items()):
+        return None
     status = combined_status(results)
+    scales = [r.estimate for r in results if r.estimate is not None]
+    scale = min(scales) if scales and len(scales) == len(results) and status in ENDED else None
     mix = results[0].mix if len(results) == 1 else {k: v for r in results for k, v in r.mix.items()}
     per_device = None
     if scale is not None and trial.devices_charged:
@@ -90,9 +100,11 @@ def _repeat(trial: TrialSummary) -> RepeatCapacity | None:
                           limited=limited)
 
 
-def arm_capacity(trials: list[TrialSummary], control: list[TrialSummary] | None) -> Capacity | None:
-    """The arm's capacity from its trials' searches (None when none searched)."""
-    mine = [r for r in map(_repeat, trials) if r is not None]
+def arm_capacity(trials: list[TrialSummary], control: list[TrialSummary] | None,
+                 along: dict[str, float] | None = None) -> Capacity | None:
+    """The arm's capacity from its trials' searches along ``along`` (the scenario's ``search.mix``: a trial counts
+    once every class of it was searched; without it, whatever each trial recorded); None when none searched."""
+    mine = [r for t in trials if (r := _repeat(t, along)) is not None]
     if not mine:
         return None
     mix = next(found for t in trials if (found := mix_results(t)))
@@ -100,7 +112,7 @@ def arm_capacity(trials: list[TrialSummary], control: list[TrialSummary] | None)
     merged = {name: given[name] for name in sorted(given, key=class_rank)}
     ratio = None
     if control is not None:
-        theirs = {r.repeat: r for r in map(_repeat, control) if r is not None}
+        theirs = {r.repeat: r for t in control if (r := _repeat(t, along)) is not None}
         values = []
         for r in mine:
             ref = theirs.get(r.repeat)

@@ -155,7 +155,8 @@ def _searched_arm(arm: Arm, mine: list[TrialSummary], reference: list[TrialSumma
                   conditions: Provenance, objectives: dict[str, ClassObjectives],
                   search: Search | None) -> ArmComparison:
     """An arm of an adaptive campaign: its searched boundary and capacity per device against the control's."""
-    capacity = arm_capacity(mine, reference)
+    mix = {str(c): float(r) for c, r in search.mix.items()} if search is not None else None
+    capacity = arm_capacity(mine, reference, mix)
     envelope = None
     if search is not None and search.mixes:
         rays = envelope_rays(mine, search.rays(), search.held_out)
@@ -164,7 +165,7 @@ def _searched_arm(arm: Arm, mine: list[TrialSummary], reference: list[TrialSumma
         (r.status for r in capacity.per_repeat if r.status == GENERATOR_LIMITED), capacity.per_repeat[0].status)
     offered = capacity.offered if capacity else {}
     bounded = status == GENERATOR_LIMITED  # no boundary found: nothing limits it yet
-    alone = None if bounded else limiting_class(mine)  # each class searched alone: the class with the lowest boundary
+    alone = None if bounded else limiting_class(mine, mix)  # each class searched alone: the lowest one
     limiting = None if bounded else alone or searched_limit(mine, objectives)
     text = (f"boundary at {format_offered(offered)} (scale {capacity.scale.mean:.3g} of the mix; "
             f"search status: {status}" + (f"; limited by {alone}, each class searched alone" if alone else "")
@@ -178,7 +179,7 @@ def _searched_arm(arm: Arm, mine: list[TrialSummary], reference: list[TrialSumma
     boundary = Boundary(status=status, text=text, stage_position=capacity.scale if capacity else spread([]),
                         offered=offered, limiting=limiting)
     verdict = None
-    ref_capacity = arm_capacity(control_trials, None) if reference is not None else None
+    ref_capacity = arm_capacity(control_trials, None, mix) if reference is not None else None
     if capacity is not None and ref_capacity is not None and control is not None:
         call, sentence = capacity_text(arm.name, control.name, capacity, ref_capacity)
         verdict = Verdict(call=call, text=sentence, worth_it_up_to_stage=None,

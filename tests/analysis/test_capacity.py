@@ -78,3 +78,29 @@ def test_a_capacity_its_load_generator_kept_up_with_is_judged_as_before() -> Non
     arm, control = capacity([30.0, 31.0, 32.0], [None] * 3), capacity([10.0, 10.2, 10.1], [None] * 3)
     said, text = capacity_text("mps", "exclusive", with_ratio(arm, control), control)
     assert said == "worth it" and "lower bound" not in text
+
+
+def test_a_capacity_needs_every_class_of_the_mix_searched_to_an_end() -> None:
+    """An exclusive control cut after its llm segment's search ended, before the others ran: its capacity is
+    not llm's alone; and a search cut while bisecting has no scale yet (it keeps what it held)."""
+    from bench_plugin.analysis.capacity import arm_capacity
+    from bench_plugin.results.summary import TrialSummary
+
+    mix = {"llm": 2.0, "embedding": 10.0, "asr": 2.0}
+
+    def alone(segment: int, name: str, status: str, estimate: float | None) -> SearchResult:
+        return SearchResult(segment=segment, classes=[name], mix={name: mix[name]}, status=status, lo=estimate,
+                            hi=None, estimate=estimate, precision=None, runs=3, fixed_sweep_runs=10)
+
+    def trial(repeat: int, search: list[SearchResult]) -> TrialSummary:
+        return TrialSummary(id=repeat, arm="exclusive", repeat=repeat, status="interrupted", reason=None,
+                            placement={}, stages=[], devices_charged=3, search=search)
+
+    done = [alone(0, "llm", "found", 8.0), alone(1, "embedding", "found", 3.0), alone(2, "asr", "found", 5.0)]
+    whole = arm_capacity([trial(1, done)], None, mix)
+    assert whole is not None and whole.scale.mean == 3.0
+    assert arm_capacity([trial(1, done[:1])], None, mix) is None  # embedding and asr never ran
+    cut = arm_capacity([trial(1, [*done[:2], alone(2, "asr", "bisecting", 2.5)])], None, mix)
+    assert cut is not None and cut.scale.mean is None and cut.per_repeat[0].status == "bisecting"
+    both = arm_capacity([trial(1, done), trial(2, done[:2])], None, mix)  # a second repeat cut short
+    assert both is not None and [r.repeat for r in both.per_repeat] == [1] and both.scale.mean == 3.0
