@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench_plugin.analysis.summary import build_summary
+from bench_plugin.results.plan import PlanDocument
 from bench_plugin.results.store import open_campaign
 from bench_plugin.results.summary import Summary, save_summary
 
@@ -27,14 +28,29 @@ def write_summaries(results_dir: Path, summary: Summary | None = None) -> Summar
     """Write summary.json and summary.md into ``results_dir`` (of ``summary``, when already computed from its
     store); return the summary."""
     from bench_plugin.report.markdown import render_summary
-    from bench_plugin.results.plan import FILENAME as PLAN_FILE
-    from bench_plugin.results.plan import read_plan
-
     summary = summary if summary is not None else summarise(results_dir)
     save_summary(summary, results_dir / SUMMARY)
-    plan = read_plan(results_dir / PLAN_FILE) if (results_dir / PLAN_FILE).is_file() else None
-    (results_dir / "summary.md").write_text(render_summary(summary, plan), encoding="utf-8")
+    (results_dir / "summary.md").write_text(render_summary(summary, replan(results_dir, summary)), encoding="utf-8")
     return summary
+
+
+def replan(results_dir: Path, summary: Summary) -> PlanDocument | None:
+    """``results_dir``'s capacity plan (plan.json, which ``bench-plugin plan`` writes), planned again on
+    ``summary`` for the same traffics, headroom and GPU cost, and rewritten; None where there is none.
+
+    A plan is derived from the envelopes as the summary is: a resumed campaign's store has moved on since
+    it was written, and the plan shown beside the new summary must be of it."""
+    from bench_plugin.analysis.packing import capacity_plans
+    from bench_plugin.results.plan import FILENAME, read_plan, write_plan
+
+    path = results_dir / FILENAME
+    if not path.is_file():
+        return None
+    before = read_plan(path)
+    plan = capacity_plans(summary, before.campaign, [dict(p.traffic) for p in before.plans], before.headroom,
+                          before.gpu_cost)
+    write_plan(path, plan)
+    return plan
 
 
 DERIVED = ("summary.json", "summary.md", "report.html", "report.md")
