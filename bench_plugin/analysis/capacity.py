@@ -76,15 +76,15 @@ def limiting_class(trials: list[TrialSummary], along: dict[str, float] | None = 
     return found.pop() if len(found) == 1 else None
 
 
-def _repeat(trial: TrialSummary, mix: dict[str, float] | None = None) -> RepeatCapacity | None:
-    """The trial's capacity along ``mix`` (the scenario's ``search.mix``): None where some class of it has no
+def _repeat(trial: TrialSummary, along: dict[str, float] | None = None) -> RepeatCapacity | None:
+    """The trial's capacity along ``along`` (the scenario's ``search.mix``): None where some class of it has no
     search recorded (its segment never ran, or was cut before its search ended or was recorded); no scale while
     a search is still under way (``bracketing``, ``bisecting``)."""
     results = mix_results(trial)
     if not results:
         return None
     searched = {c for r in results for c, rate in r.mix.items() if rate > 0}
-    if mix is not None and any(rate > 0 and c not in searched for c, rate in mix.items()):
+    if along is not None and any(rate > 0 and c not in searched for c, rate in along.items()):
         return None
     status = combined_status(results)
     scales = [r.estimate for r in results if r.estimate is not None]

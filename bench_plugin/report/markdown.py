@@ -105,10 +105,10 @@ def _status(summary: Summary) -> str:
     return status_text(summary)
 
 
-def envelope_and_plan(summary: Summary, plan: PlanDocument | None, level: str = "##") -> list[str]:
-    """The operating envelope (each arm's rays and model) and the capacity plan where there are, under
-    headings of ``level``: what an envelope campaign is read for, so it comes before the per-load tables."""
-    lines = [f"{level} Operating envelope", "", *envelope.markdown(summary)] if envelope.envelopes(summary) else []
+def envelope_and_plan(summary: Summary, plan: PlanDocument | None) -> list[str]:
+    """The operating envelope (each arm's rays and model) and the capacity plan where there are: what an
+    envelope campaign is read for, so it comes before the per-load tables."""
+    lines = ["## Operating envelope", "", *envelope.markdown(summary)] if envelope.envelopes(summary) else []
     return lines + (plan_section.markdown(plan, summary.control) if plan is not None else [])
 
 
