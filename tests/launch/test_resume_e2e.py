@@ -9,7 +9,8 @@ between runs, so the resumed campaign's figures are checked against the figures 
 for the same recorded samples, as if one uninterrupted process had recorded them, and against the
 uninterrupted run only in what does not depend on the clock: the trials, stages, statuses and the
 exact (seeded) request count of every stage and class. A search campaign is killed twice, and
-resumed twice. Each refusal is one line, exit status 2, no traceback, and leaves the directory as it was.
+resumed twice; another is cut ten times in turn, at every kind of point of its schedule, by Ctrl-C and by a
+kill, and resumed each time. Each refusal is one line, exit status 2, no traceback, and leaves the directory as it was.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ import pytest
 import yaml
 from harness import ROOT, run_locust, scenario_variant, start_locust, stop_process
 
+from bench_plugin.report.envelope import envelopes
+from bench_plugin.report.markdown import render_report, render_summary
 from bench_plugin.report.outputs import summarise
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.store import CampaignReader, StoreError, open_campaign, open_store, read_samples
@@ -435,4 +438,87 @@ def test_a_search_segment_killed_after_one_ray_ended_goes_on_from_its_decided_pr
     for stage in trial.stages:
         assert stage.status == "completed" and all(stage.classes[n].requests == stage.arrivals[n]
                                                    for n in stage.arrivals if stage.arrivals[n])
+    assert without_resumes(summary) == without_resumes(as_one_run(results, tmp_path / "as-one-run"))
+
+
+CHAIN = (("mid-probe", signal.SIGINT), ("decided", signal.SIGKILL), ("starting", signal.SIGKILL),
+         ("mid-probe", signal.SIGKILL), ("decided", signal.SIGINT), ("mid-probe", signal.SIGINT),
+         ("decided", signal.SIGKILL), ("decided", signal.SIGINT), ("decided", signal.SIGKILL),
+         ("mid-probe", signal.SIGINT))
+"""The cuts of one campaign, in turn, each in a new process resumed from the last: kinds of point from the
+campaign's own schedule (``mid-probe``: a probe's stage has started and is not decided; ``decided``: right after
+a probe's decision; ``starting``: a resumed process before its first probe), each by Ctrl-C and by a kill. The
+probes go mix x1, asr-alone x1, mix x2, asr-alone x2, mix x4 (the ray ``mix`` ends), asr-alone x4 (RAYS): the
+last cut comes inside the last probe, once one ray has ended and the other has not."""
+
+
+def cut_at(results: Path, kind: str, decided: int, resumes: int) -> Callable[[], bool]:
+    """When the process of resume ``resumes`` (0: the first), started with ``decided`` probes decided, reaches a
+    cut of ``kind``. Nothing before it has recorded its own resume: what the last process began is not its."""
+    def ready(reader: CampaignReader) -> bool:
+        steps = reader.events("search_step")
+        resumed = reader.events("resumed")
+        if len(resumed) < resumes:
+            return False
+        since = resumed[-1].t if resumed else 0.0
+        if kind == "starting":
+            return not any(e.t > since for e in reader.events("stage_start"))
+        if kind == "decided":
+            return len(steps) > decided
+        last = max([since, *(e.t for e in steps)])
+        return len(steps) == decided and any(e.t > last for e in reader.events("stage_start"))
+
+    return lambda: read_now(results, ready, False)
+
+
+def undecided_nothing_shown(summary: Summary) -> None:
+    """A partial campaign's summary: a ray or capacity has a boundary only once its search ended, and then the
+    uncut campaign's (each probe passes: every search ends above the maximum, having held x4)."""
+    assert summary.comparison is not None
+    for comp in summary.comparison.arms.values():
+        for ray in comp.envelope.rays if comp.envelope else []:
+            for repeat in ray.per_repeat:
+                if repeat.scale is not None:
+                    assert repeat.status == "above the maximum" and repeat.lo == pytest.approx(4.0), ray
+        for repeat in comp.search.per_repeat if comp.search else []:
+            if repeat.scale is not None:
+                assert repeat.status == "above the maximum", comp.search
+
+
+def test_a_search_cut_at_every_kind_of_point_in_turn_ends_as_the_uncut_one(tmp_path: Path) -> None:
+    """Cut after cut, each resumed: at every cut the summary and the reports (written by a Ctrl-C; from the store
+    after a kill) say only what was decided, and the campaign ends with every probe run once and the uncut
+    campaign's boundaries."""
+    scenario = scenario_variant(tmp_path, "simulator", repeats=1, search=RAYS, classes=loose_classes(),
+                                arms=[{"name": "shared", "control": True, "sharing": "time-slicing"}])
+    results = tmp_path / "results"
+    args = [*LOCUSTFILE, "--scenario", str(scenario), "--results-dir", str(results)]
+    for n, (kind, sig) in enumerate(CHAIN):
+        decided = len(search_steps(results))
+        status = stop_when(args, tmp_path / f"cut-{n}.log", results, cut_at(results, kind, decided, n), sig)
+        log = (tmp_path / f"cut-{n}.log").read_text()
+        if sig == signal.SIGINT:  # stopped: its outputs are written, of the campaign so far
+            assert status == 130 and "Traceback" not in log, log[-3000:]
+            partial = load_summary(results / "summary.json")
+            assert partial.status.status == "interrupted"
+            assert ("## Operating envelope" in (results / "summary.md").read_text()) == bool(envelopes(partial))
+        else:  # killed: nothing written; the store says as much as it holds
+            assert status == -signal.SIGKILL
+            # a resumed process removes the outputs of the one before as it starts: none is left stale
+            assert not any((results / name).exists() for name in ("summary.json", "summary.md", "report.html"))
+            partial = summarise(results)
+        undecided_nothing_shown(partial)
+        render_summary(partial), render_report(partial)
+        args = [*LOCUSTFILE, "--resume", str(results)]
+    done = resume(results)
+    assert done.returncode == 0, done.stdout[-3000:]
+    summary = load_summary(results / "summary.json")
+    assert len(summary.status.resumed) == len(CHAIN)
+    (trial,) = summary.trials
+    by_ray = {r.ray: r for r in trial.search}
+    assert set(by_ray) == {"mix", "asr-alone"}
+    assert all(r.status == "above the maximum" and r.lo == pytest.approx(4.0) for r in by_ray.values())
+    probes = sorted((p.ray, p.scale) for p in trial.probes)
+    assert probes == sorted((ray, scale) for ray in ("mix", "asr-alone") for scale in (1.0, 2.0, 4.0)), probes
+    undecided_nothing_shown(summary)
     assert without_resumes(summary) == without_resumes(as_one_run(results, tmp_path / "as-one-run"))
