@@ -241,7 +241,10 @@ started = []
 
 
 def at_stage(stage: int, **_: object) -> None:
-    if stage >= FROM_STAGE and not started:
+    if UNTIL_STAGE is not None and stage >= UNTIL_STAGE:
+        for holder in started:
+            holder.kill(block=False)
+    elif stage >= FROM_STAGE and not started:
         started.append(gevent.spawn(HOLDER))
 
 
@@ -255,10 +258,12 @@ events.init.add_listener(wire)
 '''
 
 
-def holding_locustfile(tmp_path: Path, name: str, holder: str, from_stage: int = 0) -> Path:
-    """A locustfile ``name``.py whose load generator runs ``holder`` on its event loop from stage ``from_stage`` on:
-    ``hog`` (burns 95 ms of every 100 in Python: more work than its core) or ``hold_the_loop`` (sleeps 30 ms of
-    every 100 in C: the loop stops while its CPU idles)."""
+def holding_locustfile(tmp_path: Path, name: str, holder: str, from_stage: int = 0,
+                       until_stage: int | None = None) -> Path:
+    """A locustfile ``name``.py whose load generator runs ``holder`` on its event loop from stage ``from_stage`` on
+    (until stage ``until_stage`` starts, if given): ``hog`` (burns 95 ms of every 100 in Python: more work than
+    its core) or ``hold_the_loop`` (sleeps 30 ms of every 100 in C: the loop stops while its CPU idles)."""
     path = tmp_path / f"{name}.py"
-    path.write_text(HOLDING_LOCUSTFILE + f"\nHOLDER = {holder}\nFROM_STAGE = {from_stage}\n")
+    path.write_text(HOLDING_LOCUSTFILE + f"\nHOLDER = {holder}\nFROM_STAGE = {from_stage}\n"
+                                         f"UNTIL_STAGE = {until_stage}\n")
     return path

@@ -147,11 +147,12 @@ def repeat_boundary(trial: TrialSummary, order: list[int], objectives: dict[str,
 
 def searched_limit(trials: list[TrialSummary], objectives: dict[str, ClassObjectives]) -> str | None:
     """In a search of the whole mix: what broke first above the boundary. Per repeat, the worst criterion of
-    its lowest failing load; over repeats, the most common (None when no repeat had a failing load)."""
+    its lowest failing load (stages a probe set aside, its load generator behind, left out); over repeats, the
+    most common (None when no repeat had a failing load)."""
     found: Counter[str] = Counter()
     for trial in trials:
-        other_rays = {i for probe in trial.probes if probe.ray != "mix" for i in probe.stages}
-        failing = [m for stage in trial.stages if stage.index not in other_rays
+        left_out = {i for probe in trial.probes for i in (probe.stages if probe.ray != "mix" else probe.set_aside)}
+        failing = [m for stage in trial.stages if stage.index not in left_out
                    and (judged := trial.judged_stage(stage.index)) is not None
                    and not (m := stage_margin(judged, objectives)).passed]
         if failing and (worst := _worst(min(failing, key=lambda m: sum(m.offered.values())))) is not None:

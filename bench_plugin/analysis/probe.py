@@ -30,9 +30,13 @@ probe judges. A probe the search takes as passed (a pass, or an undecided one wh
 within) stands: the servers kept the SLOs even with those delays added. A failure does not: the client
 may have made it, and the send times alone cannot say how much, since a loop short of CPU also reads
 the answers late. So a probe that fails (or stays undecided beyond its allowance, or whose stage the
-rollback stopped for its latency) on such a stage is not judged: its outcome is ``generator-limited``,
-and the search stops there (analysis/search.py), its boundary at least the last load that passed. The
-fix is the generator's (more load-generating processes), not the probe's.
+rollback stopped for its latency) on such a stage is not judged. A lapse can be brief (a virtual machine
+stalled for tens of milliseconds, a burst of other work on the host): so such a stage is first **set
+aside**, once per probe (``SET_ASIDE_LIMIT``), and run again at the same load; its samples are not pooled,
+and the decision lists it (``set_aside``). Where the generator falls behind again in a probe that does not
+pass, its outcome is ``generator-limited``, and the search stops there (analysis/search.py), its boundary at
+least the last load that passed. The fix is the generator's (more load-generating processes), not the
+probe's.
 
 Special cases, each decided: a class with requests but none successful fails its latency criteria; a
 zero error budget passes with no error and fails with one; a successful LLM answer without a first-token
@@ -58,6 +62,8 @@ UNDECIDED = "undecided"
 LIMITED = "generator-limited"
 P95_ALLOWED = 0.05
 """The fraction of requests a P95 SLO lets be slower than it."""
+SET_ASIDE_LIMIT = 1
+"""Stages a probe sets aside at most, its load generator behind in them, before it goes unjudged."""
 BATCHES = 10
 """Consecutive batches of a criterion's requests for the batch-means bounds."""
 
@@ -157,6 +163,13 @@ def decide(samples: Iterable[Sample], objectives: dict[str, ClassObjectives], co
 def failed_stage(confidence: float, stages: list[int], why: str) -> ProbeDecision:
     """A probe whose stage did not complete (rolled back, cut short): a failure, decided without counts."""
     return ProbeDecision(outcome=FAIL, point=False, confidence=confidence, stages=list(stages), note=why)
+
+
+def set_aside(decision: ProbeDecision, why: str | None, aside: int) -> bool:
+    """Whether the stage just run is set aside and run again (the module's rule): its load generator fell behind
+    (``why``), the probe with it pooled (``decision``) does not pass, and the probe has set fewer than
+    ``SET_ASIDE_LIMIT`` stages aside (``aside``)."""
+    return why is not None and decision.outcome != PASS and aside < SET_ASIDE_LIMIT
 
 
 def judge_lag(decision: ProbeDecision, why: str | None) -> ProbeDecision:

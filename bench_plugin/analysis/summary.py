@@ -189,7 +189,9 @@ def trial_summary(reader: CampaignReader, trial: TrialRecord,
                           stages=[position[(step.segment, i)] for i in (step.decision.stages if step.decision
                                                                        else [step.stage])
                                   if (step.segment, i) in position],
-                          decision=step.decision)
+                          decision=step.decision,
+                          set_aside=[position[(step.segment, i)] for i in step.decision.set_aside
+                                     if (step.segment, i) in position] if step.decision else [])
               for step in reader.search_steps(trial.id)]
     limited = {stage.index: stage.generator_limited for stage in stages if stage.generator_limited}
     if limited and search:  # a search recorded before the generator's lateness was judged with each probe

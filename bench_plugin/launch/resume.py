@@ -140,7 +140,7 @@ def _searches(db: sqlite3.Connection, trials: list[TrialRecord]
     for trial in trials:
         for step in read_events(db, trial.id, "search_step"):
             decision = ProbeDecision.model_validate(step["decision"]) if step.get("decision") else None
-            stages = (decision.stages if decision is not None else []) or [step["stage"]]
+            stages = sorted([*decision.stages, *decision.set_aside] if decision is not None else []) or [step["stage"]]
             decided = decision is None or decision.outcome != UNDECIDED
             limited = limited_why(decision)
             probes.setdefault((trial.id, step["segment"]), []).append(KeptProbe(

@@ -450,6 +450,9 @@ class ProbeDecision(Model):
     checks: list[ProbeCheck] = Field(default_factory=list)
     stages: list[int] = Field(default_factory=list)
     """The stages whose samples were pooled: the probe's first run and its extensions."""
+    set_aside: list[int] = Field(default_factory=list)
+    """Stages of the probe run and not pooled: its load generator fell behind in them and the probe did not pass
+    with them (analysis/probe.py), so each was run again; empty before stages were set aside."""
     note: str | None = None
     """Why the probe failed without counts (its stage was rolled back or did not complete), or why its load
     generator fell behind (``generator-limited``), else None."""
@@ -471,6 +474,8 @@ class SearchProbe(Model):
     stages: list[int]
     """The trial's stages (``trials[].stages[].index``) it pooled: its first run and its extensions."""
     decision: ProbeDecision | None = None
+    set_aside: list[int] = Field(default_factory=list)
+    """The trial's stages it ran and set aside, its load generator behind in them (``decision.set_aside``)."""
 
 
 class SearchResult(Model):

@@ -30,7 +30,15 @@ from typing import Any
 import gevent
 
 from bench_plugin.analysis.objectives import ClassObjectives
-from bench_plugin.analysis.probe import UNDECIDED, decide, failed_stage, judge_lag, limited_why, taken_as_passed
+from bench_plugin.analysis.probe import (
+    UNDECIDED,
+    decide,
+    failed_stage,
+    judge_lag,
+    limited_why,
+    set_aside,
+    taken_as_passed,
+)
 from bench_plugin.analysis.search import SUSTAIN, RaySearches, segment_rays
 from bench_plugin.analysis.selfcheck import check_stage
 from bench_plugin.analysis.summary import PROTOCOL_FAILURE, class_stats
@@ -310,31 +318,41 @@ class Conductor:
                                                                                             else "")
             pooled: list[Sample] = []
             stages: list[int] = []
-            behind: str | None = None  # why the load generator fell behind in some stage of the probe
+            aside: list[int] = []  # stages the load generator fell behind in, set aside and run again
+            behind: str | None = None  # why the load generator fell behind in some pooled stage of the probe
             while True:
-                name = label if not stages else f"{label} again {len(stages)}"
+                ran = len(stages) + len(aside)
+                name = label if not ran else f"{label} again {ran}"
                 stage = Stage.model_validate({"duration_s": duration, "name": name,
                                               "load": {c: load.get(c, 0.0) for c in classes}})
                 self.judged, self.judged_use = ((trial.id, segment, index), []), None
                 status = self._stage(trial, segment, classes, index, stage, urls)
                 self._drain(trial, segment)  # the slowest requests of the stage decide it: wait for them
+                lag = self._generator_limit(self.judged[1], objectives, duration)
+                if status != "completed":  # rolled back
+                    decision = failed_stage(spec.confidence, [*stages, index], f"its stage was {status}")
+                else:
+                    decision = decide([*pooled, *self.judged[1]], objectives, spec.confidence, [*stages, index])
+                spent = searches.budget is not None and searches.runs + ran + 1 >= searches.budget
+                if not spent and set_aside(decision, lag, len(aside)):
+                    logger.warning("trial %d stage %d set aside and run again: %s", trial.id, index, lag)
+                    aside.append(index)
+                    index += 1
+                    continue
                 pooled += self.judged[1]
                 stages.append(index)
                 index += 1
-                if status != "completed":  # rolled back
-                    decision = failed_stage(spec.confidence, stages, f"its stage was {status}")
-                else:
-                    decision = decide(pooled, objectives, spec.confidence, stages)
-                behind = behind or self._generator_limit(self.judged[1], objectives, duration)
-                spent = searches.budget is not None and searches.runs + len(stages) >= searches.budget
+                behind = behind or lag
                 if decision.outcome != UNDECIDED or len(stages) > spec.max_extensions or spent:
                     break
             decision = judge_lag(decision, behind)  # a failure the generator's delays may have made: unjudged
+            decision = decision.model_copy(update={"set_aside": aside})
             limited = limited_why(decision)  # then the search stops there
             passed = taken_as_passed(decision)
             self.recorder.note(SearchStep(segment=segment, stage=stages[-1], scale=scale, passed=passed,
                                           ray=search.ray, phase=phase, decision=decision), trial.id)
-            search.record(scale, passed, decided=decision.outcome != UNDECIDED, runs=len(stages), limited=limited)
+            search.record(scale, passed, decided=decision.outcome != UNDECIDED, runs=len(stages) + len(aside),
+                          limited=limited)
             if search.propose() is None:  # this ray is done: its outcome now, so a resume can keep it
                 self.recorder.note(SearchOutcome(**search.result(segment).model_dump()), trial.id)
                 reported.add(search.ray)

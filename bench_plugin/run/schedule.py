@@ -64,5 +64,6 @@ class KeptProbe:
     passed: bool
     decided: bool
     stages: tuple[int, ...]
+    """Every stage it ran: those pooled and those set aside (analysis/probe.py), which count as runs too."""
     limited: str | None = None
     """Why its load generator fell behind (the probe went unjudged and its search stopped), else None."""

@@ -32,8 +32,9 @@ from bench_plugin.results.provenance import package_versions, source_digest
 from bench_plugin.results.record import CampaignRecord
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.store import STORE_VERSION
-from bench_plugin.results.summary import Overrides, Provenance
-from bench_plugin.run.schedule import Done, plan_trials
+from bench_plugin.results.summary import Overrides, ProbeDecision, Provenance
+from bench_plugin.results.timeline import SearchStep
+from bench_plugin.run.schedule import Done, KeptProbe, plan_trials
 from bench_plugin.scenario import Scenario
 
 SHA = "5e" * 32
@@ -270,3 +271,29 @@ def test_a_plan_made_stale_by_another_resume_is_refused(tmp_path: Path) -> None:
         confirm(mine)
     assert refusal(exc) == (f"--resume {directory}: the campaign changed since this process read it (another "
                             "process resumed it): run --resume again")
+
+
+def test_a_kept_probe_keeps_the_stages_it_set_aside(tmp_path: Path) -> None:
+    """Trial 2 cut in its third stage: its one decided probe set stage 0 aside (its load generator behind) and
+    pooled stage 1. A resume keeps the probe with both stages, counted as its runs, and supersedes stage 2 alone."""
+    directory = store(tmp_path / "r", status="interrupted", trial_2="ended")
+    rec = Recorder(directory / "results.sqlite")
+    rec.reopen()
+    rec.trial_started(2)
+    with sqlite3.connect(directory / "results.sqlite") as db:  # trial 2 did not end: its segment is cut
+        db.execute("UPDATE segments SET released_s = NULL WHERE trial = 2")
+        db.execute("UPDATE trials SET status = 'running' WHERE id = 2")
+    rec.stage_started(2, 0, 2, None, {"embedding": 2.0}, {"embedding": "poisson"}, 1.0)
+    decision = ProbeDecision(outcome="pass", point=True, confidence=0.95, stages=[1], set_aside=[0], lag_judged=True)
+    rec.note(SearchStep(segment=0, stage=1, scale=1.0, passed=True, decision=decision), 2)
+    rec.close()
+    recorded = read_campaign(str(directory))
+    resume_plan = plan(recorded, plan_trials(scenario()))
+    assert resume_plan.rerun == [(2, 0)]
+    assert resume_plan.done.probes[(2, 0)] == (KeptProbe(ray="mix", scale=1.0, passed=True, decided=True,
+                                                          stages=(0, 1)),)
+    rec = Recorder(directory / "results.sqlite")
+    begin(recorded, resume_plan, rec, Provenance(host="h2", command=["locust", "--resume", "r"]))
+    rec.close()
+    again = read_campaign(str(directory))
+    assert [s.index for s in next(t for t in again.trials if t.id == 2).stages] == [0, 1]
