@@ -223,7 +223,8 @@ class BenchPlugin:
         if not self.conductor.finished:  # test stopped before the conductor ever ran
             self.backend.restore()
             self.conductor.status = "interrupted"
-            self.conductor.reason = "stopped before the first trial"
+            self.conductor.reason = ("stopped before the first trial" if signum is None
+                                     else f"the run was stopped ({stop_cause(signum)}) before the first trial")
         elif self.conductor.status == "interrupted" and signum is not None:  # Locust's SIGTERM handler ran first
             self.conductor.reason = f"the run was stopped ({stop_cause(signum)})"
         from bench_plugin.report.outputs import write_outputs
@@ -347,14 +348,25 @@ def _route_ctrl_c_to_main_greenlet(environment: Environment, headless: bool) -> 
     for its runner). A first signal that comes when the process is already on its way out (the
     headless test of a master or local runner stopping, e.g. because its last worker quit; Locust
     quitting) is left to that stop: thrown into the main greenlet then, it would cut the shutdown
-    short with a traceback. A second one is always thrown. The check and the throw are one hub
-    callback, so the state checked is the state the main greenlet is in when it is thrown.
+    short with a traceback. So is one that comes before a headless test has started (the campaign
+    being set up, a resume reading its store, a master waiting for its workers): it is noted, and
+    thrown once the test starts, so the campaign stops as it would a moment later, its store as the
+    stop leaves it. A second one is always thrown. The check and the throw are one hub callback, so
+    the state checked is the state the main greenlet is in when it is thrown.
     """
     main = gevent.getcurrent()
     hub = gevent.get_hub()
     presses: list[int] = []
     quitting: list[bool] = []
+    started: list[bool] = []
     environment.events.quitting.add_listener(lambda **_: quitting.append(True))
+
+    def start(**_: object) -> None:
+        started.append(True)
+        if headless and len(presses) == 1:  # noted before the test started: the test stops now
+            hub.loop.run_callback(main.throw, KeyboardInterrupt)
+
+    environment.events.test_start.add_listener(start)
 
     def deliver(signum: int) -> None:
         presses.append(signum)
@@ -368,6 +380,10 @@ def _route_ctrl_c_to_main_greenlet(environment: Environment, headless: bool) -> 
         stopping = headless and getattr(runner, "state", None) in _STOPPING
         if len(presses) == 1 and (quitting or stopping):
             logger.info("%s: the run is already stopping (Ctrl-C again to force it)", signal.Signals(signum).name)
+            return
+        if len(presses) == 1 and headless and not started:
+            logger.info("%s: the run stops as soon as it has started (Ctrl-C again to force it)",
+                        signal.Signals(signum).name)
             return
         main.throw(KeyboardInterrupt)
 
@@ -413,9 +429,10 @@ def register(environment: Environment) -> BenchPlugin | None:
         return None
     # before anything that lets a worker's hello in: the master's handlers must already be there
     inbox = Inbox(environment.runner) if isinstance(environment.runner, MasterRunner) else None
+    # before a resume touches the store: a Ctrl-C from here on stops the campaign once it has started
+    _route_ctrl_c_to_main_greenlet(environment, headless=bool(getattr(environment.parsed_options, "headless", False)))
     launch = build_launch(environment)
     plugin = BenchPlugin(environment, launch, inbox)
-    _route_ctrl_c_to_main_greenlet(environment, headless=launch.headless)
     if launch.resuming is None:
         _record_campaign(plugin, launch)
     # a resume records them again: the record says how the last process that ran the campaign was set up

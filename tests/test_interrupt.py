@@ -108,6 +108,54 @@ def test_a_stop_signal_keeps_completed_stages_and_stops_servers(tmp_path: Path, 
     assert_cut_short_shown(results, output, "interrupted")
 
 
+CTRL_C_WHILE_STARTING = '''
+import os
+import signal
+
+import gevent
+from locust import events
+
+from bench_plugin import ASRUser, CampaignShape, EmbeddingUser, LLMUser, add_arguments, register
+
+__all__ = ["ASRUser", "CampaignShape", "EmbeddingUser", "LLMUser"]
+
+
+def starting(environment, **_):
+    register(environment)
+    os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while the run is still being set up (a resume, a slow start)
+    gevent.sleep(1.0)  # and the main greenlet busy with it, not yet waiting for the test
+
+
+events.init_command_line_parser.add_listener(add_arguments)
+events.init.add_listener(starting)
+'''
+
+
+def test_ctrl_c_while_a_headless_run_starts_stops_it_once_started(tmp_path: Path, no_leftover_servers: None) -> None:
+    """A Ctrl-C before the headless test has started (Locust does not catch one there: thrown into the main greenlet
+    then, it killed the process with a traceback and no summary) is noted, and stops the campaign as soon as it
+    starts: exit 130, the campaign interrupted by Ctrl-C, its summary written, no server left."""
+    scenario = scenario_variant(tmp_path, "short", repeats=1)
+    locustfile = tmp_path / "starting.py"
+    locustfile.write_text(CTRL_C_WHILE_STARTING)
+    results, log = tmp_path / "results", tmp_path / "locust.log"
+    proc = start_locust(["-f", str(locustfile), "--scenario", str(scenario), "--results-dir", str(results),
+                         "--arm", "shared", "--stage-duration", "4"], log)
+    try:
+        code = proc.wait(timeout=120)
+    finally:
+        stop_process(proc)
+    output = log.read_text()
+    assert code == 128 + signal.SIGINT, output
+    assert_clean_stop(output)
+    assert "SIGINT: the run stops as soon as it has started (Ctrl-C again to force it)" in output, output
+    assert "campaign interrupted (the run was stopped (Ctrl-C) before the first trial)" in output, output
+    summary = json.loads((results / "summary.json").read_text())
+    assert summary["status"] == {**summary["status"], "status": "interrupted",
+                                 "reason": "the run was stopped (Ctrl-C) before the first trial"}
+    assert not summary["trials"] or all(s["status"] != "completed" for t in summary["trials"] for s in t["stages"])
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
 def test_a_stop_signal_to_a_web_ui_run(tmp_path: Path, no_leftover_servers: None, signum: signal.Signals) -> None:
     """With the web UI (here started at once by --autostart), Locust's own SIGTERM handler stops the run; SIGHUP,
