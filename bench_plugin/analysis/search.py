@@ -23,6 +23,12 @@ It is pure: no I/O, no clock. The caller runs each proposed scale as one stage (
    passed below it becomes ``lo``, and the search goes on (bisecting, or bracketing down) to a new
    ``lo`` that is held in turn; after ``MAX_SUSTAINS`` failed holds it stops, unconfirmed.
 
+4. warm start (``prior``, the bracket an earlier repeat ended with): the search starts at the prior ``lo``,
+   then, if it passes, tries the prior ``hi``; a fail there closes the bracket at once, often already within
+   ``precision``. Whatever these two probes give, the search goes on from them as above (a failing ``lo``
+   brackets down, a passing ``hi`` up), so the boundary still rests on this repeat's own probes alone; only
+   where it looks first is borrowed. :func:`prior_bracket` picks the bracket to borrow.
+
 Several rays (load mixes) are searched in one segment by :class:`RaySearches`: each ray has its own
 search, and each next stage goes to the ray whose boundary is least known (the widest relative bracket,
 a ray not yet bracketed first; of equals, the one run least), so a ``budget`` of stage-runs, where one
@@ -67,7 +73,8 @@ class BoundarySearch:
     """Proposes stage scales that bracket and then bisect the boundary; see the module docstring."""
 
     def __init__(self, mix: dict[str, float], start: float, maximum: float, precision: float, *,
-                 growth: float = 2.0, minimum: float | None = None, sustain: bool = False, ray: str = "mix") -> None:
+                 growth: float = 2.0, minimum: float | None = None, sustain: bool = False, ray: str = "mix",
+                 prior: tuple[float | None, float | None] | None = None) -> None:
         if start <= 0 or maximum < start:
             raise ValueError(f"need 0 < start <= maximum (got start={start}, maximum={maximum})")
         if not 0 < precision < 1:
@@ -90,7 +97,9 @@ class BoundarySearch:
         self._passes: list[float] = []
         self._failed_holds = 0
         self._phase = PROBE
-        self._pending: float | None = start
+        self._prior = [scale for scale in (prior or (None, None)) if scale is not None and 0 < scale <= maximum]
+        """Where a warm start looks first (module docstring, 4), in order; emptied as the search goes."""
+        self._pending: float | None = self._prior.pop(0) if self._prior else start
         self._status = BRACKETING
 
     def offered(self, scale: float) -> dict[str, float]:
@@ -153,6 +162,10 @@ class BoundarySearch:
 
     def _next(self) -> float | None:
         lo, hi = self.lo, self.hi
+        while self._prior:  # a warm start's next look, where it is still inside the bracket
+            scale = self._prior.pop(0)
+            if (lo is None or scale > lo) and (hi is None or scale < hi):
+                return scale
         if lo is not None and hi is not None:
             if (hi - lo) / hi <= self.precision:
                 self._status = FOUND
@@ -190,11 +203,15 @@ class RaySearches:
 
     def __init__(self, rays: dict[str, dict[str, float]], start: float, maximum: float, precision: float, *,
                  growth: float = 2.0, minimum: float | None = None, sustain: bool = False,
-                 budget: int | None = None) -> None:
+                 budget: int | None = None,
+                 priors: dict[str, tuple[float | None, float | None]] | None = None) -> None:
+        """``priors``: ray -> the bracket to start it from (a warm start, BoundarySearch's ``prior``)."""
         if not rays:
             raise ValueError("no ray to search")
+        priors = priors or {}
         self.searches = {name: BoundarySearch(mix, start, maximum, precision, growth=growth, minimum=minimum,
-                                              sustain=sustain, ray=name) for name, mix in rays.items()}
+                                              sustain=sustain, ray=name, prior=priors.get(name))
+                         for name, mix in rays.items()}
         self.budget = budget
 
     @property
@@ -216,6 +233,16 @@ class RaySearches:
     def results(self, segment: int) -> list[SearchResult]:
         """Each ray's result, in the rays' order."""
         return [search.result(segment) for search in self.searches.values()]
+
+
+def prior_bracket(results: list[SearchResult]) -> tuple[float | None, float | None] | None:
+    """The bracket a warm start borrows from a ray's earlier results (in the order they ended): the latest one
+    whose search ended with a bracket judged on its own (found, above the maximum or below the minimum); None
+    where there is none (a search cut short, or stopped by its load generator, tells too little)."""
+    for result in reversed(results):
+        if result.status in (FOUND, ABOVE_MAXIMUM, BELOW_MINIMUM) and (result.lo, result.hi) != (None, None):
+            return result.lo, result.hi
+    return None
 
 
 def generator_stop(scale: float, why: str) -> str:

@@ -52,7 +52,7 @@ from bench_plugin.results.store import (
     read_trials,
     store_version,
 )
-from bench_plugin.results.summary import Ending, Overrides, ProbeDecision, Provenance, Resume
+from bench_plugin.results.summary import Ending, Overrides, ProbeDecision, Provenance, Resume, SearchResult
 from bench_plugin.results.timeline import Resumed
 from bench_plugin.run.schedule import Done, KeptProbe, Trial
 
@@ -83,6 +83,8 @@ class Recorded:
     """(trial, segment) -> the search probes decided in it, in order (from the timeline)."""
     ended_rays: dict[tuple[int, int], frozenset[str]] = field(default_factory=dict)
     """(trial, segment) -> its rays whose search ended (their result recorded)."""
+    searched: tuple[tuple[int, int, SearchResult], ...] = ()
+    """Every ended search, ``(trial, segment, result)``, in the order recorded (run/schedule.Done.searched)."""
 
     def refused(self, why: str) -> ResumeRefused:
         """A refusal naming this directory."""
@@ -114,7 +116,7 @@ def read_campaign(given: str) -> Recorded:
         with open_store(store) as db:
             version = store_version(db, str(store))
             record, trials = read_record(db, str(store)), read_trials(db)
-            probes, ended_rays = _searches(db, trials)
+            probes, ended_rays, searched = _searches(db, trials)
     except StoreError as exc:
         raise ResumeRefused(f"{where}: {exc}") from None
     except sqlite3.DatabaseError as exc:
@@ -124,7 +126,7 @@ def read_campaign(given: str) -> Recorded:
                             f"{STORE_VERSION}: resume it with the bench-plugin that wrote it")
     if not record.scenario.sha256:
         raise ResumeRefused(f"{where}: not a campaign's results directory ({STORE} records no scenario)")
-    recorded = Recorded(directory, given, record, trials, probes, ended_rays)
+    recorded = Recorded(directory, given, record, trials, probes, ended_rays, searched)
     status = recorded.status
     if status is not None and status.status == "completed":
         at = f" at {_when(status.ended_s)}" if status.ended_s is not None else ""
@@ -133,10 +135,13 @@ def read_campaign(given: str) -> Recorded:
 
 
 def _searches(db: sqlite3.Connection, trials: list[TrialRecord]
-              ) -> tuple[dict[tuple[int, int], tuple[KeptProbe, ...]], dict[tuple[int, int], frozenset[str]]]:
-    """Per search segment, its decided probes in order, and its rays whose search ended (from the timeline)."""
+              ) -> tuple[dict[tuple[int, int], tuple[KeptProbe, ...]], dict[tuple[int, int], frozenset[str]],
+                         tuple[tuple[int, int, SearchResult], ...]]:
+    """Per search segment, its decided probes in order, and its rays whose search ended; and every ended search's
+    result with its trial and segment (from the timeline)."""
     probes: dict[tuple[int, int], list[KeptProbe]] = {}
     ended: dict[tuple[int, int], set[str]] = {}
+    searched: list[tuple[int, int, SearchResult]] = []
     for trial in trials:
         for step in read_events(db, trial.id, "search_step"):
             decision = ProbeDecision.model_validate(step["decision"]) if step.get("decision") else None
@@ -148,7 +153,10 @@ def _searches(db: sqlite3.Connection, trials: list[TrialRecord]
                 stages=tuple(stages), limited=limited))
         for result in read_events(db, trial.id, "search_result"):
             ended.setdefault((trial.id, result["segment"]), set()).add(result.get("ray", "mix"))
-    return {k: tuple(v) for k, v in probes.items()}, {k: frozenset(v) for k, v in ended.items()}
+            searched.append((trial.id, result["segment"], SearchResult.model_validate(
+                {k: v for k, v in result.items() if k in SearchResult.model_fields})))
+    return ({k: tuple(v) for k, v in probes.items()}, {k: frozenset(v) for k, v in ended.items()},
+            tuple(searched))
 
 
 def options_for(recorded: Recorded, scenario: str | None, results_dir: str | None,
@@ -271,7 +279,8 @@ def plan(recorded: Recorded, trials: list[Trial]) -> Plan:
         record = next(r for r in recorded.trials if r.id == key[0])
         next_stage[key] = 1 + max((s.index for s in record.stages if s.segment == key[1]), default=-1)
     ended = {key: recorded.ended_rays.get(key, frozenset()) for key in kept_probes}
-    return Plan(Done(frozenset(done), frozenset(kept), kept_probes, ended, next_stage), kept, rerun)
+    return Plan(Done(frozenset(done), frozenset(kept), kept_probes, ended, next_stage, recorded.searched), kept,
+                rerun)
 
 
 def begin(recorded: Recorded, resume_plan: Plan, recorder: Recorder, provenance: Provenance) -> Resume:

@@ -39,7 +39,7 @@ from bench_plugin.analysis.probe import (
     set_aside,
     taken_as_passed,
 )
-from bench_plugin.analysis.search import SUSTAIN, RaySearches, segment_rays
+from bench_plugin.analysis.search import SUSTAIN, RaySearches, prior_bracket, segment_rays
 from bench_plugin.analysis.selfcheck import check_stage
 from bench_plugin.analysis.summary import PROTOCOL_FAILURE, class_stats
 from bench_plugin.loadgen.arrivals import OPEN_LOOP, arrival_offsets
@@ -51,7 +51,7 @@ from bench_plugin.results.record import CampaignRecord
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.samples import Sample
 from bench_plugin.results.store import StoreWriteError
-from bench_plugin.results.summary import ClassStats, Ending, GeneratorUse
+from bench_plugin.results.summary import ClassStats, Ending, GeneratorUse, SearchResult
 from bench_plugin.results.timeline import (
     DrainTimeout,
     ObserveProblem,
@@ -151,6 +151,8 @@ class Conductor:
         """Class -> how to build one of its requests (its user's ``prepare``), for the warm-up."""
         self.done = done or Done()
         """Trials and segments a resumed campaign already ran to their end: skipped."""
+        self.searched: list[tuple[int, int, SearchResult]] = list(self.done.searched)
+        """Every ray's search that ended, ``(trial id, segment, result)``: a warm start's brackets (``_priors``)."""
         self.judged: tuple[tuple[int, int, int], list[Sample]] | None = None
         """The stage an adaptive search is about to judge, and its samples (stragglers included)."""
         self.judged_use: dict[str, GeneratorUse] | None = None
@@ -298,9 +300,10 @@ class Conductor:
     def _search(self, trial: Trial, segment: int, classes: list[str], urls: dict[str, str], spec: Search) -> None:
         """Stages proposed by the adaptive boundary search along each ray, each probe decided before the next is
         chosen: an undecided one is run again at its load, its samples pooled (analysis/probe.py)."""
-        searches = RaySearches(segment_rays(spec.rays(), classes), spec.start_scale, spec.max_scale, spec.precision,
-                               growth=spec.growth, minimum=spec.min_scale, sustain=spec.sustain_duration_s > 0,
-                               budget=spec.budget)
+        rays = segment_rays(spec.rays(), classes)
+        searches = RaySearches(rays, spec.start_scale, spec.max_scale, spec.precision, growth=spec.growth,
+                               minimum=spec.min_scale, sustain=spec.sustain_duration_s > 0, budget=spec.budget,
+                               priors=self._priors(trial, segment, list(rays)) if spec.warm_start else None)
         key = (trial.id, segment)
         for kept in self.done.probes.get(key, ()):  # a resume replays the probes its earlier attempt decided
             searches.searches[kept.ray].record(kept.scale, kept.passed, decided=kept.decided, runs=len(kept.stages),
@@ -354,12 +357,32 @@ class Conductor:
             search.record(scale, passed, decided=decision.outcome != UNDECIDED, runs=len(stages) + len(aside),
                           limited=limited)
             if search.propose() is None:  # this ray is done: its outcome now, so a resume can keep it
-                self.recorder.note(SearchOutcome(**search.result(segment).model_dump()), trial.id)
+                self._ended(trial, segment, search.result(segment))
                 reported.add(search.ray)
         self.judged = None
         for result in searches.results(segment):
             if result.ray not in reported:  # stopped by the budget
-                self.recorder.note(SearchOutcome(**result.model_dump()), trial.id)
+                self._ended(trial, segment, result)
+
+    def _ended(self, trial: Trial, segment: int, result: SearchResult) -> None:
+        """A ray's search ended: on the timeline, and kept for the warm starts of later repeats."""
+        self.recorder.note(SearchOutcome(**result.model_dump()), trial.id)
+        self.searched.append((trial.id, segment, result))
+
+    def _priors(self, trial: Trial, segment: int, rays: list[str]) -> dict[str, tuple[float | None, float | None]]:
+        """Ray -> the bracket its warm start borrows: from the latest earlier trial of the same arm whose search of
+        that ray in this segment ended on its own (analysis/search.prior_bracket). Only trials earlier in the
+        schedule count, so a resume starts each ray where the uncut campaign did."""
+        position = {t.id: t for t in self.trials}
+        out: dict[str, tuple[float | None, float | None]] = {}
+        for ray in rays:
+            earlier = sorted(((position[t].position, result) for t, seg, result in self.searched
+                              if t in position and position[t].arm.name == trial.arm.name
+                              and position[t].position < trial.position and seg == segment and result.ray == ray),
+                             key=lambda pr: pr[0])
+            if (bracket := prior_bracket([result for _, result in earlier])) is not None:
+                out[ray] = bracket
+        return out
 
     def _generator_limit(self, samples: list[Sample], objectives: dict[str, ClassObjectives],
                          duration_s: float) -> str | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from bench_plugin.results.summary import SearchResult
 from bench_plugin.scenario import Arm, Scenario
 
 
@@ -53,6 +54,9 @@ class Done:
     """A search segment that runs again -> its rays whose search had ended (their result already recorded)."""
     next_stage: Mapping[tuple[int, int], int] = field(default_factory=dict)
     """A search segment that runs again with kept probes -> the index its first new stage takes (after theirs)."""
+    searched: tuple[tuple[int, int, SearchResult], ...] = ()
+    """Every ray's search that ended in the store, ``(trial id, segment, result)``: where a warm start looks first
+    (``search.warm_start``)."""
 
 
 @dataclass(frozen=True)

@@ -270,6 +270,10 @@ class Search(StrictModel):
     """How long the found boundary is held to confirm it; default three stage durations; 0: not confirmed."""
     budget: int | None = Field(default=None, ge=1)
     """Most stage-runs per trial segment over all rays (None: no limit); runs go to the least known ray first."""
+    warm_start: bool = False
+    """A later repeat of an arm starts each ray at the bracket the latest earlier repeat ended it with (its ``lo``,
+    then its ``hi``), instead of at ``start_scale``; the boundary still rests on the repeat's own probes
+    (analysis/search.py)."""
 
     def rays(self) -> dict[str, dict[str, float]]:
         """Ray name -> its mix (class -> req/s at scale 1, idle classes left out), ``mix`` first.

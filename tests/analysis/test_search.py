@@ -19,9 +19,10 @@ from bench_plugin.analysis.search import (
     RaySearches,
     fixed_sweep_runs,
     judged_result,
+    prior_bracket,
     segment_rays,
 )
-from bench_plugin.results.summary import ProbeDecision, SearchProbe
+from bench_plugin.results.summary import ProbeDecision, SearchProbe, SearchResult
 
 
 def run(search: BoundarySearch, threshold: float) -> list[float]:
@@ -239,3 +240,52 @@ def test_a_search_without_unjudged_probes_is_left_as_recorded() -> None:
         search.record(scale, scale < 3.0)
     result = search.result(segment=0)
     assert judged_result(result, probes) == result
+
+
+def test_a_warm_start_that_still_holds_closes_its_bracket_in_two_probes() -> None:
+    cold = BoundarySearch({"llm": 1.0}, start=1.0, maximum=64.0, precision=0.1)
+    run(cold, 5.3)
+    first = cold.result(segment=0)
+    assert first.status == FOUND and first.lo is not None and first.hi is not None
+    warm = BoundarySearch({"llm": 1.0}, start=1.0, maximum=64.0, precision=0.1, prior=(first.lo, first.hi))
+    assert run(warm, 5.3) == [first.lo, first.hi]
+    assert warm.result(segment=0).model_dump() == {**first.model_dump(), "runs": 2}
+
+
+@pytest.mark.parametrize("threshold", [0.05, 0.3, 1.7, 4.1, 4.9, 5.6, 9.0, 40.0, 100.0])
+def test_a_warm_start_rests_on_its_own_probes_wherever_the_boundary_moved(threshold: float) -> None:
+    """Started from a bracket near 5 while the boundary is now elsewhere (a faster or slower repeat): the search goes
+    on from its own first two probes and ends as a cold search would, within its precision of the new boundary."""
+    warm = BoundarySearch({"llm": 1.0}, start=1.0, maximum=64.0, precision=0.1, prior=(4.6, 5.0))
+    asked = run(warm, threshold)
+    cold = BoundarySearch({"llm": 1.0}, start=1.0, maximum=64.0, precision=0.1)
+    run(cold, threshold)
+    result, reference = warm.result(segment=0), cold.result(segment=0)
+    assert asked[0] == 4.6 and result.status == reference.status
+    if result.status == FOUND:
+        assert result.lo is not None and result.hi is not None and result.precision is not None
+        assert result.lo < threshold <= result.hi and result.precision <= 0.1
+    if threshold >= 4.6:
+        assert asked[1] == 5.0, "the prior hi is looked at once the prior lo passed"
+    else:
+        assert 5.0 not in asked, "a failing prior lo brackets down"
+
+
+def test_a_warm_start_from_an_open_bracket_looks_at_its_one_end() -> None:
+    above = BoundarySearch({"llm": 1.0}, start=1.0, maximum=8.0, precision=0.1, prior=(8.0, None))
+    assert run(above, 100.0) == [8.0] and above.result(segment=0).status == ABOVE_MAXIMUM
+    below = BoundarySearch({"llm": 1.0}, start=1.0, maximum=8.0, precision=0.1, prior=(None, 0.125))
+    asked = run(below, 0.01)
+    assert asked[0] == 0.125 and below.result(segment=0).status == BELOW_MINIMUM
+
+
+def test_the_bracket_borrowed_is_the_latest_of_a_search_that_ended_on_its_own() -> None:
+    def ended(status: str, lo: float | None, hi: float | None) -> SearchResult:
+        return SearchResult(segment=0, classes=["llm"], mix={"llm": 1.0}, status=status, lo=lo, hi=hi,
+                            estimate=None, precision=None, runs=3, fixed_sweep_runs=9)
+
+    assert prior_bracket([]) is None
+    assert prior_bracket([ended(FOUND, 2.0, 2.2), ended(FOUND, 2.4, 2.6)]) == (2.4, 2.6)
+    assert prior_bracket([ended(FOUND, 2.0, 2.2), ended(GENERATOR_LIMITED, 2.4, None)]) == (2.0, 2.2)
+    assert prior_bracket([ended(FOUND, 2.0, 2.2), ended("bisecting", 2.4, 3.0)]) == (2.0, 2.2)
+    assert prior_bracket([ended(BELOW_MINIMUM, None, 0.125)]) == (None, 0.125)

@@ -522,3 +522,32 @@ def test_a_search_cut_at_every_kind_of_point_in_turn_ends_as_the_uncut_one(tmp_p
     assert probes == sorted((ray, scale) for ray in ("mix", "asr-alone") for scale in (1.0, 2.0, 4.0)), probes
     undecided_nothing_shown(summary)
     assert without_resumes(summary) == without_resumes(as_one_run(results, tmp_path / "as-one-run"))
+
+
+def test_a_later_repeat_starts_where_the_earlier_left_its_bracket_across_a_resume(tmp_path: Path) -> None:
+    """With ``warm_start``, repeat 2 looks first where repeat 1 ended each ray (above the maximum: x4), so each of
+    its rays takes one probe; killed after its first, the resumed process starts the open ray at x4 too, and the
+    campaign ends as one uninterrupted run of the same records."""
+    scenario = scenario_variant(tmp_path, "simulator", repeats=2, search={**RAYS, "warm_start": True},
+                                classes=loose_classes(),
+                                arms=[{"name": "shared", "control": True, "sharing": "time-slicing"}])
+    results = tmp_path / "results"
+
+    def repeat_2_stepped() -> bool:
+        return read_now(results, lambda reader: len(reader.events("search_step", 2)) >= 1, False)
+
+    first = stop_when([*LOCUSTFILE, "--scenario", str(scenario), "--results-dir", str(results)],
+                      tmp_path / "first.log", results, repeat_2_stepped, signal.SIGKILL)
+    assert first == -signal.SIGKILL
+    done = resume(results)
+    assert done.returncode == 0, done.stdout[-3000:]
+    summary = load_summary(results / "summary.json")
+    one, two = summary.trials
+    assert sorted((p.ray, p.scale) for p in one.probes) == sorted(
+        (ray, scale) for ray in ("mix", "asr-alone") for scale in (1.0, 2.0, 4.0)), "repeat 1 searches cold"
+    assert sorted((p.ray, p.scale) for p in two.probes) == [("asr-alone", 4.0), ("mix", 4.0)], two.probes
+    for trial in (one, two):
+        assert {r.ray: (r.status, r.lo) for r in trial.search} == {
+            "mix": ("above the maximum", 4.0), "asr-alone": ("above the maximum", 4.0)}
+    assert sum(r.runs for r in two.search) == len(two.stages) == 2
+    assert without_resumes(summary) == without_resumes(as_one_run(results, tmp_path / "as-one-run"))
