@@ -608,6 +608,14 @@ class CampaignReader:
             out.append(entry)
         return out
 
+    def superseded_stages(self, trial: int) -> list[tuple[float | None, float | None]]:
+        """(started, ended) of each stage of ``trial`` that a resume superseded (run again after a cut), in the order
+        superseded; [] in a store never resumed."""
+        if not has_table(self.db, "superseded_stages"):
+            return []
+        return [(row[0], row[1]) for row in self.db.execute(
+            "SELECT started_s, ended_s FROM superseded_stages WHERE trial=? ORDER BY rowid", (trial,))]
+
     def search_steps(self, trial: int) -> list[SearchStep]:
         """Adaptive campaigns: each probe of ``trial``'s searches as decided, in run order."""
         return list(self.entries(trial, SearchStep))

@@ -4,12 +4,18 @@ docs/results/h200-sendlag is the load generator's own timing at light load on an
 (benchmarks/scenarios/h200-sendlag.yaml through benchmarks/sendlag.sh): its README says every
 class's send lag P99 was under 2 ms in every stage, with no stage generator-limited.
 docs/results/h200-generator/embedding-solo is the embedding class alone searched to its boundary there.
+docs/benchmarks.md's device time of the H200 envelope campaign in progress is what benchmarks/campaign_time.py
+prints of its tarball.
 The summaries are read through the project's own schema (a version this code does not know would be
 refused).
 """
 
 from __future__ import annotations
 
+import importlib.util
+import io
+import sys
+from contextlib import redirect_stdout
 from pathlib import Path
 
 from bench_plugin.results.summary import load_summary
@@ -57,3 +63,22 @@ def test_the_published_embedding_search_found_the_servers_boundary_with_no_stage
     assert boundary.offered["embedding"] < top / 1.5 and served[top] < 1.15 * boundary.offered["embedding"]
     readme = (GENERATOR / "README.md").read_text()
     assert "no stage flagged generator-limited" in readme and f"{boundary.offered['embedding']:.0f} req/s" in readme
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_device_time_tables_in_benchmarks_md_are_what_campaign_time_prints() -> None:
+    """docs/benchmarks.md, "Device time of an envelope campaign": both tables of the H200 campaign in progress are
+    benchmarks/campaign_time.py's own output on the committed tarball, line for line."""
+    spec = importlib.util.spec_from_file_location("campaign_time", ROOT / "benchmarks" / "campaign_time.py")
+    assert spec is not None and spec.loader is not None
+    module = sys.modules["campaign_time"] = importlib.util.module_from_spec(spec)  # its dataclasses look it up
+    spec.loader.exec_module(module)
+    printed = io.StringIO()
+    with redirect_stdout(printed):
+        assert module.main([str(ROOT / "docs" / "results" / "h200-envelope" / "in-progress" / "results.tar.gz")]) == 0
+    doc = (ROOT / "docs" / "benchmarks.md").read_text()
+    section = doc.split("## Device time of an envelope campaign", 1)[1]
+    lines = [line for line in printed.getvalue().splitlines() if line]
+    assert len(lines) > 10 and all(line in section for line in lines), [x for x in lines if x not in section]
