@@ -27,7 +27,7 @@ from bench_plugin.analysis.search import ABOVE_MAXIMUM, CONFIRMED, FOUND, GENERA
 from bench_plugin.cli import main as cli_main
 from bench_plugin.results.plan import read_plan
 from bench_plugin.results.summary import Summary, load_summary
-from bench_plugin.servers.device import boundary_scale, max_total_rate
+from bench_plugin.servers.device import arm_boundary_scale, max_total_rate
 
 pytestmark = [pytest.mark.slow, pytest.mark.serial,  # timings against a known truth: alone on the machine
               pytest.mark.timeout(2700)]  # the campaign takes some 20 minutes on a 2-core machine
@@ -40,10 +40,7 @@ LIMITS = {"llm": (160.0, 40.0), "embedding": (130.0, 20.0), "asr": (200.0, 60.0)
 
 def true_scale(arm: str, mix: dict[str, float]) -> float:
     """The true boundary scale along ``mix``: on one device (time-slicing), or each class on its own (exclusive)."""
-    service = SERVICE_S[arm]
-    if arm == "exclusive":
-        return min(boundary_scale({c: r}, service, LIMITS) for c, r in mix.items() if r > 0)
-    return boundary_scale(mix, service, LIMITS)
+    return arm_boundary_scale(mix, SERVICE_S[arm], LIMITS, alone=arm == "exclusive")
 
 
 def true_gpus(arm: str, traffic: dict[str, float], headroom: float, off: float = 1.0) -> int:

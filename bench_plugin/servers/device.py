@@ -118,3 +118,13 @@ def boundary_scale(mix: Mapping[str, float], service_s: float, limits: Mapping[s
     if per_scale <= 0:
         raise ValueError("the mix sends nothing")
     return min(max_total_rate(service_s, *limits[name]) for name in mix if mix[name] > 0) / per_scale
+
+
+def arm_boundary_scale(mix: Mapping[str, float], service_s: float, limits: Mapping[str, tuple[float, float]], *,
+                       alone: bool) -> float:
+    """The true boundary scale of an arm along ``mix``: every class on one device (``alone`` False: time-slicing
+    on the simulator), or each class on a device of its own (``alone``: the exclusive control), where the ray
+    ends at the first class's own boundary."""
+    if alone:
+        return min(boundary_scale({name: rate}, service_s, limits) for name, rate in mix.items() if rate > 0)
+    return boundary_scale(mix, service_s, limits)
