@@ -37,7 +37,7 @@ from locust.event import EventHook
 from locust.runners import STATE_CLEANUP, STATE_STOPPED, STATE_STOPPING, MasterRunner, WorkerRunner
 
 from bench_plugin.launch import resolve, resume
-from bench_plugin.launch.record import Launch, worker_scenario
+from bench_plugin.launch.record import Launch, is_headless, worker_scenario
 from bench_plugin.launch.record import build as build_launch
 from bench_plugin.live import webui
 from bench_plugin.live.progress import report_progress
@@ -430,7 +430,7 @@ def register(environment: Environment) -> BenchPlugin | None:
     # before anything that lets a worker's hello in: the master's handlers must already be there
     inbox = Inbox(environment.runner) if isinstance(environment.runner, MasterRunner) else None
     # before a resume touches the store: a Ctrl-C from here on stops the campaign once it has started
-    _route_ctrl_c_to_main_greenlet(environment, headless=bool(getattr(environment.parsed_options, "headless", False)))
+    _route_ctrl_c_to_main_greenlet(environment, headless=is_headless(environment))
     launch = build_launch(environment)
     plugin = BenchPlugin(environment, launch, inbox)
     if launch.resuming is None:

@@ -63,6 +63,11 @@ class Launch:
     not planned (the plugin registered on an Environment that Locust's main() did not parse for)."""
 
 
+def is_headless(environment: Environment) -> bool:
+    """``--headless``: read before the launch is built, where a stop signal must already be routed (plugin.py)."""
+    return bool(getattr(environment.parsed_options, "headless", False))
+
+
 def build(environment: Environment) -> Launch:
     """The launch record of the campaign ``environment``'s command line asks for; exits 2 with one line for
     each refusal (resolve.fail) before anything starts."""
@@ -89,7 +94,7 @@ def build(environment: Environment) -> Launch:
     sha256 = scenario_sha256(scenario)
     resuming = (resolve.resuming(recorded, scenario, sha256, class_names, request_sets, provenance)
                 if recorded else None)
-    headless = bool(getattr(options, "headless", False))
+    headless = is_headless(environment)
     generators = processes.decided()
     if generators is not None:  # said here, not when planned: Locust sets its logging up after parsing
         logger.info("%s", sizing_line(generators))
