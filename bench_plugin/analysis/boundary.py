@@ -151,7 +151,8 @@ def searched_limit(trials: list[TrialSummary], objectives: dict[str, ClassObject
     most common (None when no repeat had a failing load)."""
     found: Counter[str] = Counter()
     for trial in trials:
-        left_out = {i for probe in trial.probes for i in (probe.stages if probe.ray != "mix" else probe.set_aside)}
+        left_out = {i for probe in trial.probes
+                    for i in ([*probe.stages, *probe.set_aside] if probe.ray != "mix" else probe.set_aside)}
         failing = [m for stage in trial.stages if stage.index not in left_out
                    and (judged := trial.judged_stage(stage.index)) is not None
                    and not (m := stage_margin(judged, objectives)).passed]

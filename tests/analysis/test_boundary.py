@@ -7,8 +7,16 @@ import math
 import pytest
 from analysis_builders import objectives, stage, stats, trial
 
-from bench_plugin.analysis.boundary import BELOW, NOT_REACHED, REACHED, arm_boundary, load_order, repeat_boundary
-from bench_plugin.results.summary import TrialSummary
+from bench_plugin.analysis.boundary import (
+    BELOW,
+    NOT_REACHED,
+    REACHED,
+    arm_boundary,
+    load_order,
+    repeat_boundary,
+    searched_limit,
+)
+from bench_plugin.results.summary import SearchProbe, TrialSummary
 
 OBJ = objectives(p95=1000.0, budget=0.01)
 
@@ -105,3 +113,22 @@ def test_stages_are_ordered_by_offered_load() -> None:
     t = trial("a", 1, [stage(0, {"llm": stats()}, {"llm": 4.0}), stage(1, {"llm": stats()}, {"llm": 1.0}),
                        stage(2, {"llm": stats()}, {"llm": 2.0})])
     assert load_order([t]) == [1, 2, 0]
+
+
+def test_what_broke_first_leaves_out_stages_set_aside_and_other_rays() -> None:
+    """A mix probe's set-aside stage (its load generator behind: llm looked slow at the lowest load) and every stage of
+    another ray (asr failing alone, at a lower total load) say nothing of what breaks the mix: embedding does, at the
+    lowest failing mix load."""
+    ok = {"llm": stats(10.0, 100.0), "embedding": stats(10.0, 100.0)}
+    stages = [
+        stage(0, {"llm": stats(10.0, 5000.0), "embedding": stats(10.0, 100.0)}, offered={"llm": 1.0, "embedding": 1.0}),
+        stage(1, dict(ok), offered={"llm": 1.0, "embedding": 1.0}),
+        stage(2, {"llm": stats(10.0, 100.0), "embedding": stats(10.0, 3000.0)}, offered={"llm": 2.0, "embedding": 2.0}),
+        stage(3, {"asr": stats(10.0, 4000.0)}, offered={"asr": 0.5}),
+        stage(4, {"asr": stats(10.0, 4000.0)}, offered={"asr": 0.5}),
+    ]
+    probes = [SearchProbe(segment=0, ray="mix", phase="probe", scale=1.0, passed=True, stages=[1], set_aside=[0]),
+              SearchProbe(segment=0, ray="mix", phase="probe", scale=2.0, passed=False, stages=[2]),
+              SearchProbe(segment=0, ray="asr", phase="probe", scale=1.0, passed=False, stages=[4], set_aside=[3])]
+    one = trial("a", 1, stages).model_copy(update={"probes": probes})
+    assert searched_limit([one], OBJ) == "embedding p95"
