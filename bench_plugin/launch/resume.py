@@ -44,15 +44,15 @@ from bench_plugin.results.record import CampaignRecord
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.store import (
     STORE_VERSION,
+    CampaignReader,
     StoreError,
     TrialRecord,
     open_store,
-    read_events,
     read_record,
     read_trials,
     store_version,
 )
-from bench_plugin.results.summary import Ending, Overrides, ProbeDecision, Provenance, Resume, SearchResult
+from bench_plugin.results.summary import Ending, Overrides, Provenance, Resume, SearchResult
 from bench_plugin.results.timeline import Resumed
 from bench_plugin.run.schedule import Done, KeptProbe, Trial
 
@@ -138,23 +138,22 @@ def _searches(db: sqlite3.Connection, trials: list[TrialRecord]
               ) -> tuple[dict[tuple[int, int], tuple[KeptProbe, ...]], dict[tuple[int, int], frozenset[str]],
                          tuple[tuple[int, int, SearchResult], ...]]:
     """Per search segment, its decided probes in order, and its rays whose search ended; and every ended search's
-    result with its trial and segment (from the timeline)."""
+    result with its trial and segment (the timeline's typed entries: StoreError where one is not of its kind)."""
+    reader = CampaignReader(db)
     probes: dict[tuple[int, int], list[KeptProbe]] = {}
     ended: dict[tuple[int, int], set[str]] = {}
     searched: list[tuple[int, int, SearchResult]] = []
     for trial in trials:
-        for step in read_events(db, trial.id, "search_step"):
-            decision = ProbeDecision.model_validate(step["decision"]) if step.get("decision") else None
-            stages = sorted([*decision.stages, *decision.set_aside] if decision is not None else []) or [step["stage"]]
-            decided = decision is None or decision.outcome != UNDECIDED
-            limited = limited_why(decision)
-            probes.setdefault((trial.id, step["segment"]), []).append(KeptProbe(
-                ray=step.get("ray", "mix"), scale=step["scale"], passed=step["passed"], decided=decided,
-                stages=tuple(stages), limited=limited))
-        for result in read_events(db, trial.id, "search_result"):
-            ended.setdefault((trial.id, result["segment"]), set()).add(result.get("ray", "mix"))
-            searched.append((trial.id, result["segment"], SearchResult.model_validate(
-                {k: v for k, v in result.items() if k in SearchResult.model_fields})))
+        for step in reader.search_steps(trial.id):
+            decision = step.decision
+            stages = sorted([*decision.stages, *decision.set_aside] if decision is not None else []) or [step.stage]
+            probes.setdefault((trial.id, step.segment), []).append(KeptProbe(
+                ray=step.ray, scale=step.scale, passed=step.passed,
+                decided=decision is None or decision.outcome != UNDECIDED, stages=tuple(stages),
+                limited=limited_why(decision)))
+        for result in reader.search_results(trial.id):
+            ended.setdefault((trial.id, result.segment), set()).add(result.ray)
+            searched.append((trial.id, result.segment, result))
     return ({k: tuple(v) for k, v in probes.items()}, {k: frozenset(v) for k, v in ended.items()},
             tuple(searched))
 

@@ -549,7 +549,7 @@ def read_samples(db: sqlite3.Connection, where: str = "", params: tuple[Any, ...
     return out
 
 
-def read_events(db: sqlite3.Connection, trial: int, kind: str) -> list[dict[str, Any]]:
+def _read_events(db: sqlite3.Connection, trial: int, kind: str) -> list[dict[str, Any]]:
     """The details of ``trial``'s timeline events of ``kind``, in time order."""
     return [json.loads(detail) for (detail,) in
             db.execute("SELECT detail FROM events WHERE trial=? AND kind=? ORDER BY t", (trial, kind))]
@@ -599,7 +599,7 @@ class CampaignReader:
         """``trial``'s timeline entries of one kind (``model``), in time order; StoreError naming the trial, the
         kind and the field where one is not of its kind."""
         out: list[E] = []
-        for detail in read_events(self.db, trial, model.kind):
+        for detail in _read_events(self.db, trial, model.kind):
             try:
                 entry = parse(model.kind, detail)
             except TimelineError as exc:
