@@ -115,8 +115,11 @@ def outline(scenario: Scenario) -> str:
         rays = len(search.rays())
         along = (f" along {rays} rays" + (f" ({len(search.held_out)} held out)" if search.held_out else "")
                  if rays > 1 else "")
+        stages = (f"{search.stage_duration_s:g}-s stages" if search.stage_requests is None else
+                  f"{search.stage_duration_s:g}-{search.longest_probe_s:g}-s stages of {search.stage_requests} "
+                  "requests of the least loaded class")
         load = (f"an adaptive search from scale {search.start_scale:g} up to {search.max_scale:g} of "
-                f"{{{mix}}} req/s{along} in {search.stage_duration_s:g}-s stages, to {search.precision:.0%}")
+                f"{{{mix}}} req/s{along} in {stages}, to {search.precision:.0%}")
     else:
         load = _count(len(scenario.stages), "stage")
     return (f"{_count(len(scenario.arms), 'arm')} x {_count(scenario.repeats, 'repeat')}, {load}, "

@@ -26,6 +26,11 @@ def test_validate_ok_and_bad(tmp_path: Path) -> None:
     outline = ("search-calibration: 1 arm x 2 repeats, an adaptive search from scale 1 up to 32 of {embedding 10} "
                "req/s in 3-s stages, to 15%, classes embedding")
     assert done.returncode == 0 and outline in done.stdout
+    sized = tmp_path / "sized.yaml"
+    sized.write_text((ROOT / "scenarios" / "search-calibration.yaml").read_text().replace(
+        "stage_duration_s: 3", "stage_duration_s: 3\n  stage_requests: 90"))
+    done = cli("validate", str(sized))  # probes sized by requests: from the floor to the hold
+    assert done.returncode == 0 and "in 3-9-s stages of 90 requests of the least loaded class, to 15%" in done.stdout
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\nrepeats: 0\n")
     done = cli("validate", str(bad))

@@ -173,3 +173,25 @@ def test_a_stage_its_load_generator_fell_behind_in_is_set_aside_and_run_again(tm
     with open_campaign(results / "results.sqlite") as reader:
         (step,) = [e.detail for e in reader.events("search_step", trial["id"]) if e.detail["scale"] == 2.0]
     assert step["decision"]["set_aside"] == [1]
+
+
+def test_a_probe_sized_by_requests_runs_as_long_as_its_rate_needs(tmp_path: Path) -> None:
+    """``stage_requests: 60`` with 2-s stages and a 6-s hold: the probe at 15 req/s runs 4 s (60 requests), those at
+    30 and 60 req/s the 2-s floor, the hold its 6 s; every stage is planned, and ran, that long."""
+    scenario = scenario_variant(tmp_path, "search-calibration", repeats=1, search={
+        "mix": {"embedding": 15}, "start_scale": 1, "max_scale": 4, "precision": 0.5, "stage_duration_s": 2,
+        "stage_requests": 60, "max_extensions": 0, "sustain_s": 6})
+    results = tmp_path / "results"
+    done = run_locust(["-f", "locustfiles/mixed.py", "--scenario", str(scenario), "--results-dir", str(results)],
+                      timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:]
+    (trial,) = json.loads((results / "summary.json").read_text())["trials"]
+    planned = {stage["index"]: stage["planned_s"] for stage in trial["stages"]}
+    ran = {stage["index"]: stage["duration_s"] for stage in trial["stages"]}
+    seen = []
+    for probe in trial["probes"]:
+        want = 6.0 if probe["phase"] == "sustain" else min(max(60 / (15 * probe["scale"]), 2.0), 6.0)
+        for index in probe["stages"]:
+            assert planned[index] == pytest.approx(want) and ran[index] == pytest.approx(want, abs=0.5), (probe, index)
+        seen.append((probe["phase"], probe["scale"], want))
+    assert seen[:3] == [("probe", 1.0, 4.0), ("probe", 2.0, 2.0), ("probe", 4.0, 2.0)], seen

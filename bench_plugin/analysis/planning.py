@@ -6,8 +6,9 @@ interval bounds above (bench_plugin.analysis.intervals). The expected samples of
 class are its rate times the stage duration, every request counted as if it succeeded; idle classes
 (rate 0) are left out. A closed-loop class's rate follows from its latency, which is not known before
 the run, so it is not checked. For a search, its first stage is checked: each class's mix at
-``start_scale`` for ``stage_duration_s`` (the lower scales it tries when the start fails gather fewer
-still). These are warnings: the scenario still validates and runs.
+``start_scale`` for as long as its first probe runs (``stage_duration_s``, or as sized by
+``stage_requests``; the lower scales it tries when the start fails gather fewer still). These are
+warnings: the scenario still validates and runs.
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ def sample_warnings(scenario: Scenario) -> list[str]:
         search = scenario.search
         for ray, mix in search.rays().items():
             where = f"search start (scale {search.start_scale:g})" + (f", ray {ray}" if ray != "mix" else "")
+            duration = search.probe_duration_s({name: rate * search.start_scale for name, rate in mix.items()})
             for name in open_loop:
-                lines += _short(where, name, mix.get(name, 0.0) * search.start_scale, search.stage_duration_s)
+                lines += _short(where, name, mix.get(name, 0.0) * search.start_scale, duration)
     return lines
 
 

@@ -316,7 +316,7 @@ class Conductor:
             phase, load = search.phase, search.offered(scale)
             objectives = {name: ClassObjectives(self.scenario.classes.get(name).slo,
                                                 self.scenario.classes.get(name).error_budget) for name in load}
-            duration = spec.sustain_duration_s if phase == SUSTAIN else spec.stage_duration_s
+            duration = spec.sustain_duration_s if phase == SUSTAIN else spec.probe_duration_s(load)
             label = ("" if search.ray == "mix" else f"{search.ray} ") + f"x{scale:.4g}" + (" hold" if phase == SUSTAIN
                                                                                             else "")
             pooled: list[Sample] = []

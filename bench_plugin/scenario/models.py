@@ -274,6 +274,11 @@ class Search(StrictModel):
     """A later repeat of an arm starts each ray at the bracket the latest earlier repeat ended it with (its ``lo``,
     then its ``hi``), instead of at ``start_scale``; the boundary still rests on the repeat's own probes
     (analysis/search.py)."""
+    stage_requests: int | None = Field(default=None, ge=1)
+    """A probe's stage runs until the least loaded class of the probe has been offered this many requests (that
+    many over its rate), never shorter than ``stage_duration_s`` nor longer than the hold (``sustain_s``, or
+    three stage durations): a low-rate probe is decided in one run rather than extended, a high-rate one does
+    not gather ten times the samples its decision needs. None: every probe runs ``stage_duration_s``."""
 
     def rays(self) -> dict[str, dict[str, float]]:
         """Ray name -> its mix (class -> req/s at scale 1, idle classes left out), ``mix`` first.
@@ -299,12 +304,28 @@ class Search(StrictModel):
         """The sustain stage's length (0: none)."""
         return 3 * self.stage_duration_s if self.sustain_s is None else self.sustain_s
 
+    @property
+    def longest_probe_s(self) -> float:
+        """The longest a probe's stage runs: ``stage_duration_s``, or with ``stage_requests`` the hold's length."""
+        if self.stage_requests is None:
+            return self.stage_duration_s
+        return min(max(self.stage_duration_s, self.sustain_duration_s or 3 * self.stage_duration_s), MAX_STAGE_S)
+
+    def probe_duration_s(self, load: dict[str, float]) -> float:
+        """How long a probe offering ``load`` (class -> req/s) runs: ``stage_duration_s``, or with ``stage_requests``
+        N, N over the lowest positive rate of ``load``, within ``stage_duration_s`` and :attr:`longest_probe_s`."""
+        rates = [rate for rate in load.values() if rate > 0]
+        if self.stage_requests is None or not rates:
+            return self.stage_duration_s
+        return min(max(self.stage_requests / min(rates), self.stage_duration_s), self.longest_probe_s)
+
     @model_validator(mode="after")
     def _range(self) -> Search:
+        longest = max(self.longest_probe_s, self.sustain_duration_s)  # a hold may run at max_scale too
         if self.max_scale < self.start_scale:
             raise ValueError(f"max_scale {self.max_scale:g} is below start_scale {self.start_scale:g}")
         for name, rate in self.mix.items():
-            _check_arrivals(f"search: mix.{name} x max_scale", rate * self.max_scale, self.stage_duration_s)
+            _check_arrivals(f"search: mix.{name} x max_scale", rate * self.max_scale, longest)
         if self.sustain_duration_s > MAX_STAGE_S:
             raise ValueError(f"sustain_s: three stage durations ({self.sustain_duration_s:g} s) exceed "
                              f"{MAX_STAGE_S:g} s; give sustain_s")
@@ -315,8 +336,7 @@ class Search(StrictModel):
                 if not any(rate > 0 for rate in mix.values()):
                     raise ValueError(f"search.mixes.{ray}: give at least one class a positive rate")
                 for name, rate in mix.items():
-                    _check_arrivals(f"search: mixes.{ray}.{name} x max_scale", rate * self.max_scale,
-                                    self.stage_duration_s)
+                    _check_arrivals(f"search: mixes.{ray}.{name} x max_scale", rate * self.max_scale, longest)
         return self
 
 

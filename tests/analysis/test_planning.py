@@ -38,3 +38,15 @@ def test_a_search_is_checked_at_its_start_scale() -> None:
 
 def test_exactly_enough_samples_is_no_warning() -> None:
     assert sample_warnings(scenario(stages=[{"duration_s": 48, "load": {"llm": 1.5, "asr": 1.5}}])) == []
+
+
+def test_a_search_sized_by_requests_is_checked_for_as_long_as_its_first_probe_runs() -> None:
+    """With ``stage_requests`` the first probe runs until its least loaded class is offered that many requests,
+    within ``stage_duration_s`` and the hold's length: long enough here, and capped by the hold there."""
+    sized = {"mix": {"llm": 2, "asr": 40}, "stage_duration_s": 6, "stage_requests": 72, "sustain_s": 40}
+    assert sample_warnings(scenario(search=sized)) == []  # llm: 72 requests over 36 s
+    capped = {**sized, "sustain_s": 24}
+    assert sample_warnings(scenario(search=capped)) == [
+        "search start (scale 1) llm: 2 req/s x 24 s gives 48 samples; a P95 needs 72 to be bounded "
+        "(95% order-statistic interval): run it >= 36 s"
+    ]

@@ -549,5 +549,6 @@ def test_a_later_repeat_starts_where_the_earlier_left_its_bracket_across_a_resum
     for trial in (one, two):
         assert {r.ray: (r.status, r.lo) for r in trial.search} == {
             "mix": ("above the maximum", 4.0), "asr-alone": ("above the maximum", 4.0)}
-    assert sum(r.runs for r in two.search) == len(two.stages) == 2
+    stages = [(s.index, s.name, s.status, s.reason) for s in two.stages]
+    assert sum(r.runs for r in two.search) == len(two.stages) == 2, stages
     assert without_resumes(summary) == without_resumes(as_one_run(results, tmp_path / "as-one-run"))

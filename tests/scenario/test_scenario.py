@@ -221,4 +221,25 @@ def test_closed_loop_users_and_a_search_are_bounded_too(tmp_path: Path) -> None:
     assert "stages[0].load.llm: 100,000 closed-loop users; a class has at most 10,000" in _error(tmp_path, closed)
     search = {**{k: v for k, v in MINIMAL.items() if k != "stages"},
               "search": {"mix": {"llm": 1000}, "max_scale": 1000, "stage_duration_s": 10}}
-    assert "search: mix.llm x max_scale: 1e+06 req/s for 10 s is 10,000,000 arrivals" in _error(tmp_path, search)
+    # its hold (three stage durations) runs at max_scale too
+    assert "search: mix.llm x max_scale: 1e+06 req/s for 30 s is 30,000,000 arrivals" in _error(tmp_path, search)
+
+
+def test_a_probe_sized_by_requests_runs_until_its_least_loaded_class_is_offered_them(tmp_path: Path) -> None:
+    """``stage_requests`` N: a probe lasts N over its lowest class rate, within stage_duration_s and the hold."""
+    base = {**{k: v for k, v in MINIMAL.items() if k != "stages"}}
+    search = {"mix": {"llm": 1}, "stage_duration_s": 6, "sustain_s": 24, "stage_requests": 60}
+    sized = load_scenario(write(tmp_path, {**base, "search": search})).search
+    assert sized is not None and sized.longest_probe_s == 24
+    assert sized.probe_duration_s({"llm": 3.0, "embedding": 45.0}) == 20  # 60 llm requests at 3/s
+    assert sized.probe_duration_s({"llm": 30.0, "embedding": 0.0}) == 6  # 2 s would do: the floor
+    assert sized.probe_duration_s({"llm": 1.0}) == 24  # 60 s would do: capped at the hold
+    fixed = load_scenario(write(tmp_path, {**base, "search": {**search, "stage_requests": None}})).search
+    assert fixed is not None and fixed.probe_duration_s({"llm": 1.0}) == 6 and fixed.longest_probe_s == 6
+    no_hold = load_scenario(write(tmp_path, {**base, "search": {**search, "sustain_s": 0}})).search
+    assert no_hold is not None and no_hold.longest_probe_s == 18  # three stage durations
+    # the arrivals a stage may plan are bounded at the longest a probe or a hold runs, not at stage_duration_s
+    big = {**base, "search": {"mix": {"llm": 1000}, "max_scale": 20, "stage_duration_s": 10, "sustain_s": 60}}
+    for sizing in ({}, {"stage_requests": 100_000}):
+        message = _error(tmp_path, {**big, "search": {**big["search"], **sizing}})
+        assert "search: mix.llm x max_scale: 20000 req/s for 60 s is 1,200,000 arrivals" in message
