@@ -27,7 +27,10 @@ It is pure: no I/O, no clock. The caller runs each proposed scale as one stage (
    then, if it passes, tries the prior ``hi``; a fail there closes the bracket at once, often already within
    ``precision``. Whatever these two probes give, the search goes on from them as above (a failing ``lo``
    brackets down, a passing ``hi`` up), so the boundary still rests on this repeat's own probes alone; only
-   where it looks first is borrowed. :func:`prior_bracket` picks the bracket to borrow.
+   where it looks first is borrowed. :func:`prior_bracket` picks the bracket to borrow. With ``sustain``, the
+   prior ``lo`` is held first: its probe is the hold (the longer stage, decided as a hold is). If it holds, it
+   is the search's ``lo`` and its hold both, so a search that ends with that ``lo`` is not held again; if not,
+   it is a failed probe there, and the search goes on (and holds the ``lo`` it ends with) as it would have.
 
 Several rays (load mixes) are searched in one segment by :class:`RaySearches`: each ray has its own
 search, and each next stage goes to the ray whose boundary is least known (the widest relative bracket,
@@ -99,6 +102,14 @@ class BoundarySearch:
         self._phase = PROBE
         self._prior = [scale for scale in (prior or (None, None)) if scale is not None and 0 < scale <= maximum]
         """Where a warm start looks first (module docstring, 4), in order; emptied as the search goes."""
+        self._held_at: float | None = None
+        """The prior ``lo`` a warm start's opening hold held, and how (CONFIRMED or HELD_UNDECIDED)."""
+        self._held_as: str | None = None
+        self._opening = bool(sustain and prior and prior[0] is not None and self._prior
+                             and self._prior[0] == prior[0])
+        """The pending proposal is a warm start's hold of the prior ``lo`` (module docstring, 4)."""
+        if self._opening:
+            self._phase = SUSTAIN
         self._pending: float | None = self._prior.pop(0) if self._prior else start
         self._status = BRACKETING
 
@@ -134,11 +145,16 @@ class BoundarySearch:
             self._status, self._pending, self.stopped = GENERATOR_LIMITED, None, generator_stop(scale, limited)
             return
         self.undecided += not decided
-        if self._phase == SUSTAIN:
-            if passed:
-                self.held = CONFIRMED if decided else HELD_UNDECIDED
-                self._pending = None
+        opening, self._opening = self._opening, False
+        if self._phase == SUSTAIN and passed:
+            if not opening:
+                self.held, self._pending = CONFIRMED if decided else HELD_UNDECIDED, None
                 return
+            # a warm start's opening hold: also its scale's probe; the hold's outcome is the search's once it ends there
+            self._held_at, self._held_as = scale, CONFIRMED if decided else HELD_UNDECIDED
+            self.lo = scale
+            self._passes.append(scale)
+        elif self._phase == SUSTAIN and not opening:
             self._failed_holds += 1
             self._passes = [p for p in self._passes if p < scale]
             self.hi = scale
@@ -152,7 +168,9 @@ class BoundarySearch:
         self._phase = PROBE
         self._pending = self._next()
         found = self._status in (FOUND, ABOVE_MAXIMUM) and self.lo is not None
-        if self._pending is None and self.sustain and found and self._failed_holds < MAX_SUSTAINS:
+        if self._pending is None and found and self._held_at is not None and self._held_at == self.lo:
+            self.held = self._held_as  # the opening hold held this lo: it is not held again
+        elif self._pending is None and self.sustain and found and self._failed_holds < MAX_SUSTAINS:
             self._phase, self._pending = SUSTAIN, self.lo
 
     def stop(self, why: str) -> None:
@@ -263,7 +281,8 @@ def judged_result(result: SearchResult, probes: list[SearchProbe]) -> SearchResu
     hi = min(fails) if fails else None
     passes = [p.scale for p in judged if p.passed and (hi is None or p.scale < hi)]
     lo = max(passes) if passes else None
-    holds = [p for p in judged if p.phase == SUSTAIN]
+    holds = [p for p in judged[1:] if p.phase == SUSTAIN]  # a first probe held is a warm start's opening hold, whose
+    # outcome the search takes for its own only where it ends at that lo, which one stopped so never does
     held = None
     if holds:
         last = holds[-1]

@@ -289,3 +289,97 @@ def test_the_bracket_borrowed_is_the_latest_of_a_search_that_ended_on_its_own() 
     assert prior_bracket([ended(FOUND, 2.0, 2.2), ended(GENERATOR_LIMITED, 2.4, None)]) == (2.0, 2.2)
     assert prior_bracket([ended(FOUND, 2.0, 2.2), ended("bisecting", 2.4, 3.0)]) == (2.0, 2.2)
     assert prior_bracket([ended(BELOW_MINIMUM, None, 0.125)]) == (None, 0.125)
+
+
+def run_phased(search: BoundarySearch, threshold: float, hold_threshold: float) -> list[tuple[float, str]]:
+    """Drive the search: a probe passes below ``threshold``, a hold (a longer stage) below ``hold_threshold``."""
+    asked = []
+    while (scale := search.propose()) is not None:
+        phase = search.phase
+        asked.append((scale, phase))
+        search.record(scale, scale < (hold_threshold if phase == SUSTAIN else threshold))
+    return asked
+
+
+def test_a_warm_start_holds_its_prior_lo_first_and_does_not_hold_it_again() -> None:
+    """With holds on, the prior lo is held first: where the boundary has not moved, that hold and one probe of the
+    prior hi end the search, held, in two stage-runs (a cold search takes its probes and then the hold)."""
+    cold = BoundarySearch({"llm": 1.0}, start=1.0, maximum=64.0, precision=0.1, sustain=True)
+    asked = run_phased(cold, 5.3, 5.3)
+    first = cold.result(segment=0)
+    assert asked[-1] == (first.lo, SUSTAIN) and first.sustain == CONFIRMED
+    warm = BoundarySearch({"llm": 1.0}, start=1.0, maximum=64.0, precision=0.1, sustain=True,
+                          prior=(first.lo, first.hi))
+    assert warm.propose() == first.lo and warm.phase == SUSTAIN
+    assert warm.result(segment=0).sustain is None, "not held until the search ends there"
+    assert run_phased(warm, 5.3, 5.3) == [(first.lo, SUSTAIN), (first.hi, PROBE)]
+    assert warm.result(segment=0).model_dump() == {**first.model_dump(), "runs": 2}
+
+
+@pytest.mark.parametrize(("threshold", "hold_threshold"), [
+    (0.3, 0.3), (1.7, 1.5), (4.1, 3.9), (4.9, 4.9), (4.9, 4.3), (5.6, 5.6), (5.6, 5.1), (9.0, 8.0), (40.0, 40.0),
+    (100.0, 100.0)])
+def test_a_warm_start_that_holds_first_ends_held_wherever_the_boundary_moved(threshold: float,
+                                                                             hold_threshold: float) -> None:
+    """From a bracket near 5 while the boundary (and the lower one a longer stage shows) moved: the search ends as a
+    cold one does, with its lo held once: by the opening hold where it ends there, by a hold of its own elsewhere."""
+    warm = BoundarySearch({"llm": 1.0}, start=1.0, maximum=64.0, precision=0.1, sustain=True, prior=(4.6, 5.0))
+    asked = run_phased(warm, threshold, hold_threshold)
+    cold = BoundarySearch({"llm": 1.0}, start=1.0, maximum=64.0, precision=0.1, sustain=True)
+    run_phased(cold, threshold, hold_threshold)
+    result, reference = warm.result(segment=0), cold.result(segment=0)
+    assert asked[0] == (4.6, SUSTAIN) and result.status == reference.status
+    holds = [scale for scale, phase in asked if phase == SUSTAIN]
+    assert len(holds) == len(set(holds)), "no scale is held twice"
+    if result.status == FOUND:
+        assert result.lo is not None and result.hi is not None and result.precision is not None
+        assert result.precision <= 0.1 and result.hi >= min(threshold, hold_threshold)
+    if result.sustain == CONFIRMED:  # its lo held: by the opening hold or by its own
+        assert result.lo in holds and result.lo is not None and result.lo < hold_threshold
+    else:  # as a cold search does, it stops unconfirmed after two failed holds of its own (the opening one aside)
+        assert result.sustain == NOT_HELD and sum(s >= hold_threshold for s in holds[1:]) == MAX_SUSTAINS
+    if result.status == ABOVE_MAXIMUM:
+        assert result.lo == 64.0 and holds[-1] == 64.0
+
+
+def test_an_opening_hold_that_fails_is_a_failed_probe_not_a_failed_hold() -> None:
+    """The prior lo no longer holds: the search brackets down from it and holds the lo it ends with; the opening
+    hold counts neither as the search's hold nor among the failed holds that stop it unconfirmed."""
+    warm = BoundarySearch({"llm": 1.0}, start=1.0, maximum=64.0, precision=0.1, sustain=True, prior=(4.6, 5.0))
+    asked = run_phased(warm, 2.1, 2.1)
+    result = warm.result(segment=0)
+    assert asked[:2] == [(4.6, SUSTAIN), (2.3, PROBE)] and asked[-1][1] == SUSTAIN
+    assert result.status == FOUND and result.sustain == CONFIRMED and result.lo is not None and result.lo < 2.1
+
+
+def test_a_warm_start_above_the_maximum_is_held_once() -> None:
+    above = BoundarySearch({"llm": 1.0}, start=1.0, maximum=8.0, precision=0.1, sustain=True, prior=(8.0, None))
+    assert run_phased(above, 100.0, 100.0) == [(8.0, SUSTAIN)]
+    result = above.result(segment=0)
+    assert result.status == ABOVE_MAXIMUM and result.sustain == CONFIRMED and result.runs == 1
+
+
+@pytest.mark.parametrize("unjudged_at", [1, 2, 3])
+def test_a_warm_search_judged_afterwards_ends_as_the_live_search_ends(unjudged_at: int) -> None:
+    """judged_result after a warm start's opening hold passed: the hold is not the search's until it ends there."""
+    def passes(scale: float, phase: str) -> bool:
+        return scale < (3.3 if phase == SUSTAIN else 3.7)
+
+    def search() -> BoundarySearch:
+        return BoundarySearch({"llm": 1.0}, start=1.0, maximum=64.0, precision=0.1, sustain=True, prior=(3.0, 4.0))
+
+    old, probes = search(), []
+    while (scale := old.propose()) is not None:
+        phase = old.phase
+        probes.append(probe(scale, passes(scale, phase), phase=phase))
+        old.record(scale, passes(scale, phase))
+    assert probes[0].phase == SUSTAIN and probes[0].passed and len(probes) > unjudged_at
+    live = search()
+    for i, p in enumerate(probes[:unjudged_at + 1]):
+        assert live.propose() == p.scale
+        live.record(p.scale, p.passed, limited=BEHIND if i == unjudged_at else None)
+    unjudged = probes[unjudged_at].model_copy(update={"passed": False, "decision": ProbeDecision(
+        outcome="generator-limited", point=False, confidence=0.95, note=BEHIND)})
+    after = judged_result(old.result(segment=0), [*probes[:unjudged_at], unjudged, *probes[unjudged_at + 1:]])
+    keep = {"status", "lo", "hi", "estimate", "precision", "sustain", "undecided", "stopped"}
+    assert after.model_dump(include=keep) == live.result(segment=0).model_dump(include=keep)
