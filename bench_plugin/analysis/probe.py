@@ -22,7 +22,12 @@ some 270 requests per probe even with none failed, so a probe is not held up pro
 request has touched. A probe passes
 when every criterion of every loaded class passes, fails when any fails, and is undecided otherwise; an
 undecided probe is run again at the same load and judged on its pooled samples (``search.max_extensions``
-times at most), and only then decided on its point estimates (every p̂ ≤ a), which the record says.
+times at most), and only then decided on its point estimates (every p̂ ≤ a), which the record says. With
+``search.skip_futile_extensions``, an undecided probe is not run again where the extensions it has left are
+not expected to decide it (:func:`extension_futile`: at its estimates, with that many more requests, every
+undecided criterion's bounds would still hold its allowance between them, as near a boundary where the true
+fraction is the allowance itself); it is decided on its point estimates at once, and the record says so
+(``futile``).
 
 Latency counts from each request's intended send time, so a load generator that falls behind
 (analysis/selfcheck.py) adds its own delays, in sending and in reading the answers, to the latency the
@@ -158,6 +163,28 @@ def decide(samples: Iterable[Sample], objectives: dict[str, ClassObjectives], co
     outcome = FAIL if FAIL in outcomes else PASS if outcomes == {PASS} else UNDECIDED
     point = all(c.outcome != FAIL and (c.n == 0 or c.exceeded <= c.allowed * c.n) for c in checks)
     return ProbeDecision(outcome=outcome, point=point, confidence=confidence, checks=checks, stages=list(stages))
+
+
+def extension_futile(decision: ProbeDecision, runs: int, more: int) -> bool:
+    """Whether running the undecided probe ``more`` times again (each as long as each of its ``runs``) is not expected
+    to decide it (``search.skip_futile_extensions``; the module docstring): at each undecided criterion's estimate
+    ``p̂ = k / n``, the bounds it would have with ``more / runs`` times its requests again (each side's distance to
+    ``p̂`` shrunk by ``√(runs / (runs + more))``, as both of its bounds shrink with the square root of the
+    requests) still hold its allowance between them. False for a decided probe, with nothing more to run, or where
+    a criterion has no request yet (or the probe none at all)."""
+    undecided = [c for c in decision.checks if c.outcome == UNDECIDED]
+    if decision.outcome != UNDECIDED or more <= 0 or runs <= 0 or not undecided:
+        return False
+    shrink = math.sqrt(runs / (runs + more))
+    for c in undecided:
+        if c.n == 0:
+            return False
+        estimate = c.exceeded / c.n
+        lower = estimate - (estimate - c.lower) * shrink
+        upper = estimate + (c.upper - estimate) * shrink
+        if lower > c.allowed or upper <= c.allowed:
+            return False
+    return True
 
 
 def failed_stage(confidence: float, stages: list[int], why: str) -> ProbeDecision:

@@ -459,6 +459,9 @@ class ProbeDecision(Model):
     lag_judged: bool = False
     """Whether the load generator's lateness was judged with the probe (analysis/probe.py); stores written before
     that are judged afterwards, from their stages' self-check."""
+    futile: bool = False
+    """Undecided, and not run again: at its estimates the extensions it had left were not expected to decide it
+    (``search.skip_futile_extensions``, analysis/probe.extension_futile)."""
 
 
 class SearchProbe(Model):

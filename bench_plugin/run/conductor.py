@@ -33,6 +33,7 @@ from bench_plugin.analysis.objectives import ClassObjectives
 from bench_plugin.analysis.probe import (
     UNDECIDED,
     decide,
+    extension_futile,
     failed_stage,
     judge_lag,
     limited_why,
@@ -347,6 +348,10 @@ class Conductor:
                 index += 1
                 behind = behind or lag
                 if decision.outcome != UNDECIDED or len(stages) > spec.max_extensions or spent:
+                    break
+                if spec.skip_futile_extensions and extension_futile(decision, len(stages),
+                                                                    spec.max_extensions + 1 - len(stages)):
+                    decision = decision.model_copy(update={"futile": True})
                     break
             decision = judge_lag(decision, behind)  # a failure the generator's delays may have made: unjudged
             decision = decision.model_copy(update={"set_aside": aside})

@@ -266,6 +266,10 @@ class Search(StrictModel):
     """One-sided confidence of each probe's pass or fail (analysis/probe.py)."""
     max_extensions: int = Field(default=2, ge=0, le=10)
     """Times a probe that its samples cannot decide is run again at the same load, its samples pooled."""
+    skip_futile_extensions: bool = False
+    """An undecided probe is not run again where, at its estimates, the extensions it has left would not decide it
+    (near a boundary where the true fraction is the allowance itself): it is decided on its point estimates at once
+    (analysis/probe.extension_futile)."""
     sustain_s: float | None = Field(default=None, ge=0.0, le=MAX_STAGE_S)
     """How long the found boundary is held to confirm it; default three stage durations; 0: not confirmed."""
     budget: int | None = Field(default=None, ge=1)

@@ -12,6 +12,7 @@ from bench_plugin.analysis.probe import (
     UNDECIDED,
     batch_bounds,
     decide,
+    extension_futile,
     failed_stage,
     judge_lag,
     limited_why,
@@ -148,3 +149,41 @@ def test_a_stage_the_generator_fell_behind_in_is_set_aside_once_unless_the_probe
     assert judge_lag(slow, BEHIND).outcome == LIMITED
     assert not set_aside(fast, BEHIND, 0), "a pass stands, late generator or not"
     assert not set_aside(slow, None, 0), "the generator kept up: the failure is judged"
+
+
+SLO_100 = objectives(p95=100.0, names=("embedding",))
+
+
+def spread(n: int, beyond: int) -> list[Sample]:
+    """``n`` requests of which ``beyond`` (spread evenly) took 500 ms against the 100-ms SLO of ``SLO_100``."""
+    every = n // beyond if beyond else n + 1
+    return [sample(i, 500.0 if beyond and i % every == 0 and i // every < beyond else 20.0) for i in range(n)]
+
+
+@pytest.mark.parametrize(("n", "beyond", "more", "futile"), [
+    (100, 5, 2, True),  # at the allowance itself: three times the requests still straddle it
+    (100, 3, 2, True),  # just within it: so do these
+    (100, 3, 5, False),  # five more runs would show it within
+    (100, 8, 2, False),  # beyond it: the extensions are expected to show the failure
+    (30, 0, 2, False),  # too few requests, none beyond: the extensions are expected to show the pass
+    (100, 5, 0, False),  # nothing left to run
+])
+def test_an_extension_is_skipped_only_where_it_is_not_expected_to_decide(n: int, beyond: int, more: int,
+                                                                        futile: bool) -> None:
+    decision = decide(spread(n, beyond), SLO_100, 0.95, [0])
+    assert decision.outcome == UNDECIDED, decision
+    assert extension_futile(decision, 1, more) is futile
+
+
+def test_a_decided_probe_or_one_without_requests_is_never_futile() -> None:
+    assert extension_futile(decide(spread(100, 0), SLO_100, 0.95, [0]), 1, 2) is False  # a pass
+    assert extension_futile(decide(spread(100, 20), SLO_100, 0.95, [0]), 1, 2) is False  # a fail
+    empty = decide([], SLO_100, 0.95, [0])
+    assert empty.outcome == UNDECIDED and extension_futile(empty, 1, 2) is False
+
+
+def test_a_futile_extension_is_judged_on_the_runs_already_pooled() -> None:
+    """Two runs pooled with one left shrink less than one run with two left: the same counts can be futile there."""
+    decision = decide(spread(200, 13), SLO_100, 0.95, [0, 1])
+    assert decision.outcome == UNDECIDED
+    assert extension_futile(decision, 2, 1) is True and extension_futile(decision, 1, 20) is False
