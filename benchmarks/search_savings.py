@@ -1,12 +1,17 @@
 """What a search's levers save, and what they cost in accuracy, on the contention simulator's known envelope.
 
-    python benchmarks/search_savings.py [--stage-s 6] [--out DIR] [--warm-start | --cold]
+    python benchmarks/search_savings.py [--stage-s 6] [--hold-s S] [--stage-requests N] [--skip-futile] [--cold]
+        [--out DIR] [--results DIR]
 
 Runs scenarios/simulator-envelope.yaml (the exclusive control and time-slicing on one simulated device whose
-envelope is known in closed form, bench_plugin/servers/device.py) with 2 repeats and ``--stage-s`` stages
-(holds three times that), ``search.warm_start`` on (default) or off (``--cold``), then prints, per arm and
-ray, each repeat's stage-runs and stage time and its boundary against the closed form (the error, in %, of
-the bracket's midpoint), and the campaign's device time by phase (benchmarks/campaign_time.py). With warm
+envelope is known in closed form, bench_plugin/servers/device.py) with 2 repeats, ``--stage-s`` stages and
+holds of ``--hold-s`` (default three stages), ``search.warm_start`` on (default) or off (``--cold``); with
+``--stage-requests N`` each probe is sized by requests (``search.stage_requests``: ``--stage-s`` is then the
+shortest a probe runs, the hold the longest), with ``--skip-futile`` no extension is run that is not expected
+to decide its probe (``search.skip_futile_extensions``). It prints, per arm and ray, each repeat's stage-runs
+and stage time and its boundary against the closed form (the error, in %, of the bracket's midpoint), how the
+probes' and holds' decisions came out and with how many runs, and the campaign's device time by phase
+(benchmarks/campaign_time.py). With warm
 start, repeat 1 searches cold and repeat 2 starts at repeat 1's brackets, so the two columns compare the
 lever on the same campaign; ``--cold`` gives the same table with both repeats cold, for the spread of a
 repeat against the other without it.
@@ -24,6 +29,7 @@ from pathlib import Path
 import yaml
 from campaign_time import campaign_time, render
 
+from bench_plugin.analysis.search import SUSTAIN
 from bench_plugin.results.summary import Summary, load_summary
 from bench_plugin.servers.device import arm_boundary_scale
 
@@ -35,11 +41,13 @@ LIMITS = {"llm": (160.0, 40.0), "embedding": (130.0, 20.0), "asr": (200.0, 60.0)
 """Class -> (its tightest P95 SLO in ms, its own latency there), as the scenario sets them."""
 
 
-def run_campaign(out: Path, stage_s: float, warm: bool) -> Path:
+def run_campaign(out: Path, stage_s: float, warm: bool, hold_s: float | None = None,
+                 stage_requests: int | None = None, skip_futile: bool = False) -> Path:
     """The campaign's results directory under ``out``, run to its end."""
     data = yaml.safe_load(SCENARIO.read_text())
     data["repeats"] = 2
-    data["search"].update(stage_duration_s=stage_s, sustain_s=3 * stage_s, warm_start=warm)
+    data["search"].update(stage_duration_s=stage_s, sustain_s=3 * stage_s if hold_s is None else hold_s,
+                          warm_start=warm, stage_requests=stage_requests, skip_futile_extensions=skip_futile)
     scenario = out / "scenario.yaml"
     scenario.write_text(yaml.safe_dump(data, sort_keys=False))
     results = out / "results"
@@ -71,6 +79,44 @@ def per_ray(summary: Summary) -> list[dict[str, object]]:
     return rows
 
 
+def decisions(summary: Summary) -> dict[str, dict[str, int]]:
+    """Per phase (probe, hold): how its decisions came out (``pass``, ``fail``, ``undecided``, ...) and with how many
+    stage-runs pooled (``undecided in 3``), ``futile`` where extensions were skipped, over every trial."""
+    out: dict[str, dict[str, int]] = {}
+    for trial in summary.trials:
+        for probe in trial.probes:
+            if probe.decision is None:
+                continue
+            phase = "hold" if probe.phase == SUSTAIN else "probe"
+            key = (f"{probe.decision.outcome} in {len(probe.decision.stages)}"
+                   + (", futile" if probe.decision.futile else ""))
+            counts = out.setdefault(phase, {})
+            counts[key] = counts.get(key, 0) + 1
+    return {phase: dict(sorted(counts.items())) for phase, counts in sorted(out.items())}
+
+
+def render_decisions(counts: dict[str, dict[str, int]]) -> str:
+    lines = ["| phase | decisions (outcome in stage-runs pooled: how many) |", "|---|---|"]
+    for phase, outcomes in counts.items():
+        lines.append(f"| {phase} | " + "; ".join(f"{key}: {n}" for key, n in outcomes.items()) + " |")
+    return "\n".join(lines)
+
+
+def render_totals(rows: list[dict[str, object]]) -> str:
+    """Per repeat: its stage-runs and stage seconds over every ray, and how many of its boundaries fall within 10%
+    and 20% of the closed form."""
+    lines = []
+    for repeat in sorted({int(str(r["repeat"])) for r in rows}):
+        mine = [r for r in rows if r["repeat"] == repeat]
+        errors = [abs(e) for r in mine if isinstance(e := r["error"], float)]
+        runs = sum(int(str(r["runs"])) for r in mine)
+        seconds = sum(float(str(r["stage_s"])) for r in mine)
+        lines.append(f"repeat {repeat}: {runs} stage-runs, {seconds:.0f} s of stages; of {len(mine)} boundaries "
+                     f"{sum(e <= 0.1 for e in errors)} within 10% of the truth, {sum(e <= 0.2 for e in errors)} "
+                     "within 20%")
+    return "\n".join(lines)
+
+
 def render_rays(rows: list[dict[str, object]]) -> str:
     keys = sorted({(str(r["arm"]), str(r["ray"])) for r in rows}, key=lambda k: (k[0] != "exclusive", k))
     lines = ["| arm | ray | truth | repeat 1: runs, stage s, error | repeat 2: runs, stage s, error |",
@@ -93,7 +139,12 @@ def render_rays(rows: list[dict[str, object]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--stage-s", type=float, default=6.0, help="stage length, s (holds: three times it)")
+    parser.add_argument("--stage-s", type=float, default=6.0,
+                        help="stage length, s (the shortest, with --stage-requests)")
+    parser.add_argument("--hold-s", type=float, help="hold length, s (default: three stages)")
+    parser.add_argument("--stage-requests", type=int, help="size each probe to N requests of its least loaded class")
+    parser.add_argument("--skip-futile", action="store_true",
+                        help="search.skip_futile_extensions: no extension that is not expected to decide its probe")
     parser.add_argument("--out", help="an empty or new directory (default: a temporary one)")
     parser.add_argument("--cold", action="store_true", help="both repeats cold (search.warm_start off)")
     parser.add_argument("--results", help="analyse this campaign's results directory instead of running one")
@@ -101,11 +152,18 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(args.out or tmp)
         out.mkdir(parents=True, exist_ok=True)
-        results = Path(args.results) if args.results else run_campaign(out, args.stage_s, warm=not args.cold)
+        results = Path(args.results) if args.results else run_campaign(
+            out, args.stage_s, warm=not args.cold, hold_s=args.hold_s, stage_requests=args.stage_requests,
+            skip_futile=args.skip_futile)
         summary = load_summary(results / "summary.json")
         rows = per_ray(summary)
-        (out / "search_savings.json").write_text(json.dumps(rows, indent=2))
+        counts = decisions(summary)
+        (out / "search_savings.json").write_text(json.dumps({"rays": rows, "decisions": counts}, indent=2))
         print(render_rays(rows))
+        print()
+        print(render_totals(rows))
+        print()
+        print(render_decisions(counts))
         print()
         print(render(campaign_time(results)))
     return 0

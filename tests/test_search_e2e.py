@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from harness import ROOT, holding_locustfile, run_locust, scenario_variant
 
 from bench_plugin.analysis.objectives import ClassObjectives
-from bench_plugin.analysis.probe import UNDECIDED, decide, judge_lag, taken_as_passed
+from bench_plugin.analysis.probe import UNDECIDED, decide, extension_futile, judge_lag, taken_as_passed
 from bench_plugin.results.store import open_campaign
 from bench_plugin.results.summary import ProbeDecision
 from bench_plugin.scenario import Slo
@@ -195,3 +196,64 @@ def test_a_probe_sized_by_requests_runs_as_long_as_its_rate_needs(tmp_path: Path
             assert planned[index] == pytest.approx(want) and ran[index] == pytest.approx(want, abs=0.5), (probe, index)
         seen.append((probe["phase"], probe["scale"], want))
     assert seen[:3] == [("probe", 1.0, 4.0), ("probe", 2.0, 2.0), ("probe", 4.0, 2.0)], seen
+
+
+def test_a_warm_repeat_holds_the_earlier_lo_first_and_never_holds_a_scale_twice(tmp_path: Path) -> None:
+    """Two repeats with holds and warm start: repeat 2's first stage is the hold of repeat 1's lo; where repeat 2 ends
+    at that lo, the opening hold is its hold: that scale ran once, as the hold, and was not held again."""
+    scenario = scenario_variant(tmp_path, "search-calibration", repeats=2, search={
+        "mix": {"embedding": 30}, "start_scale": 1, "max_scale": 8, "precision": 0.5, "stage_duration_s": 2,
+        "sustain_s": 4, "max_extensions": 1, "warm_start": True})
+    results = tmp_path / "results"
+    done = run_locust(["-f", "locustfiles/mixed.py", "--scenario", str(scenario), "--results-dir", str(results)],
+                      timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:]
+    one, two = json.loads((results / "summary.json").read_text())["trials"]
+    (first,), (second,) = one["search"], two["search"]
+    assert first["status"] in ("found", "above the maximum") and first["lo"] is not None, first
+    opening = two["probes"][0]
+    assert (opening["phase"], opening["scale"]) == ("sustain", first["lo"]), two["probes"]
+    assert two["stages"][opening["stages"][0]]["planned_s"] == 4.0
+    held = [p["scale"] for p in two["probes"] if p["phase"] == "sustain"]
+    assert len(held) == len(set(held)), "no scale is held twice"
+    if second["lo"] == first["lo"] and second["status"] == first["status"]:  # the boundary had not moved
+        assert held == [first["lo"]] and second["sustain"] == ("confirmed" if opening["decision"]["outcome"] == "pass"
+                                                              else "undecided"), two["probes"]
+        assert [p for p in two["probes"] if p["scale"] == first["lo"]] == [opening], "its lo run once: as the hold"
+
+
+def test_an_extension_not_expected_to_decide_its_probe_is_skipped(tmp_path: Path) -> None:
+    """A server that makes 5% of its requests slow at any load: each probe's P95 sits on its allowance, which no
+    number of extensions can decide. With ``skip_futile_extensions`` such a probe runs once and is decided on its
+    point estimate, marked ``futile``; every probe is decided and skipped exactly as the rule says on its samples."""
+    data = yaml.safe_load((ROOT / "scenarios" / "search-calibration.yaml").read_text())
+    embedding = data["classes"]["embedding"]
+    embedding["server"]["command"] = [*embedding["server"]["command"][:-4], "--latency-ms", "5", "--max-concurrency",
+                                      "8", "--slow-fraction", "0.05", "--slow-extra-ms", "300", "--seed", "3"]
+    embedding["slo"] = {"p95_ms": 100}
+    scenario = scenario_variant(tmp_path, "search-calibration", repeats=1, classes=data["classes"], search={
+        "mix": {"embedding": 20}, "start_scale": 1, "max_scale": 8, "precision": 0.5, "stage_duration_s": 3,
+        "max_extensions": 2, "sustain_s": 0, "skip_futile_extensions": True})
+    results = tmp_path / "results"
+    done = run_locust(["-f", "locustfiles/mixed.py", "--scenario", str(scenario), "--results-dir", str(results)],
+                      timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:]
+    (trial,) = json.loads((results / "summary.json").read_text())["trials"]
+    with open_campaign(results / "results.sqlite") as reader:
+        samples = reader.samples(trial["id"])
+    spec = {"embedding": ClassObjectives(Slo(p95_ms=100.0), 0.01)}
+    futile = 0
+    for probe in trial["probes"]:
+        decision = ProbeDecision.model_validate(probe["decision"])
+        if decision.note is not None:  # rolled back, or its load generator fell behind: not the rule's to judge
+            continue
+        mine = [s for s in samples if s.stage in decision.stages]
+        again = judge_lag(decide(mine, spec, decision.confidence, decision.stages), None)
+        expected = again.outcome == UNDECIDED and len(decision.stages) <= 2 and extension_futile(
+            again, len(decision.stages), 3 - len(decision.stages))
+        assert decision.futile == expected, probe
+        assert again.model_copy(update={"futile": expected, "set_aside": decision.set_aside}) == decision, probe
+        assert probe["passed"] == taken_as_passed(decision)
+        futile += decision.futile
+        assert not decision.futile or len(decision.stages) < 3, "a futile probe ran fewer than its three runs"
+    assert futile >= 1, trial["probes"]
