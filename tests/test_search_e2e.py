@@ -166,7 +166,9 @@ def test_a_stage_its_load_generator_fell_behind_in_is_set_aside_and_run_again(tm
     assert first["scale"] == 1.0 and first["stages"] == [0] and first["set_aside"] == [], first
     assert second["scale"] == 2.0 and second["set_aside"] == [1] and second["stages"][0] == 2, second
     assert second["decision"]["set_aside"] == [1] and second["passed"], second
-    assert trial["stages"][1]["generator_limited"].startswith("CPU-bound: "), trial["stages"][1]
+    # the hog's loop is busy 95% of the stage: CPU-bound where it got its core, stalled where the host held it back
+    lapse = trial["stages"][1]["generator_limited"] or ""
+    assert lapse.startswith(("CPU-bound: ", "stalled: ")), lapse
     assert not any(trial["stages"][i]["generator_limited"] for i in second["stages"]), second
     assert later and later[0]["scale"] == 3.0, "the search went on past the lapse"
     assert all(p["set_aside"] == [] for p in later)
@@ -199,8 +201,8 @@ def test_a_probe_sized_by_requests_runs_as_long_as_its_rate_needs(tmp_path: Path
 
 
 def test_a_warm_repeat_holds_the_earlier_lo_first_and_never_holds_a_scale_twice(tmp_path: Path) -> None:
-    """Two repeats with holds and warm start: repeat 2's first stage is the hold of repeat 1's lo; where repeat 2 ends
-    at that lo, the opening hold is its hold: that scale ran once, as the hold, and was not held again."""
+    """Two repeats with holds and warm start: repeat 2's first stage is the hold of repeat 1's lo, and no scale is held
+    twice; where repeat 2 ends at that lo, the opening hold is its hold: that scale ran once, as the hold."""
     scenario = scenario_variant(tmp_path, "search-calibration", repeats=2, search={
         "mix": {"embedding": 30}, "start_scale": 1, "max_scale": 8, "precision": 0.5, "stage_duration_s": 2,
         "sustain_s": 4, "max_extensions": 1, "warm_start": True})
@@ -216,9 +218,8 @@ def test_a_warm_repeat_holds_the_earlier_lo_first_and_never_holds_a_scale_twice(
     assert two["stages"][opening["stages"][0]]["planned_s"] == 4.0
     held = [p["scale"] for p in two["probes"] if p["phase"] == "sustain"]
     assert len(held) == len(set(held)), "no scale is held twice"
-    if second["lo"] == first["lo"] and second["status"] == first["status"]:  # the boundary had not moved
-        assert held == [first["lo"]] and second["sustain"] == ("confirmed" if opening["decision"]["outcome"] == "pass"
-                                                              else "undecided"), two["probes"]
+    if second["lo"] == first["lo"] and second["status"] == first["status"]:  # it ended where repeat 1 did
+        assert second["sustain"] == ("confirmed" if opening["decision"]["outcome"] == "pass" else "undecided"), two
         assert [p for p in two["probes"] if p["scale"] == first["lo"]] == [opening], "its lo run once: as the hold"
 
 
