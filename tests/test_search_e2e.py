@@ -178,17 +178,23 @@ def test_a_stage_its_load_generator_fell_behind_in_is_set_aside_and_run_again(tm
     assert step["decision"]["set_aside"] == [1]
 
 
-def test_a_probe_sized_by_requests_runs_as_long_as_its_rate_needs(tmp_path: Path) -> None:
-    """``stage_requests: 60`` with 2-s stages and a 6-s hold: the probe at 15 req/s runs 4 s (60 requests), those at
-    30 and 60 req/s the 2-s floor, the hold its 6 s; every stage is planned, and ran, that long."""
-    scenario = scenario_variant(tmp_path, "search-calibration", repeats=1, search={
-        "mix": {"embedding": 15}, "start_scale": 1, "max_scale": 4, "precision": 0.5, "stage_duration_s": 2,
-        "stage_requests": 60, "max_extensions": 0, "sustain_s": 6})
+def search_campaign(tmp_path: Path, repeats: int, search: dict[str, Any], **changes: Any) -> tuple[Path, list[Any]]:
+    """A variant of search-calibration with ``search`` (and other top-level ``changes``) run to its end: its results
+    directory and its summary's trials."""
+    scenario = scenario_variant(tmp_path, "search-calibration", repeats=repeats, search=search, **changes)
     results = tmp_path / "results"
     done = run_locust(["-f", "locustfiles/mixed.py", "--scenario", str(scenario), "--results-dir", str(results)],
                       timeout=300)
     assert done.returncode == 0, done.stdout[-3000:]
-    (trial,) = json.loads((results / "summary.json").read_text())["trials"]
+    return results, json.loads((results / "summary.json").read_text())["trials"]
+
+
+def test_a_probe_sized_by_requests_runs_as_long_as_its_rate_needs(tmp_path: Path) -> None:
+    """``stage_requests: 60`` with 2-s stages and a 6-s hold: the probe at 15 req/s runs 4 s (60 requests), those at
+    30 and 60 req/s the 2-s floor, the hold its 6 s; every stage is planned, and ran, that long."""
+    _, (trial,) = search_campaign(tmp_path, 1, {
+        "mix": {"embedding": 15}, "start_scale": 1, "max_scale": 4, "precision": 0.5, "stage_duration_s": 2,
+        "stage_requests": 60, "max_extensions": 0, "sustain_s": 6})
     planned = {stage["index"]: stage["planned_s"] for stage in trial["stages"]}
     ran = {stage["index"]: stage["duration_s"] for stage in trial["stages"]}
     seen = []
@@ -203,14 +209,9 @@ def test_a_probe_sized_by_requests_runs_as_long_as_its_rate_needs(tmp_path: Path
 def test_a_warm_repeat_holds_the_earlier_lo_first_and_never_holds_a_scale_twice(tmp_path: Path) -> None:
     """Two repeats with holds and warm start: repeat 2's first stage is the hold of repeat 1's lo, and no scale is held
     twice; where repeat 2 ends at that lo, the opening hold is its hold: that scale ran once, as the hold."""
-    scenario = scenario_variant(tmp_path, "search-calibration", repeats=2, search={
+    _, (one, two) = search_campaign(tmp_path, 2, {
         "mix": {"embedding": 30}, "start_scale": 1, "max_scale": 8, "precision": 0.5, "stage_duration_s": 2,
         "sustain_s": 4, "max_extensions": 1, "warm_start": True})
-    results = tmp_path / "results"
-    done = run_locust(["-f", "locustfiles/mixed.py", "--scenario", str(scenario), "--results-dir", str(results)],
-                      timeout=300)
-    assert done.returncode == 0, done.stdout[-3000:]
-    one, two = json.loads((results / "summary.json").read_text())["trials"]
     (first,), (second,) = one["search"], two["search"]
     assert first["status"] in ("found", "above the maximum") and first["lo"] is not None, first
     opening = two["probes"][0]
@@ -232,14 +233,9 @@ def test_an_extension_not_expected_to_decide_its_probe_is_skipped(tmp_path: Path
     embedding["server"]["command"] = [*embedding["server"]["command"][:-4], "--latency-ms", "5", "--max-concurrency",
                                       "8", "--slow-fraction", "0.05", "--slow-extra-ms", "300", "--seed", "3"]
     embedding["slo"] = {"p95_ms": 100}
-    scenario = scenario_variant(tmp_path, "search-calibration", repeats=1, classes=data["classes"], search={
+    results, (trial,) = search_campaign(tmp_path, 1, {
         "mix": {"embedding": 20}, "start_scale": 1, "max_scale": 8, "precision": 0.5, "stage_duration_s": 3,
-        "max_extensions": 2, "sustain_s": 0, "skip_futile_extensions": True})
-    results = tmp_path / "results"
-    done = run_locust(["-f", "locustfiles/mixed.py", "--scenario", str(scenario), "--results-dir", str(results)],
-                      timeout=300)
-    assert done.returncode == 0, done.stdout[-3000:]
-    (trial,) = json.loads((results / "summary.json").read_text())["trials"]
+        "max_extensions": 2, "sustain_s": 0, "skip_futile_extensions": True}, classes=data["classes"])
     with open_campaign(results / "results.sqlite") as reader:
         samples = reader.samples(trial["id"])
     spec = {"embedding": ClassObjectives(Slo(p95_ms=100.0), 0.01)}

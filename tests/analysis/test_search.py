@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from bench_plugin.analysis.search import (
@@ -205,30 +207,42 @@ def probe(scale: float, passed: bool, *, phase: str = PROBE, outcome: str | None
                        decision=ProbeDecision(outcome=outcome, point=passed, confidence=0.95, note=note))
 
 
-@pytest.mark.parametrize("unjudged_at", [0, 2, 4, 5, 6, 7, 8])
-def test_a_search_judged_afterwards_ends_as_the_live_search_ends(unjudged_at: int) -> None:
-    """judged_result on a search recorded before probes were judged so gives what the search gives live, wherever
-    the first unjudged probe is: bracketing, bisecting, at the hold, after a failed hold."""
-    def passes(scale: float, phase: str) -> bool:
-        return scale < (3.3 if phase == SUSTAIN else 3.7)
+JUDGED = {"status", "lo", "hi", "estimate", "precision", "sustain", "undecided", "stopped"}
+"""What judged_result must give as the live search gives it."""
 
-    old = BoundarySearch({"llm": 1.0}, start=1.0, maximum=64.0, precision=0.1, sustain=True)
-    probes = []
+
+def passes_shorter(scale: float, phase: str) -> bool:
+    """A probe passes below 3.7, a hold (a longer stage) below 3.3."""
+    return scale < (3.3 if phase == SUSTAIN else 3.7)
+
+
+def judged_and_live(make: Callable[[], BoundarySearch], unjudged_at: int
+                    ) -> tuple[SearchResult, SearchResult, BoundarySearch, list[SearchProbe]]:
+    """A search from ``make`` run to its end (``passes_shorter``), then judged afterwards with its probe ``unjudged_at``
+    unjudged, and the same search live, stopped there: (judged, live, the search run, its probes)."""
+    old, probes = make(), []
     while (scale := old.propose()) is not None:
         phase = old.phase
-        probes.append(probe(scale, passes(scale, phase), phase=phase))
-        old.record(scale, passes(scale, phase))
+        probes.append(probe(scale, passes_shorter(scale, phase), phase=phase))
+        old.record(scale, passes_shorter(scale, phase))
     assert len(probes) > unjudged_at
-    live = BoundarySearch({"llm": 1.0}, start=1.0, maximum=64.0, precision=0.1, sustain=True)
+    live = make()
     for i, p in enumerate(probes[:unjudged_at + 1]):
         assert live.propose() == p.scale
         live.record(p.scale, p.passed, limited=BEHIND if i == unjudged_at else None)
     unjudged = probes[unjudged_at].model_copy(update={"passed": False, "decision": ProbeDecision(
         outcome="generator-limited", point=False, confidence=0.95, note=BEHIND)})
     after = judged_result(old.result(segment=0), [*probes[:unjudged_at], unjudged, *probes[unjudged_at + 1:]])
-    expected = live.result(segment=0)
-    keep = {"status", "lo", "hi", "estimate", "precision", "sustain", "undecided", "stopped"}
-    assert after.model_dump(include=keep) == expected.model_dump(include=keep)
+    return after, live.result(segment=0), old, probes
+
+
+@pytest.mark.parametrize("unjudged_at", [0, 2, 4, 5, 6, 7, 8])
+def test_a_search_judged_afterwards_ends_as_the_live_search_ends(unjudged_at: int) -> None:
+    """judged_result on a search recorded before probes were judged so gives what the search gives live, wherever
+    the first unjudged probe is: bracketing, bisecting, at the hold, after a failed hold."""
+    after, expected, old, _ = judged_and_live(
+        lambda: BoundarySearch({"llm": 1.0}, start=1.0, maximum=64.0, precision=0.1, sustain=True), unjudged_at)
+    assert after.model_dump(include=JUDGED) == expected.model_dump(include=JUDGED)
     assert after.runs == old.runs, "every stage-run it took stays counted"
 
 
@@ -362,24 +376,8 @@ def test_a_warm_start_above_the_maximum_is_held_once() -> None:
 @pytest.mark.parametrize("unjudged_at", [1, 2, 3])
 def test_a_warm_search_judged_afterwards_ends_as_the_live_search_ends(unjudged_at: int) -> None:
     """judged_result after a warm start's opening hold passed: the hold is not the search's until it ends there."""
-    def passes(scale: float, phase: str) -> bool:
-        return scale < (3.3 if phase == SUSTAIN else 3.7)
-
-    def search() -> BoundarySearch:
-        return BoundarySearch({"llm": 1.0}, start=1.0, maximum=64.0, precision=0.1, sustain=True, prior=(3.0, 4.0))
-
-    old, probes = search(), []
-    while (scale := old.propose()) is not None:
-        phase = old.phase
-        probes.append(probe(scale, passes(scale, phase), phase=phase))
-        old.record(scale, passes(scale, phase))
-    assert probes[0].phase == SUSTAIN and probes[0].passed and len(probes) > unjudged_at
-    live = search()
-    for i, p in enumerate(probes[:unjudged_at + 1]):
-        assert live.propose() == p.scale
-        live.record(p.scale, p.passed, limited=BEHIND if i == unjudged_at else None)
-    unjudged = probes[unjudged_at].model_copy(update={"passed": False, "decision": ProbeDecision(
-        outcome="generator-limited", point=False, confidence=0.95, note=BEHIND)})
-    after = judged_result(old.result(segment=0), [*probes[:unjudged_at], unjudged, *probes[unjudged_at + 1:]])
-    keep = {"status", "lo", "hi", "estimate", "precision", "sustain", "undecided", "stopped"}
-    assert after.model_dump(include=keep) == live.result(segment=0).model_dump(include=keep)
+    after, expected, _, probes = judged_and_live(
+        lambda: BoundarySearch({"llm": 1.0}, start=1.0, maximum=64.0, precision=0.1, sustain=True, prior=(3.0, 4.0)),
+        unjudged_at)
+    assert probes[0].phase == SUSTAIN and probes[0].passed
+    assert after.model_dump(include=JUDGED) == expected.model_dump(include=JUDGED)
