@@ -148,9 +148,10 @@ def test_a_probe_its_load_generator_fell_behind_in_stops_the_search_unjudged(tmp
 
 def test_a_stage_its_load_generator_fell_behind_in_is_set_aside_and_run_again(tmp_path: Path) -> None:
     """The generator's loop is busy 95% of the time in the second stage only (a lapse, as a stalled virtual machine
-    makes): that probe (x2, 30 req/s for 4 s against a server of 100 req/s) fails on the generator's delays, so its
-    stage is set aside and run again; the rerun, sent on time, passes, and the search goes on past it as if the
-    lapse had not happened. The set-aside stage stays on record, flagged, and counts as a run."""
+    makes): the probe that stage belongs to (x2, 30 req/s for 4 s against a server of 100 req/s; or x1's extension,
+    where a busy host left x1 undecided) fails on the generator's delays, so its stage is set aside and run again;
+    the rerun, sent on time, passes, and the search goes on past it as if the lapse had not happened. The set-aside
+    stage stays on record, flagged, and counts as a run."""
     locustfile = holding_locustfile(tmp_path, "lapse", "hog", from_stage=1, until_stage=2)
     scenario = scenario_variant(tmp_path, "search-calibration", repeats=1, search={
         "mix": {"embedding": 15}, "start_scale": 1, "max_scale": 3, "precision": 0.5, "stage_duration_s": 4,
@@ -162,19 +163,20 @@ def test_a_stage_its_load_generator_fell_behind_in_is_set_aside_and_run_again(tm
     summary = json.loads((results / "summary.json").read_text())
     (trial,) = summary["trials"]
     (result,) = trial["search"]
-    first, second, *later = trial["probes"]
-    assert first["scale"] == 1.0 and first["stages"] == [0] and first["set_aside"] == [], first
-    assert second["scale"] == 2.0 and second["set_aside"] == [1] and second["stages"][0] == 2, second
-    assert second["decision"]["set_aside"] == [1] and second["passed"], second
+    probes = trial["probes"]
+    (lapsed,) = [p for p in probes if p["set_aside"]]
+    assert lapsed["scale"] in (1.0, 2.0) and lapsed["set_aside"] == [1] and 1 not in lapsed["stages"], lapsed
+    assert lapsed["stages"][-1] == 2 and lapsed["decision"]["set_aside"] == [1] and lapsed["passed"], lapsed
     # the hog's loop is busy 95% of the stage: CPU-bound where it got its core, stalled where the host held it back
     lapse = trial["stages"][1]["generator_limited"] or ""
     assert lapse.startswith(("CPU-bound: ", "stalled: ")), lapse
-    assert not any(trial["stages"][i]["generator_limited"] for i in second["stages"]), second
-    assert later and later[0]["scale"] == 3.0, "the search went on past the lapse"
-    assert all(p["set_aside"] == [] for p in later)
+    assert not any(trial["stages"][i]["generator_limited"] for i in lapsed["stages"]), lapsed
+    later = probes[probes.index(lapsed) + 1:]
+    assert later and later[0]["scale"] == min(2 * lapsed["scale"], 3.0) and all(p["set_aside"] == [] for p in later), \
+        "the search went on past the lapse"
     assert result["status"] != "generator-limited" and result["runs"] == len(trial["stages"]), result
     with open_campaign(results / "results.sqlite") as reader:
-        (step,) = [e.detail for e in reader.events("search_step", trial["id"]) if e.detail["scale"] == 2.0]
+        (step,) = [e.detail for e in reader.events("search_step", trial["id"]) if e.detail["scale"] == lapsed["scale"]]
     assert step["decision"]["set_aside"] == [1]
 
 
