@@ -317,7 +317,7 @@ class Conductor:
             phase, load = search.phase, search.offered(scale)
             objectives = {name: ClassObjectives(self.scenario.classes.get(name).slo,
                                                 self.scenario.classes.get(name).error_budget) for name in load}
-            duration = spec.sustain_duration_s if phase == SUSTAIN else spec.probe_duration_s(load)
+            duration = spec.stage_length_s(load, hold=phase == SUSTAIN)
             label = ("" if search.ray == "mix" else f"{search.ray} ") + f"x{scale:.4g}" + (" hold" if phase == SUSTAIN
                                                                                             else "")
             pooled: list[Sample] = []

@@ -323,6 +323,10 @@ class Search(StrictModel):
             return self.stage_duration_s
         return min(max(self.stage_requests / min(rates), self.stage_duration_s), self.longest_probe_s)
 
+    def stage_length_s(self, load: dict[str, float], *, hold: bool) -> float:
+        """How long a stage of the search runs: a hold ``sustain_duration_s``, a probe :meth:`probe_duration_s`."""
+        return self.sustain_duration_s if hold else self.probe_duration_s(load)
+
     @model_validator(mode="after")
     def _range(self) -> Search:
         longest = max(self.longest_probe_s, self.sustain_duration_s)  # a hold may run at max_scale too

@@ -234,6 +234,7 @@ def test_a_probe_sized_by_requests_runs_until_its_least_loaded_class_is_offered_
     assert sized.probe_duration_s({"llm": 3.0, "embedding": 45.0}) == 20  # 60 llm requests at 3/s
     assert sized.probe_duration_s({"llm": 30.0, "embedding": 0.0}) == 6  # 2 s would do: the floor
     assert sized.probe_duration_s({"llm": 1.0}) == 24  # 60 s would do: capped at the hold
+    assert sized.stage_length_s({"llm": 3.0}, hold=False) == 20 and sized.stage_length_s({"llm": 3.0}, hold=True) == 24
     fixed = load_scenario(write(tmp_path, {**base, "search": {**search, "stage_requests": None}})).search
     assert fixed is not None and fixed.probe_duration_s({"llm": 1.0}) == 6 and fixed.longest_probe_s == 6
     no_hold = load_scenario(write(tmp_path, {**base, "search": {**search, "sustain_s": 0}})).search
