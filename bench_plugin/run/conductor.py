@@ -349,8 +349,8 @@ class Conductor:
                 behind = behind or lag
                 if decision.outcome != UNDECIDED or len(stages) > spec.max_extensions or spent:
                     break
-                if spec.skip_futile_extensions and extension_futile(decision, len(stages),
-                                                                    spec.max_extensions + 1 - len(stages)):
+                if spec.skip_futile_extensions and phase != SUSTAIN and extension_futile(
+                        decision, len(stages), spec.max_extensions + 1 - len(stages)):
                     decision = decision.model_copy(update={"futile": True})
                     break
             decision = judge_lag(decision, behind)  # a failure the generator's delays may have made: unjudged

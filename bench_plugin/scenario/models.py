@@ -269,7 +269,7 @@ class Search(StrictModel):
     skip_futile_extensions: bool = False
     """An undecided probe is not run again where, at its estimates, the extensions it has left would not decide it
     (near a boundary where the true fraction is the allowance itself): it is decided on its point estimates at once
-    (analysis/probe.extension_futile)."""
+    (analysis/probe.extension_futile). A hold always runs its extensions: it is what confirms the boundary."""
     sustain_s: float | None = Field(default=None, ge=0.0, le=MAX_STAGE_S)
     """How long the found boundary is held to confirm it; default three stage durations; 0: not confirmed."""
     budget: int | None = Field(default=None, ge=1)
