@@ -5,7 +5,7 @@ docs/results/h200-sendlag is the load generator's own timing at light load on an
 class's send lag P99 was under 2 ms in every stage, with no stage generator-limited.
 docs/results/h200-generator/embedding-solo is the embedding class alone searched to its boundary there.
 docs/benchmarks.md's device time of the H200 envelope campaign in progress is what benchmarks/campaign_time.py
-prints of its tarball.
+prints of its tarball, and its estimates of the whole campaign's what benchmarks/search_estimate.py prints.
 The summaries are read through the project's own schema (a version this code does not know would be
 refused).
 """
@@ -82,3 +82,28 @@ def test_the_device_time_tables_in_benchmarks_md_are_what_campaign_time_prints()
     section = doc.split("## Device time of an envelope campaign", 1)[1]
     lines = [line for line in printed.getvalue().splitlines() if line]
     assert len(lines) > 10 and all(line in section for line in lines), [x for x in lines if x not in section]
+
+
+ESTIMATE = "python benchmarks/search_estimate.py scenarios/h200-envelope.yaml --boundaries " \
+    "docs/results/h200-envelope/in-progress/results.tar.gz"
+
+
+def test_the_device_time_estimates_in_benchmarks_md_are_what_search_estimate_prints() -> None:
+    """docs/benchmarks.md, "Estimating a campaign's device time": each row of its table of the H200 campaign's
+    settings is benchmarks/search_estimate.py's own last line for the flags the row names."""
+    spec = importlib.util.spec_from_file_location("search_estimate", ROOT / "benchmarks" / "search_estimate.py")
+    assert spec is not None and spec.loader is not None
+    module = sys.modules["search_estimate"] = importlib.util.module_from_spec(spec)  # its dataclasses look it up
+    spec.loader.exec_module(module)
+    doc = (ROOT / "docs" / "benchmarks.md").read_text()
+    section = doc.split("### Estimating a campaign's device time", 1)[1].split("\n## ", 1)[0]
+    assert ESTIMATE in section
+    rows = [line.split(" | ") for line in section.splitlines() if line.startswith("| `")]
+    assert len(rows) >= 8
+    for row in rows:
+        flags = row[0].removeprefix("| `").removesuffix("`").split()
+        printed = io.StringIO()
+        with redirect_stdout(printed):
+            assert module.main([str(ROOT / ESTIMATE.split()[2]), "--boundaries", str(ROOT / ESTIMATE.split()[4]),
+                                *flags]) == 0
+        assert printed.getvalue().splitlines()[-1] == row[1].removesuffix(" |"), (flags, row)
