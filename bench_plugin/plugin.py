@@ -132,6 +132,7 @@ class BenchPlugin:
             telemetry=CampaignTelemetry(launch.telemetry, self.recorder),
             builders=users.builders(), probers=users.probers(),
             done=resuming.plan.done if resuming else None,
+            borrowed=launch.warm_start_from.brackets if launch.warm_start_from else None,
         )
         self.live = LiveView(scenario, class_names, len(trials))
         self.live.watch(self.events, results_dir / "results.sqlite")
@@ -454,7 +455,7 @@ def _record_campaign(plugin: BenchPlugin, launch: Launch) -> None:
     rec.record(CampaignRecord(
         scenario=StoredScenario(name=scenario.name, path=str(launch.scenario_path), sha256=launch.scenario_sha256,
                                 resolved=scenario),
-        overrides=launch.overrides, classes=list(launch.class_names),
+        overrides=launch.overrides, classes=list(launch.class_names), warm_start_from=launch.warm_start_from,
         request_sets={name: RequestSetRef(workload=rs.workload, count=len(rs), sha256=rs.sha256, source=rs.source)
                       for name, rs in launch.request_sets.items()},
         conditions=launch.provenance))

@@ -181,13 +181,14 @@ def test_a_stage_its_load_generator_fell_behind_in_is_set_aside_and_run_again(tm
     assert step["decision"]["set_aside"] == [1]
 
 
-def search_campaign(tmp_path: Path, repeats: int, search: dict[str, Any], **changes: Any) -> tuple[Path, list[Any]]:
-    """A variant of search-calibration with ``search`` (and other top-level ``changes``) run to its end: its results
-    directory and its summary's trials."""
+def search_campaign(tmp_path: Path, repeats: int, search: dict[str, Any], *args: str,
+                    **changes: Any) -> tuple[Path, list[Any]]:
+    """A variant of search-calibration with ``search`` (and other top-level ``changes``) run to its end, with more
+    command-line ``args``: its results directory and its summary's trials."""
     scenario = scenario_variant(tmp_path, "search-calibration", repeats=repeats, search=search, **changes)
     results = tmp_path / "results"
-    done = run_locust(["-f", "locustfiles/mixed.py", "--scenario", str(scenario), "--results-dir", str(results)],
-                      timeout=300)
+    done = run_locust(["-f", "locustfiles/mixed.py", "--scenario", str(scenario), "--results-dir", str(results),
+                       *args], timeout=300)
     assert done.returncode == 0, done.stdout[-3000:]
     return results, json.loads((results / "summary.json").read_text())["trials"]
 
@@ -262,3 +263,36 @@ def test_an_extension_not_expected_to_decide_its_probe_is_skipped(tmp_path: Path
         assert not decision.futile or len(decision.stages) < 3, "a futile probe ran fewer than its three runs"
     assert futile >= 1, trial["probes"]
     assert any(p["phase"] == SUSTAIN for p in trial["probes"]), "the boundary was held"
+
+
+def test_a_campaign_started_from_an_earlier_ones_brackets_holds_their_lo_first(tmp_path: Path) -> None:
+    """``--warm-start-from``: a second campaign's first repeat starts each ray at the bracket the first campaign left
+    it in (with holds: the hold of its ``lo`` first), records where it started, says so in summary.md, and is
+    refused in one line where the earlier campaign has no store or no search of the same ray and rates."""
+    search = {"mix": {"embedding": 30}, "start_scale": 1, "max_scale": 8, "precision": 0.5, "stage_duration_s": 2,
+              "sustain_s": 4, "max_extensions": 1}
+    for name in ("first", "second", "other"):
+        (tmp_path / name).mkdir()
+    first, (one,) = search_campaign(tmp_path / "first", 1, search)
+    (ended,) = one["search"]
+    assert ended["lo"] is not None, ended
+    results, (trial,) = search_campaign(tmp_path / "second", 1, search, "--warm-start-from", str(first))
+    opening = trial["probes"][0]
+    assert (opening["phase"], opening["scale"]) == ("sustain", ended["lo"]), trial["probes"]
+    summary = json.loads((results / "summary.json").read_text())
+    assert summary["warm_start_from"]["directory"] == str(first)
+    assert summary["warm_start_from"]["brackets"] == [{"arm": "synthetic", "classes": ["embedding"], "ray": "mix",
+                                                       "mix": {"embedding": 30.0}, "lo": ended["lo"],
+                                                       "hi": ended["hi"]}]
+    assert "searches started from campaign search-calibration" in (results / "summary.md").read_text()
+
+    refused = [(tmp_path, "no results.sqlite there"),
+               (first, "none of its searches is one of this scenario's")]
+    for given, why in refused:
+        other = scenario_variant(tmp_path / "other", "search-calibration", repeats=1,
+                                 search={**search, "mix": {"embedding": 40}})
+        done = run_locust(["-f", "locustfiles/mixed.py", "--scenario", str(other), "--results-dir",
+                           str(tmp_path / "refused"), "--warm-start-from", str(given)], timeout=120)
+        assert done.returncode == 2 and why in done.stdout, done.stdout[-2000:]
+        assert f"--warm-start-from {given}: " in done.stdout and "Traceback" not in done.stdout
+

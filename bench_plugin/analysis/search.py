@@ -51,7 +51,7 @@ from __future__ import annotations
 import math
 
 from bench_plugin.analysis.probe import LIMITED
-from bench_plugin.results.summary import SearchProbe, SearchResult
+from bench_plugin.results.summary import BorrowedBracket, SearchProbe, SearchResult
 
 BRACKETING = "bracketing"
 BISECTING = "bisecting"
@@ -260,6 +260,32 @@ def prior_bracket(results: list[SearchResult]) -> tuple[float | None, float | No
     for result in reversed(results):
         if result.status in (FOUND, ABOVE_MAXIMUM, BELOW_MINIMUM) and (result.lo, result.hi) != (None, None):
             return result.lo, result.hi
+    return None
+
+
+def left_bracket(results: list[SearchResult],
+                 probes: list[tuple[float, bool]]) -> tuple[float | None, float | None] | None:
+    """Where a ray's search in an earlier campaign left its boundary, for another campaign to start from
+    (``--warm-start-from``): the bracket of the latest of its ``results`` that has one (however the search ended),
+    else the one its ``probes`` (scale, taken as passed) gave, cut short: the lowest failure and the highest pass
+    below it. None where neither says anything. Only a start: the boundary rests on the new campaign's probes."""
+    for result in reversed(results):
+        if (result.lo, result.hi) != (None, None):
+            return result.lo, result.hi
+    fails = [scale for scale, passed in probes if not passed]
+    hi = min(fails) if fails else None
+    passes = [scale for scale, passed in probes if passed and (hi is None or scale < hi)]
+    lo = max(passes) if passes else None
+    return (lo, hi) if (lo, hi) != (None, None) else None
+
+
+def borrowed_start(brackets: list[BorrowedBracket], arm: str, ray: str,
+                   mix: dict[str, float]) -> tuple[float | None, float | None] | None:
+    """The bracket an earlier campaign left ``arm``'s ``ray`` in (``--warm-start-from``, launch/warm_from.py), where
+    the ray loads ``mix`` (class -> rate at scale 1) in both; None where it left none."""
+    for bracket in brackets:
+        if bracket.arm == arm and bracket.ray == ray and bracket.mix == mix:
+            return bracket.lo, bracket.hi
     return None
 
 

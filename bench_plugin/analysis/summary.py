@@ -438,6 +438,7 @@ def build_summary(reader: CampaignReader) -> Summary:
         arms={arm: _arm_figures(trials, arm, control if arm != control else None) for arm in arm_names},
         comparison=record_comparison(record, trials, objectives),
         load_generators=record.generators(),
+        warm_start_from=record.warm_start_from,
     )
 
 

@@ -21,6 +21,11 @@ def add_arguments(parser: Any) -> None:
     group.add_argument("--resume", type=str, env_var="LOCUST_RESUME", default=None, metavar="DIR",
                        help="Continue the interrupted campaign whose results are in DIR (its --results-dir): "
                             "segments that ended are kept, the rest run; refused if the experiment differs")
+    group.add_argument("--warm-start-from", dest="warm_start_from", type=str, env_var="LOCUST_WARM_START_FROM",
+                       default=None, metavar="DIR",
+                       help="Start each ray's search, in each arm's first repeat, at the bracket an earlier campaign "
+                            "(its results DIR) left it in: only where the search first looks, every boundary resting "
+                            "on this campaign's own probes (same arm, ray, classes and rates)")
     group.add_argument("--no-report", dest="no_report", action="store_true", env_var="LOCUST_NO_REPORT",
                        default=False,
                        help="End with results.sqlite, summary.json and summary.md only: report.html and report.md "

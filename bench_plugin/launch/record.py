@@ -21,7 +21,7 @@ from locust.env import Environment
 from bench_plugin.launch import processes, resolve, resume
 from bench_plugin.report.generators import sizing_line
 from bench_plugin.results.provenance import this_process
-from bench_plugin.results.summary import GeneratorSizing, Overrides, Provenance
+from bench_plugin.results.summary import GeneratorSizing, Overrides, Provenance, WarmStartFrom
 from bench_plugin.scenario import Scenario, ScenarioError, scenario_sha256
 from bench_plugin.scenario.request_sets import RequestSet, build_request_sets
 from bench_plugin.sharing.base import ApplyError, SharingBackend
@@ -61,6 +61,9 @@ class Launch:
     generators: GeneratorSizing | None = None
     """How the number of load-generating processes was decided (processes.py); None where the command line was
     not planned (the plugin registered on an Environment that Locust's main() did not parse for)."""
+    warm_start_from: WarmStartFrom | None = None
+    """``--warm-start-from``: the earlier campaign's brackets the searches start from (warm_from.py); a resume's are
+    those its campaign recorded."""
 
 
 def is_headless(environment: Environment) -> bool:
@@ -94,6 +97,7 @@ def build(environment: Environment) -> Launch:
     sha256 = scenario_sha256(scenario)
     resuming = (resolve.resuming(recorded, scenario, sha256, class_names, request_sets, provenance)
                 if recorded else None)
+    warm = resolve.warm_start(environment, scenario, recorded)
     headless = is_headless(environment)
     generators = processes.decided()
     if generators is not None:  # said here, not when planned: Locust sets its logging up after parsing
@@ -105,6 +109,7 @@ def build(environment: Environment) -> Launch:
         resuming=resuming, headless=headless, progress=headless,
         no_report=bool(getattr(options, "no_report", False)),
         web_base_path=str(getattr(options, "web_base_path", "") or "").rstrip("/"), generators=generators,
+        warm_start_from=warm,
     )
 
 

@@ -2,7 +2,8 @@
 
 The scenario (the command line's, or the one recorded in ``--resume DIR``), the classes the
 locustfile can send, the results directory, the backend that applies the arms and the hosts of the
-manual one, and where the GPU series come from. Every refusal goes through :func:`fail`: one line
+manual one, where the GPU series come from, and the earlier campaign's brackets the searches start
+from (``--warm-start-from``). Every refusal goes through :func:`fail`: one line
 per problem on stderr and exit status 2, before any server starts or any request is sent.
 """
 
@@ -19,10 +20,10 @@ from typing import NoReturn
 from locust.env import Environment
 
 from bench_plugin.analysis.planning import sample_warnings
-from bench_plugin.launch import resume
+from bench_plugin.launch import resume, warm_from
 from bench_plugin.launch.backend_choice import HOST_OPTIONS, backend_name
 from bench_plugin.launch.options import check_base_url, parse_service_urls
-from bench_plugin.results.summary import Overrides, Provenance
+from bench_plugin.results.summary import Overrides, Provenance, WarmStartFrom
 from bench_plugin.run.schedule import plan_trials
 from bench_plugin.scenario import Scenario, ScenarioError, load_scenario
 from bench_plugin.scenario.kubernetes import dns_label_problem
@@ -198,3 +199,21 @@ def resuming(recorded: resume.Recorded, scenario: Scenario, sha256: str, class_n
     for line in resume.other_units(recorded.record.conditions or Provenance(), provenance):
         sys.stderr.write(f"bench_plugin: warning: --resume {recorded.given}: {line}\n")
     return resuming
+
+
+def warm_start(environment: Environment, scenario: Scenario,
+               recorded: resume.Recorded | None) -> WarmStartFrom | None:
+    """``--warm-start-from``'s brackets (launch/warm_from.py), read once; a resume's are those its campaign recorded,
+    and giving the option with ``--resume`` is refused (the campaign already started from where it did)."""
+    given = getattr(environment.parsed_options, "warm_start_from", None)
+    if recorded is not None:
+        if given:
+            fail(f"--warm-start-from {given}: a resumed campaign starts its searches where it first did; leave the "
+                 "option out with --resume")
+        return recorded.record.warm_start_from
+    if not given:
+        return None
+    try:
+        return warm_from.borrow(given, scenario)
+    except warm_from.WarmStartRefused as exc:
+        fail(str(exc))

@@ -39,6 +39,7 @@ from bench_plugin.report.placement import cpus_by_arm
 from bench_plugin.report.protocol import embedding_format_lines, output_length_lines
 from bench_plugin.report.stage_groups import StageGroup, group_rows, stage_groups
 from bench_plugin.report.stage_series import TrialSeries, markdown_section
+from bench_plugin.report.warm_start import warm_start_line
 from bench_plugin.results.facts import BackendFacts
 from bench_plugin.results.plan import PlanDocument
 from bench_plugin.results.summary import Comparison, Provenance, Summary
@@ -131,6 +132,8 @@ def render_summary(summary: Summary, plan: PlanDocument | None = None) -> str:
                  + ", ".join(f"{d.name} ({d.model})" for d in backend.devices or []))
     if (generators := generators_line(summary.load_generators)) is not None:
         lines.append(f"- {generators}")
+    if (warm := warm_start_line(summary)) is not None:
+        lines.append(f"- {warm}")
     lines += ["", f"{SPREAD_NOTE} "
               "Latency is measured from each request's intended send time; percentiles come from exact samples. "
               "Throughput counts successful requests over the time it took to serve the stage's requests "
@@ -222,6 +225,8 @@ def _conditions_section(summary: Summary, started_s: float | None,
         + "".join(f"; {label}: {value}" for label, value in (("driver", backend.driver), ("nvml", backend.nvml))
                   if value),
     ]
+    if (warm := warm_start_line(summary)) is not None:
+        lines.append(f"- {warm}")
     if (generators := generators_line(summary.load_generators)) is not None:
         lines.append(f"- {generators}")
     for row in resume_rows(summary):

@@ -22,6 +22,7 @@ from bench_plugin.report import cut_short, envelope
 from bench_plugin.report.clock import campaign_clock
 from bench_plugin.report.comparison import boundary_short, spread_text
 from bench_plugin.report.generators import generators_line
+from bench_plugin.report.warm_start import warm_start_line
 from bench_plugin.results.summary import (
     Answer,
     ArmClassFigures,
@@ -59,6 +60,8 @@ def render_answer(summary: Summary, report: Path | None = None) -> str:
         lines.append("  flags: " + "; ".join(flags))
     if (generators := generators_line(summary.load_generators)) is not None:
         lines.append(f"  {generators}")
+    if (warm := warm_start_line(summary)) is not None:
+        lines.append(f"  {warm}")
     if report is not None:
         lines.append(f"  report: {report}")
     return "\n".join(lines) + "\n"

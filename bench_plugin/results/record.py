@@ -23,6 +23,7 @@ from bench_plugin.results.summary import (
     Provenance,
     RequestSetRef,
     Resume,
+    WarmStartFrom,
 )
 from bench_plugin.scenario import Arm, ClassSpec, Scenario
 
@@ -113,6 +114,9 @@ class CampaignRecord(_Record):
     ran the campaign (a resume may run with another number)."""
     master_process: GeneratorProcess | None = None
     """The master's own process, where workers sent the load (None on one process)."""
+    warm_start_from: WarmStartFrom | None = None
+    """``--warm-start-from``: the earlier campaign's brackets the searches start from, as read when the campaign
+    started (a resume takes them from here, not from the earlier campaign again)."""
 
     def generators(self) -> LoadGenerators | None:
         """summary.json's ``load_generators``: the sizing, the master, and every load generator that took part; None

@@ -955,6 +955,34 @@ class Overrides(Model):
         return {name: value for name, value in self.model_dump().items() if value is not None}
 
 
+class BorrowedBracket(Model):
+    """Where one ray's search starts in the first repeat of its arm: the bracket an earlier campaign's search of the
+    same arm, classes, ray and rates ended with (``--warm-start-from``)."""
+
+    arm: str
+    classes: list[str]
+    """The classes the ray loads in the segment (one, where the arm measures each class alone)."""
+    ray: str
+    mix: PerClass
+    """Class -> its load at scale 1, the same in both campaigns."""
+    lo: float | None
+    hi: float | None
+
+
+class WarmStartFrom(Model):
+    """The earlier campaign whose brackets a campaign's searches started from (``--warm-start-from DIR``): only where
+    each ray's search first looks; every boundary rests on the campaign's own probes (analysis/search.py, 4)."""
+
+    directory: str
+    """The earlier campaign's results directory, as given."""
+    campaign: str | None = None
+    """Its scenario's name."""
+    sha256: str | None = None
+    """Its scenario's sha256."""
+    started_s: float | None = None
+    brackets: list[BorrowedBracket] = Field(default_factory=list)
+
+
 class RequestSetRef(Model):
     """A class's request set as the campaign recorded it: enough to tell whether another campaign sent the same."""
 
@@ -1010,6 +1038,8 @@ class Summary(Model):
     comparison: Comparison
     load_generators: LoadGenerators | None = None
     """Who sent the load and how their number was decided; None in summaries written before it was recorded."""
+    warm_start_from: WarmStartFrom | None = None
+    """The earlier campaign the searches started from (``--warm-start-from``); None where none was given."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 

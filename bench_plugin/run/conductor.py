@@ -40,7 +40,7 @@ from bench_plugin.analysis.probe import (
     set_aside,
     taken_as_passed,
 )
-from bench_plugin.analysis.search import SUSTAIN, RaySearches, prior_bracket, segment_rays
+from bench_plugin.analysis.search import SUSTAIN, RaySearches, borrowed_start, prior_bracket, segment_rays
 from bench_plugin.analysis.selfcheck import check_stage
 from bench_plugin.analysis.summary import PROTOCOL_FAILURE, class_stats
 from bench_plugin.loadgen.arrivals import OPEN_LOOP, arrival_offsets
@@ -52,7 +52,7 @@ from bench_plugin.results.record import CampaignRecord
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.samples import Sample
 from bench_plugin.results.store import StoreWriteError
-from bench_plugin.results.summary import ClassStats, Ending, GeneratorUse, SearchResult
+from bench_plugin.results.summary import BorrowedBracket, ClassStats, Ending, GeneratorUse, SearchResult
 from bench_plugin.results.timeline import (
     DrainTimeout,
     ObserveProblem,
@@ -126,8 +126,12 @@ class Conductor:
         builders: Mapping[str, Builder] | None = None,
         probers: Mapping[str, Prober] | None = None,
         done: Done | None = None,
+        borrowed: list[BorrowedBracket] | None = None,
     ) -> None:
+        """``borrowed``: the brackets an earlier campaign left (``--warm-start-from``), where each ray's search starts
+        in its arm's first repeat (``_priors``)."""
         self.scenario = scenario
+        self.borrowed = list(borrowed or [])
         self.class_names = class_names
         self.trials = trials
         self.backend = backend
@@ -304,7 +308,7 @@ class Conductor:
         rays = segment_rays(spec.rays(), classes)
         searches = RaySearches(rays, spec.start_scale, spec.max_scale, spec.precision, growth=spec.growth,
                                minimum=spec.min_scale, sustain=spec.sustain_duration_s > 0, budget=spec.budget,
-                               priors=self._priors(trial, segment, list(rays)) if spec.warm_start else None)
+                               priors=self._priors(trial, segment, rays, spec.warm_start))
         key = (trial.id, segment)
         for kept in self.done.probes.get(key, ()):  # a resume replays the probes its earlier attempt decided
             searches.searches[kept.ray].record(kept.scale, kept.passed, decided=kept.decided, runs=len(kept.stages),
@@ -374,13 +378,22 @@ class Conductor:
         self.recorder.note(SearchOutcome(**result.model_dump()), trial.id)
         self.searched.append((trial.id, segment, result))
 
-    def _priors(self, trial: Trial, segment: int, rays: list[str]) -> dict[str, tuple[float | None, float | None]]:
-        """Ray -> the bracket its warm start borrows: from the latest earlier trial of the same arm whose search of
-        that ray in this segment ended on its own (analysis/search.prior_bracket). Only trials earlier in the
-        schedule count, so a resume starts each ray where the uncut campaign did."""
+    def _priors(self, trial: Trial, segment: int, rays: dict[str, dict[str, float]],
+                warm: bool) -> dict[str, tuple[float | None, float | None]]:
+        """Ray -> the bracket its search starts from. With ``warm`` (``search.warm_start``): from the latest earlier
+        trial of the same arm whose search of that ray in this segment ended on its own (analysis/search.
+        prior_bracket). In the arm's first trial: the bracket an earlier campaign left (``--warm-start-from``). Only
+        trials earlier in the schedule count, so a resume starts each ray where the uncut campaign did."""
         position = {t.id: t for t in self.trials}
+        first = not any(t.arm.name == trial.arm.name and t.position < trial.position for t in self.trials)
         out: dict[str, tuple[float | None, float | None]] = {}
-        for ray in rays:
+        for ray, mix in rays.items():
+            if first:
+                if (bracket := borrowed_start(self.borrowed, trial.arm.name, ray, mix)) is not None:
+                    out[ray] = bracket
+                continue
+            if not warm:
+                continue
             earlier = sorted(((position[t].position, result) for t, seg, result in self.searched
                               if t in position and position[t].arm.name == trial.arm.name
                               and position[t].position < trial.position and seg == segment and result.ray == ray),

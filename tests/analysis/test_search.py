@@ -19,12 +19,14 @@ from bench_plugin.analysis.search import (
     SUSTAIN,
     BoundarySearch,
     RaySearches,
+    borrowed_start,
     fixed_sweep_runs,
     judged_result,
+    left_bracket,
     prior_bracket,
     segment_rays,
 )
-from bench_plugin.results.summary import ProbeDecision, SearchProbe, SearchResult
+from bench_plugin.results.summary import BorrowedBracket, ProbeDecision, SearchProbe, SearchResult
 
 
 def run(search: BoundarySearch, threshold: float) -> list[float]:
@@ -303,6 +305,32 @@ def test_the_bracket_borrowed_is_the_latest_of_a_search_that_ended_on_its_own() 
     assert prior_bracket([ended(FOUND, 2.0, 2.2), ended(GENERATOR_LIMITED, 2.4, None)]) == (2.0, 2.2)
     assert prior_bracket([ended(FOUND, 2.0, 2.2), ended("bisecting", 2.4, 3.0)]) == (2.0, 2.2)
     assert prior_bracket([ended(BELOW_MINIMUM, None, 0.125)]) == (None, 0.125)
+
+
+def test_the_bracket_another_campaign_starts_from_is_any_the_search_left() -> None:
+    """``--warm-start-from``: the latest result with a bracket, however it ended (a generator-limited ``lo`` is a
+    start too); a search cut short gives the bracket of its probes (lowest failure, highest pass below it)."""
+    def ended(status: str, lo: float | None, hi: float | None) -> SearchResult:
+        return SearchResult(segment=0, classes=["llm"], mix={"llm": 1.0}, status=status, lo=lo, hi=hi,
+                            estimate=None, precision=None, runs=3, fixed_sweep_runs=9)
+
+    assert left_bracket([ended(FOUND, 2.0, 2.2), ended(GENERATOR_LIMITED, 2.4, None)], []) == (2.4, None)
+    assert left_bracket([ended(FOUND, 2.0, 2.2)], [(8.0, False)]) == (2.0, 2.2)
+    assert left_bracket([], [(1.0, True), (2.0, True), (4.0, False), (3.0, False), (2.5, True), (5.0, True)]) \
+        == (2.5, 3.0)
+    assert left_bracket([], [(1.0, False), (0.5, False)]) == (None, 0.5)
+    assert left_bracket([], []) is None
+
+
+def test_a_borrowed_bracket_starts_only_the_same_arm_ray_and_rates() -> None:
+    brackets = [BorrowedBracket(arm="mps", classes=["llm"], ray="mix", mix={"llm": 3.0}, lo=4.0, hi=5.0),
+                BorrowedBracket(arm="mps", classes=["asr", "llm"], ray="mix", mix={"llm": 3.0, "asr": 3.0}, lo=1.5,
+                                hi=1.75)]
+    assert borrowed_start(brackets, "mps", "mix", {"llm": 3.0}) == (4.0, 5.0)
+    assert borrowed_start(brackets, "mps", "mix", {"llm": 3.0, "asr": 3.0}) == (1.5, 1.75)
+    assert borrowed_start(brackets, "mps", "mix", {"llm": 6.0}) is None
+    assert borrowed_start(brackets, "time-slicing", "mix", {"llm": 3.0}) is None
+    assert borrowed_start(brackets, "mps", "llm", {"llm": 3.0}) is None
 
 
 def run_phased(search: BoundarySearch, threshold: float, hold_threshold: float) -> list[tuple[float, str]]:

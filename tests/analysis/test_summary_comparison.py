@@ -104,7 +104,7 @@ def test_devices_charged_per_trial(summary: dict[str, Any]) -> None:
 def test_existing_keys_are_kept(summary: dict[str, Any]) -> None:
     assert list(summary) == ["schema", "scenario", "status", "overrides", "classes", "control", "request_sets",
                              "conditions", "slo", "embedding_format", "trials", "arms", "comparison",
-                             "load_generators"]
+                             "load_generators", "warm_start_from"]
     norm = summary["arms"]["shared"]["stages"][0]["classes"]["llm"]["normalised_throughput"]
     assert (norm["kind"], norm["mean"], norm["ci95"], norm["lo"], norm["hi"], norm["n"]) == ("ratio", 0.9, None, 0.9,
                                                                                           0.9, 2)
