@@ -18,6 +18,9 @@
 # (--resume) instead of starting a new one: a campaign longer than one device call runs in slices, each
 # call carrying the last call's results.tar.gz back. The log says whether the campaign completed.
 #
+# WARM_FROM=PATH (an earlier campaign's results.tar.gz, carried to the host) starts a new campaign's searches
+# from the brackets that campaign left (--warm-start-from); a slice that resumes takes them from its own store.
+#
 # Python packages the GPU host lacks (locust and its dependencies, pydantic) are installed from .whl/
 # when that folder exists (benchmarks/fetch_device_wheels.sh fills it).
 set -uo pipefail
@@ -44,6 +47,12 @@ if [ -n "${RESUME:-}" ]; then
   [ -d "$results" ] || { echo "device_day19: $RESUME holds no $(basename "$results")/" >&2; exit 2; }
   where=(--resume "$results")
   rm -f "$results"/summary.json "$results"/summary.md "$results"/report.html "$results"/report.md
+elif [ -n "${WARM_FROM:-}" ]; then
+  rm -rf /tmp/warm-from && mkdir -p /tmp/warm-from
+  tar -C /tmp/warm-from -xzf "$WARM_FROM" || { echo "device_day19: cannot unpack $WARM_FROM" >&2; exit 2; }
+  earlier=$(dirname "$(find /tmp/warm-from -name results.sqlite | head -n 1)")
+  [ -f "$earlier/results.sqlite" ] || { echo "device_day19: $WARM_FROM holds no results.sqlite" >&2; exit 2; }
+  where+=(--warm-start-from "$earlier")
 fi
 rm -f "$OUT_DIR"/summary.json "$OUT_DIR"/summary.md "$OUT_DIR"/report.html "$OUT_DIR"/report.md
 # --foreground: the Ctrl-C goes to Locust alone, once (without it timeout also signals its process group,
