@@ -1,8 +1,8 @@
 """Benchmark: an envelope campaign's device time, estimated before it runs, for each setting of its search.
 
-    python benchmarks/search_estimate.py SCENARIO --boundaries RESULTS [--boundary ARM:RAY=SCALE ...]
+    python benchmarks/search_estimate.py [SCENARIO] --boundaries RESULTS [--boundary ARM:RAY=SCALE ...]
         [--stage-s S] [--hold-s S] [--stage-requests N] [--max-extensions N] [--probe-extensions N]
-        [--growth G] [--start-scale S] [--skip-futile] [--cold] [--from-prior] [--band F] [--gap-s S]
+        [--growth G] [--start-scale S] [--skip-futile] [--cold] [--warm] [--from-prior] [--band F] [--gap-s S]
         [--hold-drop D] [--start-s S] [--json]
 
 The campaign's own search (analysis/search.py's ``RaySearches``, warm starts through ``prior_bracket``, each
@@ -44,6 +44,8 @@ import math
 import sys
 import tarfile
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -176,6 +178,32 @@ def ray_key(ray: str, classes: list[str], names: list[str]) -> str:
     return ray if set(mine) == set(names) or ray == "+".join(mine) else f"{ray}@{'+'.join(mine)}"
 
 
+@contextmanager
+def store_of(path: Path) -> Iterator[Path]:
+    """The results.sqlite of a results directory, or of a tarball of one (unpacked while in use)."""
+    if not path.is_file():
+        yield path / "results.sqlite"
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        with tarfile.open(path) as tar:
+            tar.extractall(tmp, filter="data")
+        found = sorted(Path(tmp).rglob("results.sqlite"))
+        if not found:
+            raise SystemExit(f"search_estimate: {path}: no results.sqlite in it")
+        yield found[0]
+
+
+def recorded_scenario(path: Path) -> Scenario:
+    """The scenario a campaign recorded, as it ran (its overrides applied)."""
+    from bench_plugin.results.store import open_campaign
+
+    with store_of(path) as db, open_campaign(db) as reader:
+        scenario = reader.record().scenario.resolved
+    if scenario is None:
+        raise SystemExit(f"search_estimate: {path}: its campaign recorded no scenario")
+    return scenario
+
+
 def stored_boundaries(path: Path, names: list[str]) -> dict[tuple[str, str], float]:
     """(arm, ray) -> the latest estimate a campaign's store holds, from a results directory or its tarball; or the
     truths of a ``search_savings.json`` (benchmarks/search_savings.py: the simulator's closed form)."""
@@ -186,16 +214,7 @@ def stored_boundaries(path: Path, names: list[str]) -> dict[tuple[str, str], flo
         rows = data["rays"] if isinstance(data, dict) else data  # "ray": "NAME (CLASS+CLASS)"
         return {(row["arm"], ray_key(row["ray"].split(" (")[0], row["ray"].split(" (")[1].rstrip(")").split("+"),
                                      names)): float(row["truth"]) for row in rows}
-    with tempfile.TemporaryDirectory() as tmp:
-        if path.is_file():
-            with tarfile.open(path) as tar:
-                tar.extractall(tmp, filter="data")
-            found = sorted(Path(tmp).rglob("results.sqlite"))
-            if not found:
-                raise SystemExit(f"search_estimate: {path}: no results.sqlite in it")
-            db = found[0]
-        else:
-            db = path / "results.sqlite"
+    with store_of(path) as db:
         out: dict[tuple[str, str], float] = {}
         with open_campaign(db) as reader:
             for trial in reader.trials():
@@ -219,7 +238,8 @@ def stored_boundaries(path: Path, names: list[str]) -> dict[tuple[str, str], flo
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("scenario")
+    parser.add_argument("scenario", nargs="?",
+                        help="the scenario (default: the one the --boundaries campaign recorded, as it ran)")
     parser.add_argument("--boundaries", help="a campaign's results directory or tarball: its rays' estimates")
     parser.add_argument("--boundary", action="append", default=[], metavar="ARM:RAY=SCALE")
     parser.add_argument("--stage-s", type=float, help="search.stage_duration_s")
@@ -230,6 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--start-scale", type=float, help="search.start_scale")
     parser.add_argument("--skip-futile", action="store_true", help="search.skip_futile_extensions on")
     parser.add_argument("--cold", action="store_true", help="search.warm_start off")
+    parser.add_argument("--warm", action="store_true", help="search.warm_start on")
     parser.add_argument("--from-prior", action="store_true",
                         help="repeat 1 warm too, from brackets around the boundaries (--warm-start-from)")
     parser.add_argument("--band", type=float, default=0.12,
@@ -242,11 +263,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="a probe's extensions, holds keeping max_extensions (no such key yet: what it would save)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    scenario = load_scenario(Path(args.scenario))
+    if args.scenario is None and not args.boundaries:
+        raise SystemExit("search_estimate: give a scenario, or --boundaries of a campaign to take its scenario")
+    scenario = load_scenario(Path(args.scenario)) if args.scenario else recorded_scenario(Path(args.boundaries))
     if scenario.search is None:
-        raise SystemExit(f"search_estimate: {args.scenario}: not a search campaign")
+        raise SystemExit(f"search_estimate: {args.scenario or args.boundaries}: not a search campaign")
     changes: dict[str, object] = {"skip_futile_extensions": args.skip_futile or scenario.search.skip_futile_extensions,
-                                  "warm_start": scenario.search.warm_start and not args.cold}
+                                  "warm_start": (scenario.search.warm_start or args.warm) and not args.cold}
     for key, value in (("stage_duration_s", args.stage_s), ("sustain_s", args.hold_s),
                        ("stage_requests", args.stage_requests), ("max_extensions", args.max_extensions),
                        ("growth", args.growth), ("start_scale", args.start_scale)):
