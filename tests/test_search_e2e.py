@@ -129,15 +129,19 @@ def test_a_probe_its_load_generator_fell_behind_in_stops_the_search_unjudged(tmp
     assert last["decision"]["outcome"] == "generator-limited" and not last["passed"] and last["scale"] > 1.0
     (aside,) = last["set_aside"]
     assert last["decision"]["set_aside"] == [aside] and aside < last["stages"][0], "set aside once, run again"
-    assert trial["stages"][aside]["generator_limited"].startswith("CPU-bound: ")
+    # The hog wants its core: CPU-bound, where the process got (or its loop waited for) 0.9 of one. Where the
+    # hypervisor took the core from it instead (steal is neither CPU time nor a wait the guest sees: 0.39 cores
+    # measured once in a CI run), the stall monitor's blocks make it stalled: either way generator-limited.
+    lapses = ("CPU-bound: ", "stalled: ")
+    assert trial["stages"][aside]["generator_limited"].startswith(lapses), trial["stages"][aside]
     stage = trial["stages"][last["stages"][-1]]
-    assert stage["generator_limited"].startswith("CPU-bound: "), stage  # the hog wants its core: CPU-bound
+    assert stage["generator_limited"].startswith(lapses), stage
     assert last["decision"]["note"] == stage["generator_limited"]
     fails = [p["scale"] for p in judged if not p["passed"]]
     hi = min(fails) if fails else None
     assert result["status"] == "generator-limited" and result["hi"] == hi
     assert result["lo"] == max(p["scale"] for p in judged if p["passed"] and (hi is None or p["scale"] < hi))
-    assert result["stopped"].startswith(f"the load generator fell behind at x{last['scale']:.4g} (CPU-bound: ")
+    assert result["stopped"] == f"the load generator fell behind at x{last['scale']:.4g} ({stage['generator_limited']})"
     assert sum(len(p["stages"]) + len(p["set_aside"]) for p in probes) == len(trial["stages"]), \
         "nothing ran after the unjudged probe"
     assert result["runs"] == len(trial["stages"]), "a stage set aside counts as a run"
