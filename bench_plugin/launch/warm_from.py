@@ -75,4 +75,3 @@ def _same_ray(bracket: BorrowedBracket, scenario: Scenario) -> bool:
         return False
     mix = scenario.search.rays().get(bracket.ray)
     return mix is not None and {c: mix.get(c) for c in bracket.classes} == bracket.mix
-
