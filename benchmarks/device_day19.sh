@@ -14,7 +14,7 @@
 # its outputs (summary.json, the reports). $OUT then holds only what this slice wrote: the last slice's outputs, carried in RESUME's
 # tarball, are removed before the campaign runs.
 #
-# RESUME=PATH (a results.tar.gz this script wrote before, carried to the host) continues that campaign
+# RESUME=PATH (a results.tar.gz this script wrote before, carried to the host; gzip or xz) continues that campaign
 # (--resume) instead of starting a new one: a campaign longer than one device call runs in slices, each
 # call carrying the last call's results.tar.gz back. The log says whether the campaign completed.
 #
@@ -43,13 +43,13 @@ results=/tmp/device-campaign
 rm -rf "$results"
 where=(--results-dir "$results")
 if [ -n "${RESUME:-}" ]; then
-  tar -C "$(dirname "$results")" -xzf "$RESUME" || { echo "device_day19: cannot unpack $RESUME" >&2; exit 2; }
+  tar -C "$(dirname "$results")" -xf "$RESUME" || { echo "device_day19: cannot unpack $RESUME" >&2; exit 2; }
   [ -d "$results" ] || { echo "device_day19: $RESUME holds no $(basename "$results")/" >&2; exit 2; }
   where=(--resume "$results")
   rm -f "$results"/summary.json "$results"/summary.md "$results"/report.html "$results"/report.md
 elif [ -n "${WARM_FROM:-}" ]; then
   rm -rf /tmp/warm-from && mkdir -p /tmp/warm-from
-  tar -C /tmp/warm-from -xzf "$WARM_FROM" || { echo "device_day19: cannot unpack $WARM_FROM" >&2; exit 2; }
+  tar -C /tmp/warm-from -xf "$WARM_FROM" || { echo "device_day19: cannot unpack $WARM_FROM" >&2; exit 2; }
   earlier=$(dirname "$(find /tmp/warm-from -name results.sqlite | head -n 1)")
   [ -f "$earlier/results.sqlite" ] || { echo "device_day19: $WARM_FROM holds no results.sqlite" >&2; exit 2; }
   where+=(--warm-start-from "$earlier")
