@@ -2,7 +2,8 @@
 
     python benchmarks/search_estimate.py [SCENARIO] --boundaries RESULTS [--boundary ARM:RAY=SCALE ...]
         [--stage-s S] [--hold-s S] [--stage-requests N] [--max-extensions N] [--probe-extensions N]
-        [--growth G] [--start-scale S] [--skip-futile] [--cold] [--warm] [--from-prior] [--band F] [--gap-s S]
+        [--growth G] [--start-scale S] [--skip-futile] [--cold] [--warm] [--from-prior]
+        [--warm-start-from RESULTS] [--factor CLASS=F] [--band F] [--gap-s S]
         [--hold-drop D] [--start-s S] [--json]
 
 The campaign's own search (analysis/search.py's ``RaySearches``, warm starts through ``prior_bracket``, each
@@ -49,8 +50,8 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bench_plugin.analysis.search import SUSTAIN, RaySearches, prior_bracket, segment_rays
-from bench_plugin.results.summary import SearchResult
+from bench_plugin.analysis.search import SUSTAIN, RaySearches, borrowed_start, prior_bracket, segment_rays
+from bench_plugin.results.summary import BorrowedBracket, SearchResult
 from bench_plugin.scenario import load_scenario
 from bench_plugin.scenario.models import Scenario, Search
 
@@ -135,10 +136,11 @@ def search_segment(spec: Search, rays: dict[str, dict[str, float]], bounds: dict
 
 def estimate(scenario: Scenario, bounds: dict[tuple[str, str], float], band: float, gap_s: float,
              warm: bool, from_prior: bool = False, probe_extensions: int | None = None,
-             hold_drop: float = 0.0) -> list[RayTime]:
+             hold_drop: float = 0.0, borrowed: list[BorrowedBracket] | None = None) -> list[RayTime]:
     """Every arm, repeat and ray of ``scenario`` searched against the oracle. ``from_prior``: repeat 1 also starts
     warm, from a bracket of the search's precision around each boundary (as a campaign started with
-    ``--warm-start-from`` an earlier one that found the same boundaries would)."""
+    ``--warm-start-from`` an earlier one that found the same boundaries would); ``borrowed``: repeat 1 starts at
+    these brackets instead (``--warm-start-from`` a campaign whose boundaries may differ from ``bounds``)."""
     spec = scenario.search
     assert spec is not None
     rows: list[RayTime] = []
@@ -158,6 +160,9 @@ def estimate(scenario: Scenario, bounds: dict[tuple[str, str], float], band: flo
                 if repeat == 1 and from_prior:  # a bracket of the search's precision around each boundary
                     low = 1 - spec.precision / 2
                     priors = {ray: (b * low, b * low / (1 - spec.precision)) for ray, b in mine.items()}
+                elif repeat == 1 and borrowed:
+                    priors = {ray: b for ray, mix in rays.items()
+                              if (b := borrowed_start(borrowed, arm.name, ray, mix)) is not None}
                 elif warm:
                     priors = {ray: b for ray in rays
                               if (b := prior_bracket(ended.get((arm.name, index, ray), []))) is not None}
@@ -251,6 +256,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-futile", action="store_true", help="search.skip_futile_extensions on")
     parser.add_argument("--cold", action="store_true", help="search.warm_start off")
     parser.add_argument("--warm", action="store_true", help="search.warm_start on")
+    parser.add_argument("--warm-start-from", metavar="RESULTS",
+                        help="repeat 1 starts at the brackets this campaign (directory or tarball) left, as the option "
+                             "of that name does")
+    parser.add_argument("--factor", action="append", default=[], metavar="CLASS=F",
+                        help="multiply the boundary of every ray that loads CLASS by F (what if it were slower)")
     parser.add_argument("--from-prior", action="store_true",
                         help="repeat 1 warm too, from brackets around the boundaries (--warm-start-from)")
     parser.add_argument("--band", type=float, default=0.12,
@@ -285,7 +295,29 @@ def main(argv: list[str] | None = None) -> int:
             bounds[(arm, ray)] = float(value)
         except ValueError:
             raise SystemExit(f"search_estimate: --boundary {given!r}: not ARM:RAY=SCALE") from None
+    for given in args.factor:
+        try:
+            name, value = given.split("=")
+            factor = float(value)
+        except ValueError:
+            raise SystemExit(f"search_estimate: --factor {given!r}: not CLASS=F") from None
+        rays = spec.rays()
+        for (arm, key) in list(bounds):
+            ray, _, some = key.partition("@")
+            loads = some.split("+") if some else list(rays.get(ray, {}))
+            if name in loads:
+                bounds[(arm, key)] *= factor
+    borrowed = None
+    if args.warm_start_from:
+        from bench_plugin.launch.warm_from import WarmStartRefused, borrow
+
+        with store_of(Path(args.warm_start_from)) as db:
+            try:
+                borrowed = borrow(str(db.parent), scenario).brackets
+            except WarmStartRefused as exc:
+                raise SystemExit(f"search_estimate: {exc}") from None
     rows = estimate(scenario, bounds, args.band, args.gap_s, warm=spec.warm_start, from_prior=args.from_prior,
+                    borrowed=borrowed,
                     probe_extensions=args.probe_extensions, hold_drop=args.hold_drop)
     starts = sum(len(segments(scenario, arm.sharing)) for arm in scenario.arms) * scenario.repeats * args.start_s
     total = sum(r.stage_s for r in rows) + starts
