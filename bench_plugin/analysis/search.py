@@ -27,7 +27,10 @@ It is pure: no I/O, no clock. The caller runs each proposed scale as one stage (
    then, if it passes, tries the prior ``hi``; a fail there closes the bracket at once, often already within
    ``precision``. Whatever these two probes give, the search goes on from them as above (a failing ``lo``
    brackets down, a passing ``hi`` up), so the boundary still rests on this repeat's own probes alone; only
-   where it looks first is borrowed. :func:`prior_bracket` picks the bracket to borrow. With ``sustain``, the
+   where it looks first is borrowed. Where the prior bracket no longer holds the boundary, the search steps from it by
+   one precision's width (``1 / (1 - precision)``) and squares the step after each one, up to ``growth``: a boundary
+   that moved a little is bracketed in a step or two, one that moved far in a few more than a cold search's.
+   :func:`prior_bracket` picks the bracket to borrow. With ``sustain``, the
    prior ``lo`` is held first: its probe is the hold (the longer stage, decided as a hold is). If it holds, it
    is the search's ``lo`` and its hold both, so a search that ends with that ``lo`` is not held again; if not,
    it is a failed probe there, and the search goes on (and holds the ``lo`` it ends with) as it would have.
@@ -110,6 +113,9 @@ class BoundarySearch:
         """The pending proposal is a warm start's hold of the prior ``lo`` (module docstring, 4)."""
         if self._opening:
             self._phase = SUSTAIN
+        self._step = min(growth, 1 / (1 - precision)) if self._prior else growth
+        """The factor of the next bracketing step: ``growth``, or after a warm start one precision's step, squared
+        after each step up to ``growth`` (module docstring, 4)."""
         self._pending: float | None = self._prior.pop(0) if self._prior else start
         self._status = BRACKETING
 
@@ -190,17 +196,20 @@ class BoundarySearch:
                 return None
             self._status = BISECTING
             return (lo + hi) / 2
+        step = self._step
         if hi is None:
             assert lo is not None
             if lo >= self.maximum:
                 self._status = ABOVE_MAXIMUM
                 return None
-            return min(lo * self.growth, self.maximum)
-        if hi / self.growth < self.minimum:
+            self._step = min(self.growth, step * step)
+            return min(lo * step, self.maximum)
+        if hi / step < self.minimum:
             self._status = BELOW_MINIMUM
             return None
         self._status = BRACKETING
-        return hi / self.growth
+        self._step = min(self.growth, step * step)
+        return hi / step
 
     def result(self, segment: int) -> SearchResult:
         """Where the search stands, as the campaign records it for ``segment``: the bracket, the estimate,

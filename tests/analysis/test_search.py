@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import pairwise
 
 import pytest
 
@@ -287,6 +288,22 @@ def test_a_warm_start_rests_on_its_own_probes_wherever_the_boundary_moved(thresh
         assert 5.0 not in asked, "a failing prior lo brackets down"
 
 
+def test_a_warm_start_that_misses_steps_by_the_precision_then_faster() -> None:
+    """Past a prior bracket that no longer holds the boundary, the first step is one precision's width (x 1/0.9 at
+    10%), each next step the square of the last, up to ``growth``: a boundary 5% below the prior lo is bracketed at
+    the first step, one far below in a few more, as is one far above."""
+    near = BoundarySearch({"llm": 1.0}, start=1.0, maximum=64.0, precision=0.1, prior=(4.6, 5.0))
+    assert run(near, 4.4) == [4.6, pytest.approx(4.6 * 0.9)] and near.result(segment=0).status == FOUND
+    far = BoundarySearch({"llm": 1.0}, start=1.0, maximum=64.0, precision=0.1, prior=(4.6, 5.0))
+    asked = run(far, 1.0)
+    ratios = [b / a for a, b in pairwise(asked)]
+    assert ratios[:4] == [pytest.approx(0.9), pytest.approx(0.9 ** 2), pytest.approx(0.9 ** 4), 0.5], asked
+    result = far.result(segment=0)
+    assert result.lo is not None and result.hi is not None and result.lo < 1.0 <= result.hi
+    up = BoundarySearch({"llm": 1.0}, start=1.0, maximum=64.0, precision=0.1, prior=(4.6, 5.0))
+    assert run(up, 5.4)[:3] == [4.6, 5.0, pytest.approx(5.0 / 0.9)]
+
+
 def test_a_warm_start_from_an_open_bracket_looks_at_its_one_end() -> None:
     above = BoundarySearch({"llm": 1.0}, start=1.0, maximum=8.0, precision=0.1, prior=(8.0, None))
     assert run(above, 100.0) == [8.0] and above.result(segment=0).status == ABOVE_MAXIMUM
@@ -390,7 +407,7 @@ def test_an_opening_hold_that_fails_is_a_failed_probe_not_a_failed_hold() -> Non
     warm = BoundarySearch({"llm": 1.0}, start=1.0, maximum=64.0, precision=0.1, sustain=True, prior=(4.6, 5.0))
     asked = run_phased(warm, 2.1, 2.1)
     result = warm.result(segment=0)
-    assert asked[:2] == [(4.6, SUSTAIN), (2.3, PROBE)] and asked[-1][1] == SUSTAIN
+    assert asked[:2] == [(4.6, SUSTAIN), (pytest.approx(4.6 * 0.9), PROBE)] and asked[-1][1] == SUSTAIN
     assert result.status == FOUND and result.sustain == CONFIRMED and result.lo is not None and result.lo < 2.1
 
 
