@@ -95,12 +95,31 @@ def test_the_warm_up_runs_before_the_first_stage_and_is_never_measured(warmed: P
     assert stage["classes"]["llm"]["requests"] == arrival_count(3, 2.5)
 
 
+ATTEMPTS = 3
+
+
 def test_a_cpu_bound_load_generator_marks_its_stages_generator_limited_and_asks_for_more_processes(
         tmp_path: Path) -> None:
-    results = campaign(tmp_path, holding_locustfile(tmp_path, "burner", "hog"))
-    for stage in summary_of(results)["trials"][0]["stages"]:
+    """Every stage of a generator whose loop burns the CPU is generator-limited, and CPU-bound where the host
+    let it be judged so. On a host the campaign itself flags busy (other programs, or the hypervisor's steal,
+    which is neither CPU time nor a wait the guest sees), the hog may get and seem to want under 0.9 of a core,
+    and its blocks then read as stalls: such a stage must still be generator-limited, and the campaign is run
+    again (at most ATTEMPTS in all) until one stage is judged on a quiet host."""
+    for attempt in range(1, ATTEMPTS + 1):
+        (here := tmp_path / f"attempt-{attempt}").mkdir()
+        results = campaign(here, holding_locustfile(tmp_path, "burner", "hog"))
+        stages = summary_of(results)["trials"][0]["stages"]
+        for stage in stages:
+            assert stage["generator_limited"], stage
+        quiet = [stage for stage in stages if not stage.get("host_busy")]
+        if quiet:
+            break
+        print(f"attempt {attempt}: every stage on a busy host:", *(s["host_busy"] for s in stages), sep="\n  ")
+    else:
+        pytest.skip(f"the host was busy in every stage of {ATTEMPTS} runs: the CPU-bound rule cannot be judged here")
+    for stage in quiet:
         reason = stage["generator_limited"]
-        assert reason and reason.startswith("CPU-bound: "), stage
+        assert reason.startswith("CPU-bound: "), stage
         assert stage["generator_check"]["kind"] == "cpu-bound"
         used = stage["generators"]["local"]
         # the fix names the flag with a number: what the process needed (its cores, or what its loop wanted
