@@ -97,6 +97,8 @@ class BenchPlugin:
         """A headless campaign's answer, printed after Locust's own final tables (``print_answer``, on quit)."""
         self.stop_requested: str | None = None
         """Who asked Locust to stop the test, where it was not a signal (the web UI's Stop button)."""
+        self.all_lost: str | None = None
+        """Why every worker is gone, where that fails the campaign (Fleet.all_lost), once a stop has seen it."""
         self.events = BenchEvents()
         self.request_sets = request_sets
         self.resuming = resuming
@@ -191,16 +193,23 @@ class BenchPlugin:
             cause = stop_cause(signum) if signum is not None else self.stop_requested or (gone and gone[0])
             if cause:
                 self.conductor.stop_cause = cause
+            if gone is not None and gone[1]:  # no worker was left: before the kill, which a second stop may outrun
+                self.all_lost = gone[0]
             self.greenlet.kill(block=True, timeout=120)
-            if gone is not None and gone[1] and self.conductor.status == "interrupted":  # no worker was left
-                self.conductor.status = "failed"
-                self.conductor.reason = f"{gone[0]}; the campaign stopped there (what was measured is kept)"
-                self.recorder.record(CampaignRecord(status=Ending(status="failed", reason=self.conductor.reason,
-                                                                  ended_s=time.time())))
+            self._failed_if_all_lost()
             self._last_reports()
         if self.state is not None:
             self.state.stop_all()
         self.finalize()
+
+    def _failed_if_all_lost(self) -> None:
+        """The campaign failed where every worker was lost (not quit) and it ended interrupted: said once, whichever of
+        the stop's listeners (Locust calls more than one) gets here first once the conductor has ended."""
+        if self.all_lost is not None and self.conductor.finished and self.conductor.status == "interrupted":
+            self.conductor.status = "failed"
+            self.conductor.reason = f"{self.all_lost}; the campaign stopped there (what was measured is kept)"
+            self.recorder.record(CampaignRecord(status=Ending(status="failed", reason=self.conductor.reason,
+                                                              ended_s=time.time())))
 
     def _last_reports(self) -> None:
         """Interrupted on a master: wait (briefly) for the workers' last samples of the stage that was cut short.
@@ -220,6 +229,7 @@ class BenchPlugin:
         if self.finalized:
             return
         self.finalized = True
+        self._failed_if_all_lost()
         signum = stopped_by(self.environment)
         if not self.conductor.finished:  # test stopped before the conductor ever ran
             self.backend.restore()
