@@ -26,13 +26,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tarfile
-import tempfile
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from bench_plugin.analysis.search import SUSTAIN
+from bench_plugin.results.archive import ArchiveError, results_dir
 from bench_plugin.results.store import CampaignReader, StoreError, TrialRecord, open_campaign
 
 PHASES = ("start", "warm-up", "probes", "holds", "release", "other", "redone")
@@ -168,25 +167,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print JSON instead of the tables")
     args = parser.parse_args(argv)
     given = Path(args.results)
-    with tempfile.TemporaryDirectory() as tmp:
-        directory = given
-        if given.is_file():
-            with tarfile.open(given) as tar:
-                member = next((m for m in tar.getmembers() if m.name.endswith("/results.sqlite")
-                               or m.name == "results.sqlite"), None)
-                if member is None:
-                    print(f"campaign_time: {given}: no results.sqlite in it", file=sys.stderr)
-                    return 2
-                tar.extract(member, tmp, filter="data")
-            directory = (Path(tmp) / member.name).parent
-        if not (directory / "results.sqlite").is_file():
-            print(f"campaign_time: {given}: no results.sqlite there", file=sys.stderr)
-            return 2
-        try:
+    try:
+        with results_dir(given) as directory:
             arms = campaign_time(directory)
-        except StoreError as exc:
-            print(f"campaign_time: {given}: {exc}", file=sys.stderr)
-            return 2
+    except (ArchiveError, StoreError) as exc:
+        print(f"campaign_time: {exc}" if isinstance(exc, ArchiveError) else f"campaign_time: {given}: {exc}",
+              file=sys.stderr)
+        return 2
     print(as_json(arms) if args.json else render(arms))
     return 0
 

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import math
 import sys
-import tarfile
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +23,7 @@ from scipy.optimize import least_squares
 from bench_plugin.analysis.envelope_model import Point, arm_devices, criteria_limits, fit_points
 from bench_plugin.analysis.objectives import objectives_from_scenario
 from bench_plugin.report.outputs import summarise
+from bench_plugin.results.archive import results_dir
 from bench_plugin.results.store import open_campaign
 from bench_plugin.scenario import class_rank
 
@@ -86,12 +85,7 @@ def _boundary(model: dict[tuple[str, str], tuple[float, float, float, dict[str, 
 
 
 def main(given: str) -> None:
-    path = Path(given)
-    with tempfile.TemporaryDirectory() as tmp:
-        if path.is_file():
-            with tarfile.open(path) as tar:
-                tar.extractall(tmp, filter="data")
-            path = next(Path(tmp).glob("*/results.sqlite")).parent
+    with results_dir(Path(given)) as path:
         summary = summarise(path)
         with open_campaign(path / "results.sqlite") as reader:
             objectives = objectives_from_scenario(reader.record().scenario)

@@ -43,14 +43,13 @@ import argparse
 import json
 import math
 import sys
-import tarfile
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bench_plugin.analysis.search import SUSTAIN, RaySearches, borrowed_start, prior_bracket, segment_rays
+from bench_plugin.results.archive import ArchiveError, results_dir
 from bench_plugin.results.summary import BorrowedBracket, SearchResult
 from bench_plugin.scenario import load_scenario
 from bench_plugin.scenario.models import Scenario, Search
@@ -186,16 +185,11 @@ def ray_key(ray: str, classes: list[str], names: list[str]) -> str:
 @contextmanager
 def store_of(path: Path) -> Iterator[Path]:
     """The results.sqlite of a results directory, or of a tarball of one (unpacked while in use)."""
-    if not path.is_file():
-        yield path / "results.sqlite"
-        return
-    with tempfile.TemporaryDirectory() as tmp:
-        with tarfile.open(path) as tar:
-            tar.extractall(tmp, filter="data")
-        found = sorted(Path(tmp).rglob("results.sqlite"))
-        if not found:
-            raise SystemExit(f"search_estimate: {path}: no results.sqlite in it")
-        yield found[0]
+    try:
+        with results_dir(path) as directory:
+            yield directory / "results.sqlite"
+    except ArchiveError as exc:
+        raise SystemExit(f"search_estimate: {exc}") from None
 
 
 def recorded_scenario(path: Path) -> Scenario:

@@ -21,18 +21,16 @@ import sqlite3
 import subprocess
 import sys
 import tarfile
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench_plugin.results.provenance import digest_sources  # noqa: E402 (the checkout's own package)
+from bench_plugin.results.archive import STORE, ArchiveError, results_dir  # noqa: E402 (the checkout's own package)
+from bench_plugin.results.provenance import digest_sources  # noqa: E402
 from bench_plugin.results.store import StoreError, open_store, read_record  # noqa: E402
 from bench_plugin.results.summary import Provenance  # noqa: E402
-
-STORE = "results.sqlite"
 
 
 class Refused(Exception):
@@ -41,37 +39,17 @@ class Refused(Exception):
 
 def recorded(results: Path) -> tuple[str, str | None]:
     """(source digest, git revision or None) that the campaign under ``results`` recorded."""
-    with tempfile.TemporaryDirectory() as scratch:
-        store = _store_of(results, Path(scratch))
-        try:
-            with open_store(store) as db:
-                conditions = read_record(db).conditions or Provenance()
-        except (StoreError, sqlite3.DatabaseError) as exc:
-            raise Refused(f"{results}: {exc}") from None
+    try:
+        with results_dir(results) as directory, open_store(directory / STORE) as db:
+            conditions = read_record(db).conditions or Provenance()
+    except ArchiveError as exc:
+        raise Refused(str(exc)) from None
+    except (StoreError, sqlite3.DatabaseError) as exc:
+        raise Refused(f"{results}: {exc}") from None
     digest = conditions.source_digest
     if not digest:
         raise Refused(f"{results}: the campaign recorded no bench_plugin source digest (conditions.source_digest)")
     return digest, conditions.source_revision
-
-
-def _store_of(results: Path, scratch: Path) -> Path:
-    if results.is_dir():
-        if not (results / STORE).is_file():
-            raise Refused(f"{results}: no {STORE} here: not a campaign's results directory")
-        return results / STORE
-    if not results.is_file():
-        raise Refused(f"{results}: no such file or directory")
-    try:
-        with tarfile.open(results) as tar:
-            member = next((m for m in tar.getmembers() if m.isfile() and Path(m.name).name == STORE), None)
-            if member is None:
-                raise Refused(f"{results}: the archive holds no {STORE}")
-            source = tar.extractfile(member)
-            assert source is not None
-            (scratch / STORE).write_bytes(source.read())
-    except tarfile.TarError as exc:
-        raise Refused(f"{results}: not a results directory or a tar archive ({str(exc).splitlines()[0]})") from None
-    return scratch / STORE
 
 
 def git(repo: Path, *args: str, data: bytes | None = None) -> bytes:

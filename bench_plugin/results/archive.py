@@ -1,0 +1,45 @@
+"""Archive: a campaign's results directory, given as the directory itself or as a tarball of it.
+
+A campaign that ran on another host comes back packed (``results.tar.gz`` or ``.tar.xz`` from the device
+scripts, a published ``docs/results/*/results.tar.gz``). :func:`results_dir` yields the directory that
+holds its ``results.sqlite``: the one given, or the tarball unpacked into a temporary directory for as long
+as the ``with`` block runs (any compression tarfile reads; members that would land outside it refused, as
+tarfile's ``data`` filter does). Whatever cannot serve raises :class:`ArchiveError` with one line.
+"""
+
+from __future__ import annotations
+
+import tarfile
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+STORE = "results.sqlite"
+
+
+class ArchiveError(Exception):
+    """A path that is neither a results directory nor a tarball holding one; the message is one line."""
+
+
+@contextmanager
+def results_dir(path: Path) -> Iterator[Path]:
+    """The results directory at ``path``, or in the tarball at ``path`` (unpacked while the block runs)."""
+    if path.is_dir():
+        if not (path / STORE).is_file():
+            raise ArchiveError(f"{path}: no {STORE} here: not a campaign's results directory")
+        yield path
+        return
+    if not path.is_file():
+        raise ArchiveError(f"{path}: no such file or directory")
+    with tempfile.TemporaryDirectory(prefix="bench-results-") as scratch:
+        try:
+            with tarfile.open(path) as tar:
+                tar.extractall(scratch, filter="data")
+        except (tarfile.TarError, OSError) as exc:
+            reason = (str(exc).splitlines() or [type(exc).__name__])[0].rstrip(":")
+            raise ArchiveError(f"{path}: not a results directory or a readable tar archive ({reason})") from None
+        found = sorted(Path(scratch).rglob(STORE), key=lambda p: len(p.parts))
+        if not found:
+            raise ArchiveError(f"{path}: the archive holds no {STORE}")
+        yield found[0].parent
