@@ -18,7 +18,7 @@ The oracle, per probe at scale ``s`` of a ray whose boundary is ``b`` (``--band`
   runs: undecided (near a boundary the fraction beyond an SLO is near its allowance, and the bounds on it
   narrow with the square root of the requests), run again up to ``max_extensions`` times, then taken on its
   point estimate (passes where ``s <= b``); with ``skip_futile_extensions`` a probe is not extended where
-  even its last extension would leave it in that band (a hold always is);
+  even its last extension would leave it in that band (a hold too with ``skip_futile_holds``);
 - above it: fails, decided;
 - below it: passes, decided once ``n`` is at least :data:`PASS_REQUESTS` (so few that none may be beyond its
   P95 at 95% confidence).
@@ -124,7 +124,7 @@ def search_segment(spec: Search, rays: dict[str, dict[str, float]], bounds: dict
             if decided or runs > (spec.max_extensions if hold or probe_extensions is None else probe_extensions):
                 break
             futile = near(scale, boundary, band, least * duration * (spec.max_extensions + 1))
-            if spec.skip_futile_extensions and not hold and futile:
+            if (spec.skip_futile_holds if hold else spec.skip_futile_extensions) and futile:
                 break
         n, seconds, held = spent[search.ray]
         cost = runs * (duration + gap_s)
@@ -248,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--growth", type=float, help="search.growth")
     parser.add_argument("--start-scale", type=float, help="search.start_scale")
     parser.add_argument("--skip-futile", action="store_true", help="search.skip_futile_extensions on")
+    parser.add_argument("--skip-futile-holds", action="store_true", help="search.skip_futile_holds on")
     parser.add_argument("--cold", action="store_true", help="search.warm_start off")
     parser.add_argument("--warm", action="store_true", help="search.warm_start on")
     parser.add_argument("--warm-start-from", metavar="RESULTS",
@@ -273,6 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     if scenario.search is None:
         raise SystemExit(f"search_estimate: {args.scenario or args.boundaries}: not a search campaign")
     changes: dict[str, object] = {"skip_futile_extensions": args.skip_futile or scenario.search.skip_futile_extensions,
+                                  "skip_futile_holds": args.skip_futile_holds or scenario.search.skip_futile_holds,
                                   "warm_start": (scenario.search.warm_start or args.warm) and not args.cold}
     for key, value in (("stage_duration_s", args.stage_s), ("sustain_s", args.hold_s),
                        ("stage_requests", args.stage_requests), ("max_extensions", args.max_extensions),

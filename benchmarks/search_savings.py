@@ -42,12 +42,13 @@ LIMITS = {"llm": (160.0, 40.0), "embedding": (130.0, 20.0), "asr": (200.0, 60.0)
 
 
 def run_campaign(out: Path, stage_s: float, warm: bool, hold_s: float | None = None,
-                 stage_requests: int | None = None, skip_futile: bool = False) -> Path:
+                 stage_requests: int | None = None, skip_futile: bool = False, skip_futile_holds: bool = False) -> Path:
     """The campaign's results directory under ``out``, run to its end."""
     data = yaml.safe_load(SCENARIO.read_text())
     data["repeats"] = 2
     data["search"].update(stage_duration_s=stage_s, sustain_s=3 * stage_s if hold_s is None else hold_s,
-                          warm_start=warm, stage_requests=stage_requests, skip_futile_extensions=skip_futile)
+                          warm_start=warm, stage_requests=stage_requests, skip_futile_extensions=skip_futile,
+                          skip_futile_holds=skip_futile_holds)
     scenario = out / "scenario.yaml"
     scenario.write_text(yaml.safe_dump(data, sort_keys=False))
     results = out / "results"
@@ -145,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stage-requests", type=int, help="size each probe to N requests of its least loaded class")
     parser.add_argument("--skip-futile", action="store_true",
                         help="search.skip_futile_extensions: no extension that is not expected to decide its probe")
+    parser.add_argument("--skip-futile-holds", action="store_true",
+                        help="search.skip_futile_holds: no extension of a hold that is not expected to decide it")
     parser.add_argument("--out", help="an empty or new directory (default: a temporary one)")
     parser.add_argument("--cold", action="store_true", help="both repeats cold (search.warm_start off)")
     parser.add_argument("--results", help="analyse this campaign's results directory instead of running one")
@@ -154,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         out.mkdir(parents=True, exist_ok=True)
         results = Path(args.results) if args.results else run_campaign(
             out, args.stage_s, warm=not args.cold, hold_s=args.hold_s, stage_requests=args.stage_requests,
-            skip_futile=args.skip_futile)
+            skip_futile=args.skip_futile, skip_futile_holds=args.skip_futile_holds)
         summary = load_summary(results / "summary.json")
         rows = per_ray(summary)
         counts = decisions(summary)

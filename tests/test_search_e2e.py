@@ -232,11 +232,13 @@ def test_a_warm_repeat_holds_the_earlier_lo_first_and_never_holds_a_scale_twice(
         assert [p for p in two["probes"] if p["scale"] == first["lo"]] == [opening], "its lo run once: as the hold"
 
 
-def test_an_extension_not_expected_to_decide_its_probe_is_skipped(tmp_path: Path) -> None:
+@pytest.mark.parametrize("holds", [False, True], ids=["probes", "holds-too"])
+def test_an_extension_not_expected_to_decide_its_probe_is_skipped(tmp_path: Path, holds: bool) -> None:
     """A server that makes 5% of its requests slow at any load: each probe's P95 sits on its allowance, which no
     number of extensions can decide. With ``skip_futile_extensions`` such a probe runs once and is decided on its
     point estimate, marked ``futile``; every probe is decided and skipped exactly as the rule says on its samples.
-    The boundary's hold is the exception: it confirms the boundary, so it runs its extensions whatever they promise."""
+    The boundary's hold runs its extensions whatever they promise, unless ``skip_futile_holds`` (``holds``) puts it
+    under the same rule."""
     data = yaml.safe_load((ROOT / "scenarios" / "search-calibration.yaml").read_text())
     embedding = data["classes"]["embedding"]
     embedding["server"]["command"] = [*embedding["server"]["command"][:-4], "--latency-ms", "5", "--max-concurrency",
@@ -244,7 +246,8 @@ def test_an_extension_not_expected_to_decide_its_probe_is_skipped(tmp_path: Path
     embedding["slo"] = {"p95_ms": 100}
     results, (trial,) = search_campaign(tmp_path, 1, {
         "mix": {"embedding": 20}, "start_scale": 1, "max_scale": 8, "precision": 0.5, "stage_duration_s": 3,
-        "max_extensions": 2, "sustain_s": 3, "skip_futile_extensions": True}, classes=data["classes"])
+        "max_extensions": 2, "sustain_s": 3, "skip_futile_extensions": True, "skip_futile_holds": holds},
+        classes=data["classes"])
     with open_campaign(results / "results.sqlite") as reader:
         samples = reader.samples(trial["id"])
     spec = {"embedding": ClassObjectives(Slo(p95_ms=100.0), 0.01)}
@@ -256,13 +259,18 @@ def test_an_extension_not_expected_to_decide_its_probe_is_skipped(tmp_path: Path
         mine = [s for s in samples if s.stage in decision.stages]
         again = judge_lag(decide(mine, spec, decision.confidence, decision.stages), None)
         hold = probe["phase"] == SUSTAIN
-        expected = not hold and again.outcome == UNDECIDED and len(decision.stages) <= 2 and extension_futile(
-            again, len(decision.stages), 3 - len(decision.stages))
-        if hold and again.outcome == UNDECIDED:
+        expected = (holds or not hold) and again.outcome == UNDECIDED and len(decision.stages) <= 2 \
+            and extension_futile(again, len(decision.stages), 3 - len(decision.stages))
+        if hold and not holds and again.outcome == UNDECIDED:
             assert len(decision.stages) == 3, ("an undecided hold runs both its extensions", probe)
         assert decision.futile == expected, probe
         assert again.model_copy(update={"futile": expected, "set_aside": decision.set_aside}) == decision, probe
         assert probe["passed"] == taken_as_passed(decision)
+        for ran in range(1, len(decision.stages)):  # each extension run: the runs before it left it undecided, and
+            before = [s for s in samples if s.stage in decision.stages[:ran]]  # (where the rule applies) not futile
+            earlier = decide(before, spec, decision.confidence, decision.stages[:ran])
+            assert earlier.outcome == UNDECIDED, (ran, probe)
+            assert not ((holds or not hold) and extension_futile(earlier, ran, 3 - ran)), ("extended, futile", probe)
         futile += decision.futile
         assert not decision.futile or len(decision.stages) < 3, "a futile probe ran fewer than its three runs"
     assert futile >= 1, trial["probes"]

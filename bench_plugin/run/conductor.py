@@ -353,7 +353,8 @@ class Conductor:
                 behind = behind or lag
                 if decision.outcome != UNDECIDED or len(stages) > spec.max_extensions or spent:
                     break
-                if spec.skip_futile_extensions and phase != SUSTAIN and extension_futile(
+                skip = spec.skip_futile_holds if phase == SUSTAIN else spec.skip_futile_extensions
+                if skip and extension_futile(
                         decision, len(stages), spec.max_extensions + 1 - len(stages)):
                     decision = decision.model_copy(update={"futile": True})
                     break

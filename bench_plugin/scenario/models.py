@@ -269,7 +269,13 @@ class Search(StrictModel):
     skip_futile_extensions: bool = False
     """An undecided probe is not run again where, at its estimates, the extensions it has left would not decide it
     (near a boundary where the true fraction is the allowance itself): it is decided on its point estimates at once
-    (analysis/probe.extension_futile). A hold always runs its extensions: it is what confirms the boundary."""
+    (analysis/probe.extension_futile). A hold runs its extensions whatever they promise, unless
+    ``skip_futile_holds``."""
+    skip_futile_holds: bool = False
+    """The same rule for the hold of a boundary found: an undecided hold is not run again where its extensions are
+    not expected to decide it, and is taken on its point estimates at once (held undecided if they are within).
+    Off by default: the hold is what confirms the boundary, and one run's point estimate near it is noisier
+    (docs/analysis.md, "Extensions that cannot decide")."""
     sustain_s: float | None = Field(default=None, ge=0.0, le=MAX_STAGE_S)
     """How long the found boundary is held to confirm it; default three stage durations; 0: not confirmed."""
     budget: int | None = Field(default=None, ge=1)
