@@ -248,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--growth", type=float, help="search.growth")
     parser.add_argument("--start-scale", type=float, help="search.start_scale")
     parser.add_argument("--skip-futile", action="store_true", help="search.skip_futile_extensions on")
-    parser.add_argument("--skip-futile-holds", action="store_true", help="search.skip_futile_holds on")
+    parser.add_argument("--skip-futile-holds", action=argparse.BooleanOptionalAction,
+                        help="search.skip_futile_holds on (or off: --no-skip-futile-holds)")
     parser.add_argument("--cold", action="store_true", help="search.warm_start off")
     parser.add_argument("--warm", action="store_true", help="search.warm_start on")
     parser.add_argument("--warm-start-from", metavar="RESULTS",
@@ -274,7 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     if scenario.search is None:
         raise SystemExit(f"search_estimate: {args.scenario or args.boundaries}: not a search campaign")
     changes: dict[str, object] = {"skip_futile_extensions": args.skip_futile or scenario.search.skip_futile_extensions,
-                                  "skip_futile_holds": args.skip_futile_holds or scenario.search.skip_futile_holds,
+                                  "skip_futile_holds": (scenario.search.skip_futile_holds
+                                                        if args.skip_futile_holds is None else args.skip_futile_holds),
                                   "warm_start": (scenario.search.warm_start or args.warm) and not args.cold}
     for key, value in (("stage_duration_s", args.stage_s), ("sustain_s", args.hold_s),
                        ("stage_requests", args.stage_requests), ("max_extensions", args.max_extensions),
