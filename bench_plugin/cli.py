@@ -35,8 +35,18 @@ class CliError(Exception):
 
 
 def _results_dir(path: Path) -> Path:
+    """``path`` as a results directory: its results.sqlite, or one unpacked from its packed store (results/archive)."""
+    from bench_plugin.results.archive import ArchiveError, unpack_store
+
+    if path.is_dir():
+        try:
+            packed = unpack_store(path)
+        except ArchiveError as exc:
+            raise CliError(str(exc)) from None
+        if packed is not None:
+            sys.stderr.write(f"bench-plugin: unpacked {path / 'results.sqlite'} from {packed.name}\n")
     if not (path / "results.sqlite").is_file():
-        raise CliError(f"{path}: not a results directory (no results.sqlite)")
+        raise CliError(f"{path}: not a results directory (no results.sqlite, nor a results.tar.xz holding one)")
     return path
 
 

@@ -31,6 +31,7 @@ from itertools import combinations
 
 import numpy as np
 
+from bench_plugin.analysis.search import ABOVE_MAXIMUM, ENDED
 from bench_plugin.results.plan import ArmPlan, GroupPlan, PlanDocument, TrafficPlan
 from bench_plugin.results.summary import CriterionFit, EnvelopeFit, EnvelopeRay, Summary
 from bench_plugin.scenario import class_rank
@@ -146,21 +147,31 @@ def in_cone(direction: dict[str, float], rays: list[dict[str, float]]) -> bool:
 
 
 def arm_plan(arm: str, sharing: str | None, fit: EnvelopeFit | None, rays: list[EnvelopeRay],
-             traffic: dict[str, float], headroom: float) -> ArmPlan:
+             traffic: dict[str, float], headroom: float, floors: dict[str, float] | None = None) -> ArmPlan:
     """How the arm holds ``traffic`` with ``headroom`` (module docstring); ``gpus`` None with a note when its
-    envelope has no model, the model covers not every class of the traffic, or no GPUs would do."""
+    envelope has no model, the model covers not every class of the traffic, or no GPUs would do. ``floors``: class
+    -> the load it held alone on a GPU of its own at the search's maximum (:func:`held_alone`), for a class the
+    model does not cover: its GPUs are counted at that load (a floor of what one holds, so at most as many)."""
     if fit is None:
         return ArmPlan(arm=arm, sharing=sharing, gpus=None, note="no envelope model: too few probes to fit one")
     wanted = {c: t for c, t in traffic.items() if t > 0}
     rows = fit.criteria
     missing = [c for c in wanted if not any(r.workload == c for r in rows.values())
                or not any(c in d for d in fit.devices)]
-    if missing:
+    floored = {c: (floors or {})[c] for c in missing if (floors or {}).get(c, 0.0) > 0}
+    if unknown := [c for c in missing if c not in floored]:
         return ArmPlan(arm=arm, sharing=sharing, gpus=None,
-                       note=f"its envelope model does not cover {', '.join(missing)}")
+                       note=f"its envelope model does not cover {', '.join(unknown)}")
     labels = {id(row): name for name, row in rows.items()}
     groups: list[GroupPlan] = []
     grow, first = math.inf, []
+    for c, floor in sorted(floored.items(), key=lambda kv: class_rank(kv[0])):
+        n = max(1, math.ceil(wanted[c] * (1 + headroom) / floor - EPS))
+        groups.append(GroupPlan(classes=[c], gpus=n, load={c: wanted[c]}, used=wanted[c] / n / floor,
+                                limited_by=f"{c} held alone at {floor:.3g} req/s", floor=floor))
+        if (g := n * floor / wanted[c]) < grow - EPS:
+            grow, first = g, [f"{c} at its highest load tried"]
+        del wanted[c]
     for device in fit.devices:
         classes = sorted((c for c in device if c in wanted), key=class_rank)
         if not classes:
@@ -176,7 +187,7 @@ def arm_plan(arm: str, sharing: str | None, fit: EnvelopeFit | None, rays: list[
         if g < grow - EPS:
             grow, first = g, sorted(labels[id(r)] for r in program.binding(counts, carried))
         groups += _groups(counts, carried, g, mine, labels)
-    extrapolation = _extrapolation(groups, fit, rays, rows, headroom)
+    extrapolation = _extrapolation([g for g in groups if g.floor is None], fit, rays, rows, headroom)
     return ArmPlan(arm=arm, sharing=sharing, gpus=sum(g.gpus for g in groups), groups=groups,
                    growth=None if math.isinf(grow) else grow, first_limit=" and ".join(first) or None,
                    extrapolation=extrapolation)
@@ -256,6 +267,27 @@ METHOD = ("Each arm's envelope model makes a GPU a polytope: carrying the classe
           "extrapolation (analysis/packing.py; docs/analysis.md).")
 
 
+def held_alone(summary: Summary, arm: str) -> dict[str, float]:
+    """Class -> the load at which every repeat's search of it alone on a GPU of the exclusive ``arm`` held the
+    search's maximum (status "above the maximum": its boundary lies beyond what was tried); the lowest over the
+    repeats. Empty for an arm that does not run each class alone."""
+    out: dict[str, float] = {}
+    ended: dict[str, list[float | None]] = {}
+    for trial in summary.trials:
+        if trial.arm != arm:
+            continue
+        for result in trial.search or []:
+            if len(result.classes) == 1 and result.status in ENDED:
+                (name,) = result.classes
+                rate = result.mix.get(name, 0.0)
+                held = result.lo * rate if result.status == ABOVE_MAXIMUM and result.lo is not None else None
+                ended.setdefault(name, []).append(held)
+    for name, loads in ended.items():
+        if loads and all(load is not None and load > 0 for load in loads):
+            out[name] = min(load for load in loads if load is not None)
+    return out
+
+
 def capacity_plans(summary: Summary, campaign: str, traffics: list[dict[str, float]], headroom: float,
                    gpu_cost: float | None) -> PlanDocument:
     """Every arm's plan for each traffic, from the campaign's envelopes: plan.json's document."""
@@ -265,8 +297,9 @@ def capacity_plans(summary: Summary, campaign: str, traffics: list[dict[str, flo
         arms = []
         for name, arm in (comparison.arms.items() if comparison else []):
             envelope = arm.envelope
+            floors = held_alone(summary, name) if arm.sharing == "exclusive" else None
             arms.append(arm_plan(name, arm.sharing, envelope.model if envelope else None,
-                                 envelope.rays if envelope else [], traffic, headroom))
+                                 envelope.rays if envelope else [], traffic, headroom, floors))
         arms = with_costs(arms, comparison.control if comparison else None, gpu_cost)
         plans.append(TrafficPlan(traffic=dict(traffic), arms=arms, best=best_arm(arms)))
     return PlanDocument(campaign=campaign, headroom=headroom, gpu_cost=gpu_cost, method=METHOD, plans=plans)

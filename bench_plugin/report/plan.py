@@ -26,6 +26,9 @@ def group_text(group: GroupPlan) -> str:
     how = "alone" if len(group.classes) == 1 else "shared"
     gpus = gpus_text(group.gpus)
     load = ", ".join(f"{c} {group.load[c]:.3g}" for c in group.classes)
+    if group.floor is not None:
+        return (f"{' + '.join(group.classes)} {how} on {gpus} ({load} req/s; each GPU at {group.used:.0%} of "
+                f"{group.floor:.3g} req/s, the most its search tried, which held: its boundary is higher)")
     return (f"{' + '.join(group.classes)} {how} on {gpus} ({load} req/s; each GPU at {group.used:.0%} of "
             f"where {group.limited_by} reaches its SLO)")
 

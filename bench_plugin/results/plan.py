@@ -31,6 +31,10 @@ class GroupPlan(Model):
     first of them reaches its SLO it carries (at most 1 / (1 + headroom))."""
     limited_by: str
     """That criterion (``embedding p95``)."""
+    floor: float | None = None
+    """req/s: for a class alone whose search held even the search's maximum (its boundary above it, unknown), that
+    load: the GPUs are counted as if it were the most one GPU holds (at most as many as it needs), and ``used`` is
+    of it."""
 
 
 class ArmPlan(Model):

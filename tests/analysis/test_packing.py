@@ -79,6 +79,24 @@ def test_an_exclusive_arm_gives_each_class_gpus_of_its_own() -> None:
     assert plan.first_limit == "embedding p95"
 
 
+def test_a_class_that_held_the_searchs_maximum_alone_is_counted_at_that_load() -> None:
+    """The control's asr search passed even its maximum (48 req/s held): no criterion row, but a floor of what one GPU
+    holds. Its GPUs are counted at that load, outside the model (never an extrapolation); a class with neither
+    stays unplanned."""
+    cost = {"llm": 0.02, "embedding": 0.005}
+    model = fit(cost, {"llm": 0.8, "embedding": 0.5}, shared=False)
+    traffic = {"llm": 20.0, "embedding": 40.0, "asr": 50.0}
+    plan = arm_plan("exclusive", "exclusive", model, RAYS, traffic, 0.2, floors={"asr": 48.0})
+    # asr: 50 x 1.2 / 48 -> 2 GPUs, each at 25 / 48 of the floor; llm 0.4 / (0.8 / 1.2) -> 1; embedding 0.2 -> 1
+    assert {g.classes[0]: g.gpus for g in plan.groups} == {"asr": 2, "llm": 1, "embedding": 1} and plan.gpus == 4
+    (asr,) = [g for g in plan.groups if g.classes == ["asr"]]
+    assert asr.floor == 48.0 and asr.used == pytest.approx(25 / 48) and asr.load == {"asr": 50.0}
+    assert plan.growth == pytest.approx(min(2 * 48 / 50, 0.8 / 0.4, 0.5 / 0.2))
+    assert plan.first_limit == "asr at its highest load tried" and not plan.extrapolation
+    unplanned = arm_plan("exclusive", "exclusive", model, RAYS, traffic, 0.2)
+    assert unplanned.gpus is None and unplanned.note == "its envelope model does not cover asr"
+
+
 def test_interference_that_is_not_one_busy_fraction_is_packed_exactly() -> None:
     """Asr weighs on the llm five times what it weighs on itself (time-slicing): the least GPUs, checked against
     a brute force of every count of GPUs per set of classes, each split found by a linear program."""

@@ -10,7 +10,7 @@ from typing import Literal
 
 import pytest
 
-from bench_plugin.results.archive import ArchiveError, results_dir
+from bench_plugin.results.archive import ArchiveError, results_dir, unpack_store
 
 
 def campaign(root: Path) -> Path:
@@ -62,3 +62,38 @@ def test_what_cannot_serve_is_refused_in_one_line(tmp_path: Path) -> None:
             pass
         assert str(caught.value).startswith(f"{path}: {why}") and "\n" not in str(caught.value)
     assert not (tmp_path.parent / "results.sqlite").exists()
+
+
+def test_a_published_directorys_packed_store_is_unpacked_beside_it_once(tmp_path: Path) -> None:
+    made = campaign(tmp_path / "made")
+    published = tmp_path / "published"
+    published.mkdir()
+    with tarfile.open(published / "results.tar.xz", "w:xz") as tar:
+        tar.add(made, arcname="device-campaign")
+    assert unpack_store(published) == published / "results.tar.xz"
+    assert (published / "results.sqlite").read_bytes() == (made / "results.sqlite").read_bytes()
+    assert sorted(p.name for p in published.iterdir()) == ["results.sqlite", "results.tar.xz"]
+    assert unpack_store(published) is None  # there already: left as it is
+    assert unpack_store(tmp_path / "made") is None  # nothing packed
+
+
+def test_a_packed_store_that_cannot_serve_is_refused_in_one_line(tmp_path: Path) -> None:
+    two = tmp_path / "two"
+    two.mkdir()
+    for name in ("results.tar.xz", "results.tar.gz"):
+        (two / name).write_bytes(b"")
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "results.tar.gz").write_bytes(b"\\x1f\\x8b not gzip")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with tarfile.open(empty / "results.tar.gz", "w:gz") as tar:
+        tar.addfile(tarfile.TarInfo("x/readme"), io.BytesIO(b""))
+    cases = {two: f"{two}: results.tar.xz and results.tar.gz: keep one packed store",
+             broken: f"{broken / 'results.tar.gz'}: cannot unpack its results.sqlite",
+             empty: f"{empty / 'results.tar.gz'}: the archive holds no results.sqlite"}
+    for directory, why in cases.items():
+        with pytest.raises(ArchiveError) as caught:
+            unpack_store(directory)
+        assert str(caught.value).startswith(why) and "\n" not in str(caught.value), caught.value
+        assert not (directory / "results.sqlite").exists()
