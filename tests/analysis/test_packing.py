@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import math
 import random
+from pathlib import Path
 
 import pytest
 from packing_truth import CLASSES, fewest_gpus, fewest_gpus_lp
 
-from bench_plugin.analysis.packing import arm_plan, best_arm, in_cone, with_costs
+from bench_plugin.analysis.packing import arm_plan, best_arm, capacity_plans, held_alone, in_cone, with_costs
 from bench_plugin.analysis.statistics import spread
-from bench_plugin.results.summary import CriterionFit, EnvelopeFit, EnvelopeRay
+from bench_plugin.results.summary import CriterionFit, EnvelopeFit, EnvelopeRay, load_summary
 
 
 def fit(cost: dict[str, float], limits: dict[str, float], shared: bool = True,
@@ -153,3 +154,15 @@ def test_the_cone_of_the_rays() -> None:
     assert in_cone({"llm": 1, "embedding": 1}, [{"llm": 1}, {"embedding": 1}])
     assert not in_cone({"llm": 1, "asr": 1}, [{"llm": 1}, {"embedding": 1}])
     assert in_cone({"llm": 2, "embedding": 8}, [{"llm": 1, "embedding": 4}])
+
+
+def test_the_published_h200_control_held_asr_alone_at_its_maximum() -> None:
+    """docs/results/h200-envelope: the control's asr search passed x16 (48 req/s) in both repeats, so its plan counts
+    asr at that load, where without it the control (and every saving against it) had no plan for a day with asr."""
+    summary = load_summary(Path(__file__).resolve().parents[2] / "docs/results/h200-envelope/summary.json")
+    assert held_alone(summary, "exclusive") == {"asr": 48.0}
+    assert held_alone(summary, "mps") == {}
+    document = capacity_plans(summary, "h200-envelope", [{"llm": 3.0, "embedding": 6.0, "asr": 30.0}], 0.2, None)
+    control = next(a for a in document.plans[0].arms if a.arm == "exclusive")
+    assert control.gpus == 3 and [g.floor for g in control.groups if g.classes == ["asr"]] == [48.0]
+    assert all(a.saved_gpus is not None for a in document.plans[0].arms if a.gpus is not None)
