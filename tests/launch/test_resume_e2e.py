@@ -414,6 +414,10 @@ def test_a_search_segment_killed_after_one_ray_ended_goes_on_from_its_decided_pr
     assert first == -signal.SIGKILL
     kept = read_now(results, lambda reader: [(e.detail.get("ray"), e.detail["stage"], e.detail["scale"])
                                              for e in reader.events("search_step")], [])
+    kept_stages: set[int] = read_now(results, lambda reader: {
+        i for step in reader.search_steps(1) if step.decision is not None
+        for i in [*step.decision.stages, *step.decision.set_aside]}, set())  # each decided probe's every stage
+    assert {stage for _, stage, _ in kept} <= kept_stages
     assert [scale for ray, _, scale in kept if ray == "mix"] == [1.0, 2.0, 4.0]
     open_ray = [scale for ray, _, scale in kept if ray == "asr-alone"]
     assert open_ray == [1.0, 2.0][:len(open_ray)], "the rays take turns: asr-alone was still open"
@@ -431,7 +435,6 @@ def test_a_search_segment_killed_after_one_ray_ended_goes_on_from_its_decided_pr
     last = summary.status.resumed[-1]
     with open_campaign(results / "results.sqlite") as reader:
         samples = reader.samples(1)
-    kept_stages = {stage for _, stage, _ in kept}
     assert all(s.intended_s < last.at_s for s in samples if s.stage in kept_stages), "kept from the first attempt"
     assert all(s.intended_s > last.at_s for s in samples if s.stage not in kept_stages), "the rest ran after"
     assert min(s.stage for s in samples if s.stage not in kept_stages) > max(kept_stages), "numbered after them"
