@@ -105,7 +105,7 @@ class BenchPlugin:
         """The checked resume of a campaign recorded in ``results_dir`` (``--resume``); None for a new one."""
         results_dir.mkdir(parents=True, exist_ok=True)
         try:
-            self.recorder = Recorder(results_dir / "results.sqlite")
+            self.recorder = Recorder(results_dir / "results.sqlite", upgrade=resuming is not None)
         except StoreError as exc:
             resolve.fail(f"--resume {resuming.recorded.given}: {exc}" if resuming else str(exc))
         if resuming is not None:
@@ -131,7 +131,8 @@ class BenchPlugin:
         self.conductor = Conductor(
             scenario=scenario, class_names=class_names, trials=trials, backend=backend, recorder=self.recorder,
             request_sets=self.request_sets, events=self.events, fleet=self.fleet,
-            telemetry=CampaignTelemetry(launch.telemetry, self.recorder),
+            telemetry=CampaignTelemetry(launch.telemetry, self.recorder, server_metrics={
+                name: scenario.classes.get(name).metrics_url for name in class_names}),
             builders=users.builders(), probers=users.probers(),
             done=resuming.plan.done if resuming else None,
             borrowed=launch.warm_start_from.brackets if launch.warm_start_from else None,
@@ -168,8 +169,9 @@ class BenchPlugin:
             self.live.on_sample(sample)
 
     def live_snapshot(self) -> LiveSnapshot:
-        """The live view now, with the GPU figures last sampled."""
+        """The live view now, with the GPU figures last sampled and what the servers last said."""
         self.live.gpu = self.conductor.telemetry.latest_by_class()
+        self.live.server = self.conductor.telemetry.latest_server()
         return self.live.snapshot()
 
     def on_test_start(self, **_: Any) -> None:

@@ -22,6 +22,7 @@ The next step is the first rule that holds, in this order (NEXT_STEPS says each)
 from __future__ import annotations
 
 from bench_plugin.analysis.boundary import BELOW, NOT_REACHED, format_offered
+from bench_plugin.analysis.queueing import answer_growth
 from bench_plugin.analysis.search import ABOVE_MAXIMUM, BELOW_MINIMUM
 from bench_plugin.analysis.significance import NO_DIFFERENCE
 from bench_plugin.analysis.verdict import GENERATOR_LIMITED, MIN_PAIRS, WORTH_IT
@@ -60,8 +61,10 @@ def arm_answer(comparison: ArmComparison, control: ArmComparison | None, trials:
         ref = None if is_control or control is None or control.search is None else control.search.capacity_per_device
         ratio = None if is_control else comparison.search.capacity_per_device_ratio
         limiting = comparison.boundary.limiting
+        growth = None if is_control else answer_growth(comparison.stages, None)
     else:
         stage = None if is_control else decisive_stage(comparison)
+        growth = None if is_control else answer_growth(comparison.stages, stage)
         at = None if stage is None else f"stage {stage.index}"
         per_device = None if stage is None else stage.goodput_per_device
         ref = None if stage is None else stage.control_goodput_per_device
@@ -69,7 +72,7 @@ def arm_answer(comparison: ArmComparison, control: ArmComparison | None, trials:
         limiting = _limiting(stage) or comparison.boundary.limiting
     call = CONTROL if is_control else (comparison.verdict.call if comparison.verdict else "no verdict")
     return Answer(call=call, at=at, per_device=per_device, control_per_device=ref, ratio=ratio, limiting=limiting,
-                  next_step=next_step(comparison, trials, ratio, highest, lowest))
+                  next_step=next_step(comparison, trials, ratio, highest, lowest), growth=growth)
 
 
 def decisive_stage(comparison: ArmComparison) -> StageComparison | None:

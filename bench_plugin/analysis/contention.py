@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from bench_plugin.analysis.objectives import ClassObjectives, Criterion, class_criteria
+from bench_plugin.analysis.queueing import latency_split
 from bench_plugin.analysis.significance import Judged, complement_figure, ratio_figure
 from bench_plugin.analysis.statistics import Spread, spread
 from bench_plugin.results.summary import ClassComparison, ClassStats, StageComparison, StageSummary, TrialSummary
@@ -146,6 +147,8 @@ def _compare_class(base: ClassComparison, name: str, pairs: list[tuple[Run, Run]
         "slowdown_p95": ratio_figure(_paired(pairs, name, _P95)),
         "slowdown_ttft_p95": ratio_figure(_paired(pairs, name, _TTFT)) if llm else None,
         "slowdown_tpot_p95": ratio_figure(_paired(pairs, name, _TPOT)) if llm else None,
+        "latency_split": latency_split([(mine.classes.get(name), ref.classes.get(name))
+                                        for (_, mine), (_, ref) in pairs]),
     })
 
 

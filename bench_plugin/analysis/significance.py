@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from bench_plugin.analysis.statistics import DIFFERENCE, RATIO, complement, fixed, interval_text, spread
-from bench_plugin.results.summary import Judged, Kind, Spread
+from bench_plugin.results.spread import Judged, Kind, Spread
 
 HIGHER = "higher"
 LOWER = "lower"

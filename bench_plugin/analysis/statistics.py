@@ -34,7 +34,7 @@ import numpy as np
 # loop when the rollback guard first judged a P95 on an H200 host. Imported with this module instead.
 import numpy.ma
 
-from bench_plugin.results.summary import Kind, Spread
+from bench_plugin.results.spread import Kind, Spread
 
 PERCENTILES: tuple[int, ...] = (50, 90, 95, 99)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from bench_plugin.analysis.comparison import build_comparison
@@ -27,11 +28,14 @@ from bench_plugin.analysis.intervals import duration_needed_s, intervals, sample
 from bench_plugin.analysis.objectives import ClassObjectives, objectives_from_scenario, sample_meets_slo
 from bench_plugin.analysis.pods import arm_pods, pod_summaries
 from bench_plugin.analysis.probe import judge_lag, limited_why
+from bench_plugin.analysis.queueing import Series, by_quantity, server_stats
 from bench_plugin.analysis.search import judged_result
 from bench_plugin.analysis.selfcheck import check_stage
 from bench_plugin.analysis.statistics import percentiles, spread
 from bench_plugin.results.record import CampaignRecord
 from bench_plugin.results.samples import Sample, protocol_signature
+from bench_plugin.results.server_figures import ServerStats
+from bench_plugin.results.server_rows import ServerSource
 from bench_plugin.results.store import CampaignReader, StageRecord, TrialRecord
 from bench_plugin.results.summary import (
     JUDGED_STATUSES,
@@ -173,6 +177,7 @@ def trial_summary(reader: CampaignReader, trial: TrialRecord,
         for name, where in seg.placement.items():
             placement[name] = PlacedClass(**dict(where), segment=seg.index, ready=seg.ready.get(name))
     processes = reader.gpu_processes(trial.id)
+    servers = Servers(by_quantity(reader.server_points(trial.id)), reader.server_sources(trial.id))
     search = reader.search_results(trial.id)
     grouped: list[tuple[int, list[StageRecord]]] = []
     for record in sorted(trial.stages, key=lambda r: (r.index, r.segment)):
@@ -183,7 +188,8 @@ def trial_summary(reader: CampaignReader, trial: TrialRecord,
     if search:  # searched stages differ per segment: keep each (segment, stage) apart, in run order
         in_order = sorted(trial.stages, key=lambda r: r.started_s or 0.0)
         grouped = [(i, [record]) for i, record in enumerate(in_order)]
-    stages = [_stage(reader, trial.id, index, rows, by_key, processes, objectives) for index, rows in grouped]
+    stages = [_stage(reader, trial.id, index, rows, by_key, processes, objectives, servers)
+              for index, rows in grouped]
     position = {(row.segment, row.index): index for index, rows in grouped for row in rows}
     probes = [SearchProbe(segment=step.segment, ray=step.ray, phase=step.phase, scale=step.scale, passed=step.passed,
                           stages=[position[(step.segment, i)] for i in (step.decision.stages if step.decision
@@ -228,9 +234,22 @@ def _lag_judged(probe: SearchProbe, limited: dict[int, str]) -> SearchProbe:
     return probe.model_copy(update={"decision": judged, "passed": probe.passed and limited_why(judged) is None})
 
 
+@dataclass(frozen=True)
+class Servers:
+    """What a trial's servers said: per class its series (queueing.by_quantity), per segment and class its source."""
+
+    series: dict[str, Series]
+    sources: dict[int, dict[str, ServerSource]]
+
+    def stats(self, samples: list[Sample], name: str, row: StageRecord) -> ServerStats | None:
+        source = self.sources.get(row.segment, {}).get(name)
+        return server_stats(samples, self.series.get(name, {}), row.started_s, row.ended_s,
+                            source.engine if source is not None else None)
+
+
 def _stage(reader: CampaignReader, trial: int, index: int, rows: list[StageRecord],
            by_key: dict[tuple[int, int, str], list[Sample]], processes: dict[int, dict[str, str]],
-           objectives: dict[str, ClassObjectives]) -> StageSummary:
+           objectives: dict[str, ClassObjectives], servers: Servers | None = None) -> StageSummary:
     """One stage of a trial: its records over the segments that ran it, merged."""
     offered: dict[str, float] = {}
     arrival: dict[str, str] = {}
@@ -260,6 +279,8 @@ def _stage(reader: CampaignReader, trial: int, index: int, rows: list[StageRecor
         for name in row.offered:
             mine = by_key.get((row.segment, row.index, name), [])
             classes[name] = class_stats(mine, name, row.duration_s, objectives.get(name), row.started_s)
+            if servers is not None:
+                classes[name].server = servers.stats(mine, name, row)
             if row.arrival.get(name) == "closed":
                 continue
             # Version-1 stores kept no count: every arrival left one sample (the stage's accounting).

@@ -44,6 +44,7 @@ from bench_plugin.results.record import CampaignRecord
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.store import (
     STORE_VERSION,
+    UPGRADABLE,
     CampaignReader,
     StoreError,
     TrialRecord,
@@ -121,7 +122,7 @@ def read_campaign(given: str) -> Recorded:
         raise ResumeRefused(f"{where}: {exc}") from None
     except sqlite3.DatabaseError as exc:
         raise ResumeRefused(f"{where}: {STORE} cannot be read: {exc}") from None
-    if version != STORE_VERSION:
+    if version != STORE_VERSION and version not in UPGRADABLE:
         raise ResumeRefused(f"{where}: {STORE} is store version {version}, this bench-plugin writes "
                             f"{STORE_VERSION}: resume it with the bench-plugin that wrote it")
     if not record.scenario.sha256:

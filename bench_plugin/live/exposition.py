@@ -76,6 +76,9 @@ FAMILIES: dict[str, str] = {
     "bench_slo_seconds": "The class's objective (the scenario's SLO), by figure: p95, ttft_p95, tpot_p95.",
     "bench_gpu_utilization_ratio": "GPU utilisation of the class's device, as last sampled (0-1).",
     "bench_gpu_memory_bytes": "GPU memory of the class's server process, as last sampled.",
+    "bench_class_server_queue_depth": "Requests waiting in the class's server's queue, as its metrics last said.",
+    "bench_class_server_running": "Requests the class's server was processing (its running batch), as its "
+                                  "metrics last said.",
 }
 """Every family /bench/metrics may serve, with its help."""
 
@@ -118,6 +121,8 @@ def _class(fam: dict[str, Family], live: ClassLive, where: dict[str, str]) -> No
         _figures(fam, {**labels, "scope": scope}, figures)
     fam["bench_gpu_utilization_ratio"].add({"class": live.name}, None if live.gpu_util is None else live.gpu_util / 100)
     fam["bench_gpu_memory_bytes"].add({"class": live.name}, None if live.vram_mib is None else live.vram_mib * MIB)
+    fam["bench_class_server_queue_depth"].add({"class": live.name}, live.queue_depth)
+    fam["bench_class_server_running"].add({"class": live.name}, live.running)
 
 
 def _figures(fam: dict[str, Family], labels: dict[str, str], f: Figures) -> None:

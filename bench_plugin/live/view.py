@@ -32,6 +32,7 @@ from bench_plugin.analysis.objectives import ClassObjectives, figure_criteria, o
 from bench_plugin.analysis.statistics import percentile
 from bench_plugin.analysis.summary import record_comparison, trial_summary
 from bench_plugin.results.samples import Sample
+from bench_plugin.results.server_rows import Quantity
 from bench_plugin.results.store import CampaignReader, TrialRecord, open_campaign
 from bench_plugin.results.summary import Comparison, TrialSummary
 from bench_plugin.run.hooks import BenchEvents
@@ -74,6 +75,10 @@ class ClassLive:
     stage: Figures
     gpu_util: float | None = None
     vram_mib: float | None = None
+    queue_depth: float | None = None
+    """Requests waiting in the class's server's queue, as its metrics last said (telemetry/server_poller.py)."""
+    running: float | None = None
+    """Requests its server was processing (its running batch), as its metrics last said."""
 
 
 @dataclass(frozen=True)
@@ -151,6 +156,8 @@ class LiveView:
     ended_s: float | None = None
     gpu: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
     """Class -> (GPU utilisation %, VRAM MiB) as last sampled, where telemetry runs."""
+    server: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Class -> quantity (results/server_rows.py) -> its server's value as last read."""
     summaries: dict[int, tuple[TrialRecord, TrialSummary]] = field(default_factory=dict)
     """Trial id -> the record it was summarised from and its summary (see ``comparison_so_far``)."""
     judged_by: dict[str, ClassObjectives] | None = None
@@ -261,6 +268,7 @@ class LiveView:
             in_window = [s for s in self.current.get(name, []) if start < s.end_s <= end]
             stage_span = max(0.0, min(now, self.stage.end_s) - self.stage.start_s) if self.stage else 0.0
             util, vram = self.gpu.get(name, (None, None))
+            said = self.server.get(name, {})
             out.append(ClassLive(
                 name=name,
                 offered=self.stage.offered.get(name) if self.stage else None,
@@ -268,6 +276,7 @@ class LiveView:
                 window=figures(in_window, end - start, name, judged),
                 stage=figures(self.current.get(name, []), stage_span, name, judged),
                 gpu_util=util, vram_mib=vram,
+                queue_depth=said.get(Quantity.QUEUE_DEPTH), running=said.get(Quantity.RUNNING),
             ))
         position = dict(self.position)
         if self.stage is not None:

@@ -5,8 +5,9 @@ Locust's modern UI takes extra tabs, each a table, through its documented extens
 ``/stats/requests`` (polled every 2 s) carries their rows under ``extended_stats``. Two tabs:
 
 - GPU sharing, live (``bench-live``): per class, over the current stage's last 10 s and over the stage so far
-  (live/view.py): requests, throughput against the offered rate, errors, P50/P95 latency, TTFT/TPOT P95
-  (llm), whether the SLOs and error budget hold, GPU utilisation and VRAM where telemetry runs.
+  (live/view.py): requests, throughput against the offered rate, errors, P50/P95 latency and beside it the
+  server's queue depth and running requests as its metrics last said, TTFT/TPOT P95 (llm), whether the SLOs
+  and error budget hold, GPU utilisation and VRAM where telemetry runs.
 - GPU sharing, campaign (``bench-campaign``): status, arm, repeat, trial, stage and time left, the
   window the live figures cover, the load generators, the verdict per arm so far, the report.
 
@@ -89,7 +90,8 @@ CAMPAIGN_TAB = "bench-campaign"
 LIVE_COLUMNS = [
     ("cls", "Class"), ("offered", "Offered"), ("rate", "Req/s (window)"),
     ("requests", "Requests"), ("errors", "Errors"), ("p50", "P50 ms"), ("p95", "P95 ms"),
-    ("ttft", "TTFT P95 ms"), ("tpot", "TPOT P95 ms"), ("slo", "SLO"),
+    ("queue", "Server queue"), ("running", "Server running"), ("ttft", "TTFT P95 ms"), ("tpot", "TPOT P95 ms"),
+    ("slo", "SLO"),
     ("stagerequests", "Stage requests"), ("stagerate", "Stage req/s"), ("stagep95", "Stage P95 ms"),
     ("stageslo", "Stage SLO"),
     ("gpu", "GPU util %"), ("vram", "VRAM MiB"),
@@ -102,6 +104,10 @@ WINDOW_ROW = "live window (by request end)"
 
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
+
+
+def _count(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}"
 
 
 def _offered(row: ClassLive) -> str:
@@ -118,6 +124,7 @@ def live_rows(snapshot: LiveSnapshot) -> list[dict[str, str]]:
         rows.append({
             "cls": row.name, "offered": _offered(row), "rate": f"{w.throughput_rps:.2f}",
             "requests": str(w.requests), "errors": str(w.errors), "p50": _ms(w.p50_ms), "p95": _ms(w.p95_ms),
+            "queue": _count(row.queue_depth), "running": _count(row.running),
             "ttft": _ms(w.ttft_p95_ms), "tpot": _ms(w.tpot_p95_ms), "slo": w.slo,
             "stagerequests": str(st.requests), "stagerate": f"{st.throughput_rps:.2f}", "stagep95": _ms(st.p95_ms),
             "stageslo": st.slo,

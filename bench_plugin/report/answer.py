@@ -16,6 +16,7 @@ from bench_plugin.analysis.significance import HIGHER, LOWER
 from bench_plugin.analysis.verdict import LOSS, TRADE_OFF, WORTH_IT
 from bench_plugin.report.comparison import boundary_short, call_kind, error_bars, interval, spread_text
 from bench_plugin.report.figures import ArmStyle, DataMarks, Plot, figure_svg, new_figure, style
+from bench_plugin.report.latency_split import growth_text, stage_names
 from bench_plugin.report.tables import esc, table
 from bench_plugin.results.summary import Answer, ArmComparison, Judged, Summary
 
@@ -129,8 +130,10 @@ def markdown(summary: Summary) -> list[str]:
         return []
     control = summary.comparison.control
     lines = ["## The answer", "", f"**{headline(summary)}**", ""]
+    names = stage_names(summary)
     for name, comp, answer in found:
-        lines.append(f"- {sentence(name, comp, answer, control)} Next: {answer.next_step}.")
+        goes = f" {growth_text(answer.growth, names.get(answer.growth.stage))}" if answer.growth else ""
+        lines.append(f"- {sentence(name, comp, answer, control)}{goes} Next: {answer.next_step}.")
     lines += ["", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows(summary)]
     return [*lines, ""]
@@ -142,8 +145,11 @@ def html(summary: Summary, picture: Plot | None) -> str:
     if not found:
         return ""
     control = summary.comparison.control
-    items = "".join(f"<li>{esc(sentence(name, comp, answer, control))} <i>Next: {esc(answer.next_step)}.</i></li>"
-                    for name, comp, answer in found)
+    names = stage_names(summary)
+    items = "".join(
+        f"<li>{esc(sentence(name, comp, answer, control))}"
+        + (f" {esc(growth_text(answer.growth, names.get(answer.growth.stage)))}" if answer.growth else "")
+        + f" <i>Next: {esc(answer.next_step)}.</i></li>" for name, comp, answer in found)
     parts = [f'<p class="headline"><b>{esc(headline(summary))}</b></p>', f"<ul>{items}</ul>"]
     if picture is not None:
         parts.append(f'<figure class="plot" id="{esc(picture.id)}" data-plot="{esc(picture.id)}">\n{picture.svg}\n'

@@ -15,6 +15,12 @@ HOW_TO_READ: dict[str, str] = {
         "The answer in short: whether sharing pays off here, then per arm its call, the figure it rests on "
         "(requests per second within every SLO, per device, against the control's at the same load, with the 95% "
         "CI of their ratio), how far it holds, what limits it and the next step. The sections below say why."),
+    "where-it-goes": (
+        "Per sharing arm, stage and class, how much latency the arm adds against the control at the same stage and "
+        "where it goes: waiting in the server's queue, the server computing, the client's own wait, the rest "
+        "(network, reading the reply); around the P95 where the replies said their split, else on average from the "
+        "server's metrics, with the 95% interval over paired repeats. A growing queue calls for more replicas or "
+        "batching, growing compute for another sharing mode or a bigger slice."),
     "cut-short": (
         "Stages that did not run their course (stopped, a load generator lost, a server gone), with what they "
         "measured until then, from their own trial. They count in no figure over repeats, verdict or boundary."),

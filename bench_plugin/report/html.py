@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench_plugin.report import answer, checks, cut_short, disruption, envelope, guide
+from bench_plugin.report import answer, checks, cut_short, disruption, envelope, guide, latency_split
 from bench_plugin.report import plan as plan_section
 from bench_plugin.report.basis import Bases, Basis, any_low, html_cell, low_rule, value_text
 from bench_plugin.report.comparison import (
@@ -135,6 +135,7 @@ def render_html(summary: Summary, db: sqlite3.Connection, max_points: int = MAX_
     stage_series = read_trial_series(db, trials)
     opening = answer.html(summary, answer.answer_plot(summary, styles))
     cut = cut_short.html(summary)
+    goes = latency_split.html_section(summary)
     sections = [
         *([("answer", "The answer", opening)] if opening else []),
         ("verdict", "Verdict", _verdict(summary, comparison, bases)),
@@ -144,6 +145,7 @@ def render_html(summary: Summary, db: sqlite3.Connection, max_points: int = MAX_
         ("load", "Latency vs offered load", _figures(load_plots)),
         ("sharing", "Throughput and fairness", _figures(share_plots) + _fairness_note(comparison)),
         ("stages", "Per-stage figures", _stage_tables(summary, bases)),
+        *([("where-it-goes", "Where the added latency goes", goes)] if goes else []),
         *([("cut-short", "Stages cut short", cut)] if cut else []),
         ("timelines", "Trial timelines", _figures(timelines)),
         *([("disruption", "Disruption", disruption.html_section(summary))] if disruption.disrupted(summary) else []),

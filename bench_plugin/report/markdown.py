@@ -16,7 +16,7 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
-from bench_plugin.report import answer, checks, cut_short, disruption, envelope, guide, scheduling
+from bench_plugin.report import answer, checks, cut_short, disruption, envelope, guide, latency_split, scheduling
 from bench_plugin.report import plan as plan_section
 from bench_plugin.report.basis import FIGURES, Bases, any_low, low_rule, markdown_text, value_text
 from bench_plugin.report.clock import campaign_clock
@@ -274,6 +274,7 @@ def render_report(summary: Summary, *, started_s: float | None = None,
     lines += _stage_sections(summary, "###")
     lines += cut_short.markdown(summary, "###")
     lines += _boundary_section(comparison)
+    lines += _guided(latency_split.markdown_section(summary), "where-it-goes")
     lines += _guided(disruption.markdown_section(summary), "disruption")
     lines += _guided(scheduling.markdown_section(summary), "scheduling")
     lines += _guided(checks.markdown_section(summary), "checks")

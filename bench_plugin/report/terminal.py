@@ -22,6 +22,7 @@ from bench_plugin.report import cut_short, envelope
 from bench_plugin.report.clock import campaign_clock
 from bench_plugin.report.comparison import boundary_short, spread_text
 from bench_plugin.report.generators import generators_line
+from bench_plugin.report.latency_split import growth_text, stage_names
 from bench_plugin.report.warm_start import warm_start_line
 from bench_plugin.results.summary import (
     Answer,
@@ -105,6 +106,8 @@ def _arm(summary: Summary, name: str, arm: ArmComparison, control: str | None) -
         out.append(f"    stage {stage.index}" + (f" ({load} req/s)" if load else "") + f": {verdict}{classes}"
                    + (f" [{'; '.join(notes)}]" if notes else ""))
     out += cut_short.terminal(summary, name)
+    if answer is not None and answer.growth is not None:
+        out.append(f"    {growth_text(answer.growth, stage_names(summary).get(answer.growth.stage))}")
     if answer is not None:
         out.append(f"    next: {answer.next_step}")
     return out

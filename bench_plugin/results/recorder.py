@@ -42,14 +42,17 @@ from bench_plugin.results.placement import Placement
 from bench_plugin.results.pod_events import PodEvent
 from bench_plugin.results.record import CampaignRecord
 from bench_plugin.results.samples import SAMPLE_FIELDS, Sample
+from bench_plugin.results.server_rows import ServerPoint
 from bench_plugin.results.store import (
     SCHEMA,
     STORE_VERSION,
     SUPERSEDABLE,
+    UPGRADABLE,
     ClassWarmup,
     StoreError,
     StoreWriteError,
     store_version,
+    upgrade_store,
 )
 from bench_plugin.results.summary import GeneratorUse, HostLoad
 from bench_plugin.results.telemetry_rows import TelemetryRow
@@ -66,7 +69,9 @@ per stage grows by well under 1 MiB a stage; the summaries and the report of a l
 class Recorder:
     """Writes one campaign's results; every method commits unless it says it buffers."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, upgrade: bool = False) -> None:
+        """Open (or create) the store at ``path``; an existing store of an older version is refused, or with
+        ``upgrade`` (a resume) brought to this version where it can be (store.upgrade_store)."""
         self.path = path
         self.failure: str | None = None
         """The first write that failed, in one line (StoreWriteError's message); None while every write succeeds."""
@@ -81,9 +86,11 @@ class Recorder:
             self._reserve = path.with_name(path.name + ".reserve")  # taken only once the store is this process's
             _reserve(self._reserve, RESERVE_BYTES)
             self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-            if existed and store_version(self._db, str(path)) != STORE_VERSION:
-                self._db.close()
-                raise StoreError(f"{path}: a store of an older version: write new results into a new directory")
+            if existed and (version := store_version(self._db, str(path))) != STORE_VERSION:
+                if not upgrade or version not in UPGRADABLE:
+                    self._db.close()
+                    raise StoreError(f"{path}: a store of an older version: write new results into a new directory")
+                upgrade_store(self._db)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.executescript(SCHEMA)
             self._db.execute("INSERT OR IGNORE INTO meta VALUES ('store_version', ?)", (json.dumps(STORE_VERSION),))
@@ -381,6 +388,13 @@ class Recorder:
         self._transaction(("INSERT INTO stage_series (trial, segment, stage, source, workload, t, device, metric, "
                            "value, process) VALUES (?,?,?,?,?,?,?,?,?,?)", points),
                           ("INSERT INTO stage_series_notes VALUES (?,?,?,?,?)", lines))
+
+    def add_server_points(self, trial: int, segment: int, stage: int, points: Iterable[ServerPoint]) -> None:
+        """Write each class's server metrics read during a stage (results/server_rows.py)."""
+        rows = [(trial, segment, stage, *p.as_tuple()) for p in points]
+        if rows:
+            self._transaction(("INSERT INTO server_series (trial, segment, stage, t, workload, quantity, value) "
+                               "VALUES (?,?,?,?,?,?,?)", rows))
 
     def add_samples(self, samples: list[Sample]) -> None:
         """Buffer samples; they reach the file at the next commit (each stage end)."""

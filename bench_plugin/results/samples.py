@@ -61,6 +61,12 @@ class Sample:
     """How the reply's vectors came back (embedding only): ``base64`` or ``float`` (``mixed`` for a reply that
     held both), whatever the request asked for: a server may answer floats to a base64 request (None in
     stores before version 6)."""
+    server_queue_s: float | None = None
+    """Seconds the server says the request waited in its queue before its first scheduling (TEI's and the
+    reference servers' ``x-queue-time`` reply header); None where the server did not say (a streamed reply,
+    an engine without the header, stores before version 7)."""
+    server_compute_s: float | None = None
+    """Seconds the server says it spent on the request from its first scheduling to its end (``x-inference-time``)."""
 
     @property
     def latency_ms(self) -> float:

@@ -35,9 +35,19 @@ from bench_plugin.results.placement import ClassPlacement
 from bench_plugin.results.pod_events import PodEvent, in_order
 from bench_plugin.results.record import CampaignRecord
 from bench_plugin.results.samples import SAMPLE_FIELDS, Sample
+from bench_plugin.results.server_rows import ServerPoint, ServerSource
 from bench_plugin.results.summary import GeneratorUse, HostLoad, SearchResult, first_problem
 from bench_plugin.results.telemetry_rows import TelemetryRow
-from bench_plugin.results.timeline import Disruption, Entry, SearchOutcome, SearchStep, Telemetry, TimelineError, parse
+from bench_plugin.results.timeline import (
+    Disruption,
+    Entry,
+    SearchOutcome,
+    SearchStep,
+    ServerMetrics,
+    Telemetry,
+    TimelineError,
+    parse,
+)
 from bench_plugin.scenario import Arm, class_rank
 
 E = TypeVar("E", bound=Entry)
@@ -65,7 +75,7 @@ CREATE TABLE IF NOT EXISTS samples (
     intended_s REAL, sent_s REAL, end_s REAL, ok INTEGER, first_token_s REAL, error TEXT, detail TEXT,
     status INTEGER, input_tokens INTEGER, output_tokens INTEGER, inputs INTEGER, audio_s REAL, worker TEXT,
     slot_wait_s REAL, last_token_s REAL, chunk_gaps BLOB, chunks INTEGER, tokens_from TEXT, stream_end TEXT,
-    reply_format TEXT
+    reply_format TEXT, server_queue_s REAL, server_compute_s REAL
 );
 CREATE INDEX IF NOT EXISTS samples_by_stage ON samples (trial, segment, stage, workload);
 CREATE TABLE IF NOT EXISTS telemetry (
@@ -86,6 +96,11 @@ CREATE TABLE IF NOT EXISTS stage_series_notes (
     trial INTEGER NOT NULL, segment INTEGER NOT NULL, stage INTEGER NOT NULL, source TEXT NOT NULL,
     note TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS server_series (
+    trial INTEGER NOT NULL, segment INTEGER NOT NULL, stage INTEGER NOT NULL, t REAL NOT NULL,
+    workload TEXT NOT NULL, quantity TEXT NOT NULL, value REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS server_series_by_class ON server_series (trial, workload, quantity, t);
 CREATE TABLE IF NOT EXISTS pod_events (
     trial INTEGER, t REAL NOT NULL, kind TEXT NOT NULL, pod TEXT NOT NULL, uid TEXT NOT NULL, workload TEXT,
     node TEXT, reason TEXT, message TEXT, requests TEXT, count INTEGER NOT NULL DEFAULT 1
@@ -94,7 +109,7 @@ CREATE INDEX IF NOT EXISTS pod_events_by_trial ON pod_events (trial, t);
 """
 
 SUPERSEDABLE: tuple[str, ...] = ("samples", "stages", "segments", "events", "telemetry", "stage_series",
-                                 "stage_series_notes", "pod_events")
+                                 "stage_series_notes", "pod_events", "server_series")
 """Tables with rows of one segment's attempt. A resumed campaign re-runs a segment that did not end
 (launch/resume.py) and moves the rows of its earlier attempt to ``superseded_<table>`` (the same columns and a
 leading ``resume``, the number of the resume that superseded them): kept, never read by the analysis."""
@@ -104,7 +119,7 @@ SCHEMA = _TABLES + "".join(
     for name in SUPERSEDABLE)
 """Every table of this version's store."""
 
-STORE_VERSION = 6
+STORE_VERSION = 7
 """The store version this code writes (meta key ``store_version``). History:
 
 - 1: stores written before the version was kept (no ``store_version``): stages without planned length,
@@ -119,10 +134,45 @@ STORE_VERSION = 6
 - 5: embedding requests asked for JSON floats (there was no ``encoding_format`` key), and samples without
   ``reply_format``. Read with ``classes.embedding.encoding_format: float`` in the recorded scenario, which
   is what those campaigns sent; no sample says how its vectors came back.
-- 6: this module's SCHEMA.
+- 6: no ``server_series`` (each class's server metrics through its stages: results/server_rows.py), samples
+  without the server's own split of their time (``server_queue_s``, ``server_compute_s``). Read as they are:
+  no server said anything. A resume upgrades such a store in place (:func:`upgrade_store`), so a campaign begun
+  with the version before goes on.
+- 7: this module's SCHEMA.
 """
-KNOWN_VERSIONS: tuple[int, ...] = (1, 2, 3, 4, 5, 6)
+KNOWN_VERSIONS: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7)
 """Store versions this code reads."""
+UPGRADABLE: tuple[int, ...] = (6,)
+"""Store versions a resume upgrades to STORE_VERSION in place (:func:`upgrade_store`)."""
+
+_ADDED_SAMPLE_COLUMNS = ("server_queue_s REAL", "server_compute_s REAL")
+"""The sample columns version 7 added."""
+
+
+def upgrade_store(db: sqlite3.Connection) -> int:
+    """Bring a store of an UPGRADABLE version to STORE_VERSION in one transaction: the columns and tables it
+    lacks are added (every row already there reads as before). Returns the version it was."""
+    was = store_version(db)
+    if was == STORE_VERSION:
+        return was
+    if was not in UPGRADABLE:
+        raise StoreError(f"store version {was} cannot be upgraded to {STORE_VERSION}")
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        for table in ("samples", "superseded_samples"):
+            present = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+            for column in _ADDED_SAMPLE_COLUMNS:
+                if present and column.split()[0] not in present:
+                    db.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
+        for statement in SCHEMA.split(";"):
+            if statement.strip():
+                db.execute(statement)
+        db.execute("UPDATE meta SET value=? WHERE key='store_version'", (json.dumps(STORE_VERSION),))
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    return was
 
 
 class StoreError(Exception):
@@ -648,6 +698,18 @@ class CampaignReader:
                                [value for _, value in conditions])
         return [EventRecord(t, trial_id, name, json.loads(detail) if detail else {})
                 for t, trial_id, name, detail in rows]
+
+    def server_points(self, trial: int) -> list[ServerPoint]:
+        """Every class's server metrics read during ``trial`` (results/server_rows.py); [] for a store without them."""
+        if not has_table(self.db, "server_series"):
+            return []
+        return [ServerPoint(t, workload, quantity, value) for t, workload, quantity, value in self.db.execute(
+            "SELECT t, workload, quantity, value FROM server_series WHERE trial=?", (trial,))]
+
+    def server_sources(self, trial: int) -> dict[int, dict[str, ServerSource]]:
+        """Segment -> class -> where its server metrics came from (the ``server_metrics`` timeline entries)."""
+        return {entry.segment: {source.workload: source for source in entry.sources}
+                for entry in self.entries(trial, ServerMetrics)}
 
     def stage_series(self, trial: int) -> list[StageSeriesRecord]:
         """Per (segment, stage, source) of ``trial``, in order, what a queried source (Prometheus) returned and its

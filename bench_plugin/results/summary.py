@@ -30,99 +30,36 @@ version is refused with one line rather than read as something it is not. Versio
   files written before them.
   And ``load_generators`` (how many load-generating processes, how that was decided, where each ran:
   LoadGenerators); absent (None) in files written before it.
+  And what each class's server said (``trials[].stages[].classes.<class>.server``: ServerStats) and where the
+  latency an arm adds goes (``comparison.arms.<arm>.stages[].classes.<class>.latency_split``: LatencySplit);
+  written only where set, so absent in files written before them and where no server said anything.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
     ValidationError,
-    computed_field,
-    model_validator,
 )
 
 from bench_plugin.results.facts import BackendFacts, Recorded
 from bench_plugin.results.placement import ClassPlacement
+from bench_plugin.results.server_figures import LatencyGrowth, LatencySplit, ServerStats, Sparse
+from bench_plugin.results.spread import Judged, Model, Spread
 
 SCHEMA: Literal["bench_plugin.summary/2"] = "bench_plugin.summary/2"
 """The schema this code writes and the only one it reads."""
 
-Kind = Literal["value", "difference", "ratio", "complement"]
 PerClass = dict[str, float]
 
 
 class SummaryError(Exception):
     """A summary.json this code cannot read (unknown schema, not a summary); the message is one line."""
-
-
-class Model(BaseModel):
-    """Base of every section: unknown keys are refused, values are not coerced across types."""
-
-    model_config = ConfigDict(extra="forbid", frozen=False)
-
-
-class Spread(Model):
-    """A figure over repeats: its mean, 95% interval and per-repeat values, and which kind of figure it is.
-
-    ``value`` and ``difference``: arithmetic mean, ``ci95`` the Student-t half-width, [lo, hi] = mean ± ci95.
-    ``ratio``: geometric mean, ``ci95`` None, [lo, hi] the log-scale interval. ``complement``: 1 - a ratio.
-    """
-
-    kind: Kind = "value"
-    mean: float | None
-    ci95: float | None
-    lo: float | None = None
-    hi: float | None = None
-    values: list[float]
-    note: str | None = None
-    """Why some per-repeat values were left out (ratios only), or None."""
-    excluded: tuple[float | None, ...] = Field(default=(), exclude=True)
-    """The per-repeat inputs left out (None where missing): for the analysis, not written."""
-
-    @computed_field  # type: ignore[prop-decorator]
-    @property
-    def n(self) -> int:
-        """How many per-repeat values the figure is over (written for readers; read back as a check)."""
-        return len(self.values)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _written_n(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "n" in data:
-            data = dict(data)
-            n = data.pop("n")
-            if n != len(data.get("values") or []):
-                raise ValueError(f"n is {n} but there are {len(data.get('values') or [])} values")
-        return data
-
-
-class Judged(Spread):
-    """A paired arm-vs-control figure: its spread and whether it differs from "no change"."""
-
-    no_change: float
-    """The value meaning "same as the control" (1 for ratios, 0 for differences)."""
-    significant: bool
-    call: str
-    """``higher``, ``lower`` or ``no significant difference``."""
-    reason: str | None = None
-    """Why no call could be made (one repeat, no pairs), or None; ``note`` says why values were left out."""
-
-    @property
-    def spread(self) -> Spread:
-        """The figure as a plain spread."""
-        return Spread(kind=self.kind, mean=self.mean, ci95=self.ci95, lo=self.lo, hi=self.hi, values=self.values,
-                      note=self.note, excluded=self.excluded)
-
-    @property
-    def notes(self) -> str | None:
-        """Why no call could be made and why values were left out, in one text (None when neither)."""
-        return "; ".join(n for n in (self.reason, self.note) if n) or None
 
 
 class Interval(Model):
@@ -141,8 +78,10 @@ Percentiles = dict[str, float | None]
 """p50/p90/p95/p99 and mean (all None without samples)."""
 
 
-class ClassStats(Model):
+class ClassStats(Sparse):
     """One class in one stage of one trial."""
+
+    SPARSE: ClassVar[frozenset[str]] = frozenset({"server"})
 
     requests: int
     errors: int
@@ -189,6 +128,9 @@ class ClassStats(Model):
     sole_error: str | None = None
     """Set when every request of the class failed with one and the same error that load does not cause (a
     protocol error, a 4xx): its kind and the first message. Such a stage measured the protocol, not capacity."""
+    server: ServerStats | None = None
+    """What the class's server said of the stage, and the requests' latency split with it (analysis/queueing.py);
+    absent where its server said nothing (no metrics, no timing headers) and in files written before it."""
 
     @property
     def error_rate(self) -> float | None:
@@ -656,8 +598,10 @@ class ArmFigures(Model):
     """Its scheduling over repeats; None where no trial of the arm had its pods watched."""
 
 
-class ClassComparison(Model):
+class ClassComparison(Sparse):
     """One class at one stage of one arm against the control."""
+
+    SPARSE: ClassVar[frozenset[str]] = frozenset({"latency_split"})
 
     normalised_throughput: Judged | None = None
     throughput_loss: Judged | None = None
@@ -669,6 +613,9 @@ class ClassComparison(Model):
     meets_slo: bool
     within_error_budget: bool
     breaches: list[str] = Field(default_factory=list)
+    latency_split: LatencySplit | None = None
+    """Where the latency the arm adds goes: client, server queue, server compute, the rest (analysis/queueing.py);
+    absent for the control, where the servers said nothing, and in files written before it."""
 
 
 class StageComparison(Model):
@@ -854,8 +801,10 @@ class Verdict(Model):
     conditions: Conditions
 
 
-class Answer(Model):
+class Answer(Sparse):
     """An arm's answer in a few words (analysis/answer.py): what the terminal and the report open with."""
+
+    SPARSE: ClassVar[frozenset[str]] = frozenset({"growth"})
 
     call: str
     """The arm's verdict call; ``control`` for the control arm."""
@@ -872,6 +821,9 @@ class Answer(Model):
     """What limits the arm there: the class (and figure) past its SLO, or the boundary's limit."""
     next_step: str
     """What would make the answer firmer or wider, or that none is needed (the rule: analysis/answer.py)."""
+    growth: LatencyGrowth | None = None
+    """Where the latency the arm adds goes (a sharing arm whose servers said it); absent otherwise and in files
+    written before it."""
 
 
 class ArmComparison(Model):

@@ -14,7 +14,7 @@ Kinds, by who says them:
   ``observe_problem``, ``trial_stop``;
 - the load generators (loadgen/fleet.py, the plugin): ``worker_connected``, ``worker_refused``,
   ``worker_accepted``, ``worker_lost``, ``final_accounting``;
-- telemetry (telemetry/campaign.py): ``telemetry``, ``telemetry_unavailable``;
+- telemetry (telemetry/campaign.py): ``telemetry``, ``telemetry_unavailable``, ``server_metrics``;
 - a stage's disruption (run/disruption.py, a backend's steps): ``disruption``;
 - a resume (launch/resume.py): ``resumed``.
 
@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bench_plugin.results.placement import ClassPlacement
+from bench_plugin.results.server_rows import ServerSource
 from bench_plugin.results.summary import DisruptionStep, ProbeDecision, Resume, SearchResult, first_problem
 
 
@@ -244,6 +245,14 @@ class TelemetryUnavailable(Entry):
     reason: str
 
 
+class ServerMetrics(Entry):
+    """A segment's server-metrics scraper stopped: per class where its metrics came from and what went wrong."""
+
+    kind: ClassVar[str] = "server_metrics"
+    segment: int
+    sources: list[ServerSource]
+
+
 class Resumed(Entry, Resume):
     """The campaign was resumed (launch/resume.py): what was kept, what runs again, what was superseded; the
     same record as the store's ``resumes`` fact and summary.json's ``status.resumed``."""
@@ -286,7 +295,7 @@ class WorkerLost(Entry):
 KINDS: dict[str, type[Entry]] = {cls.kind: cls for cls in (
     TrialStart, TrialStop, ArmApplied, Ready, Released, WarmupStart, WarmupEnd, ServerLost, StageStart, StageEnd,
     SearchStep, SearchOutcome, DrainTimeout, StageAccounting, FinalAccounting, ObserveProblem, Disruption,
-    Telemetry, TelemetryUnavailable, Resumed, WorkerConnected, WorkerRefused, WorkerAccepted, WorkerLost,
+    Telemetry, TelemetryUnavailable, ServerMetrics, Resumed, WorkerConnected, WorkerRefused, WorkerAccepted, WorkerLost,
 )}
 """Kind -> its model: every kind a timeline may hold."""
 

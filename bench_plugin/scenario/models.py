@@ -120,6 +120,18 @@ class ClassSpec(StrictModel):
     error_budget: float = Field(default=0.01, ge=0, le=1)
     request_timeout_s: PositiveFloat = 120.0
     max_in_flight: int = Field(default=256, ge=1)
+    metrics_url: str | None = None
+    """Where the class's server exports its Prometheus metrics, read through every stage (queue depth, running
+    requests, queue and compute time: docs/telemetry.md): unset, ``/metrics`` at the server's own URL; a URL, in
+    which ``{host}`` stands for the server's host (TEI serves them on a port of their own:
+    ``http://{host}:9000/metrics``); ``off`` to read none."""
+
+    @field_validator("metrics_url")
+    @classmethod
+    def _metrics_url(cls, value: str | None) -> str | None:
+        if value is not None and value != "off" and not value.startswith(("http://", "https://")):
+            raise ValueError(f"{value!r}: give an http:// or https:// URL, or 'off'")
+        return value
 
 
 class LLMClass(ClassSpec):

@@ -23,7 +23,7 @@ from .asr_decode import AsrRunner
 from .asr_model import SpeechRecognizer
 from .batching import DynamicBatcher
 from .mel import LogMel
-from .metrics import ServerMetrics
+from .metrics import RequestTimer, ServerMetrics
 from .presets import ASR_PRESETS, AsrConfig
 from .tokenizer import WordTokenizer
 from .torch_common import build_model, configure_torch, resolve_device, resolve_dtype
@@ -95,15 +95,18 @@ class AsrRoutes:
         if not self.state.ready:
             raise ApiError("model is still loading", status=503, err_type="server_error", code="not_ready")
         n_tokens = tokens_for_duration(req.audio.duration_s, self.tokens_per_second)
+        timer = RequestTimer()
         try:
-            future = self.batcher.submit(AsrItem(req.audio.samples, n_tokens))
+            future = self.batcher.submit(AsrItem(req.audio.samples, n_tokens), timer)
         except RuntimeError as exc:
             raise ApiError(str(exc), status=503, err_type="server_error") from None
         try:
             token_ids = await future
         except Exception as exc:
             raise ApiError(f"transcription failed: {exc!r}", status=500, err_type="server_error") from None
-        return api_audio.transcription_response(req, self.tokenizer.decode(token_ids))
+        response = api_audio.transcription_response(req, self.tokenizer.decode(token_ids))
+        response.headers.update(timer.done(self.state.metrics))
+        return response
 
 
 def run(args: argparse.Namespace) -> int:

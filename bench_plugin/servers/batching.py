@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from .app import LoopRelay, post_to_loop
-from .metrics import ServerMetrics
+from .metrics import RequestTimer, ServerMetrics
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -44,6 +44,7 @@ class _Pending(Generic[T, R]):
     future: asyncio.Future[R]
     loop: asyncio.AbstractEventLoop
     arrival: float
+    timer: RequestTimer | None
 
 
 @dataclass(frozen=True)
@@ -117,14 +118,15 @@ class DynamicBatcher(Generic[T, R]):
             self._stopped = True
             self._cond.notify_all()
 
-    def submit(self, item: T) -> asyncio.Future[R]:
-        """Queue ``item`` (call on the event loop); the future resolves to its result."""
+    def submit(self, item: T, timer: RequestTimer | None = None) -> asyncio.Future[R]:
+        """Queue ``item`` (call on the event loop); the future resolves to its result. ``timer``: the request
+        the item belongs to, marked scheduled when the item goes into a batch."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[R] = loop.create_future()
         with self._cond:
             if self._stopped:
                 raise RuntimeError("server is shutting down")
-            self._queue.append(_Pending(item, future, loop, time.perf_counter()))
+            self._queue.append(_Pending(item, future, loop, time.perf_counter(), timer))
             self._queued_cost += self._cost(item)
             self._metrics.queue_depth.set(len(self._queue))
             self._cond.notify()
@@ -190,7 +192,8 @@ class DynamicBatcher(Generic[T, R]):
             self._metrics.queue_depth.set(len(self._queue))
         now = time.perf_counter()
         for p in batch:
-            self._metrics.queue_time.observe(now - p.arrival)
+            if p.timer is not None:
+                p.timer.mark_scheduled(now)
         return batch
 
     def _full(self) -> bool:

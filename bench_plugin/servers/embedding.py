@@ -27,7 +27,7 @@ from .app import ApiError, ServerState, create_app, read_json_object, serve
 from .batching import BatchFn, DynamicBatcher, Pipelined
 from .embedding_model import TextEncoder, pack_batch
 from .embedding_text import float_text
-from .metrics import ServerMetrics
+from .metrics import RequestTimer, ServerMetrics
 from .presets import EMBEDDING_PRESETS, EncoderConfig
 from .tokenizer import WordTokenizer
 from .torch_common import build_model, configure_torch, resolve_device, resolve_dtype
@@ -139,8 +139,9 @@ class EmbeddingRoutes:
         token_lists = [self.tokenizer.encode(x) if isinstance(x, str) else x for x in req.inputs]
         truncated = sum(len(t) > self.cfg.max_len for t in token_lists)
         token_lists = [t[: self.cfg.max_len] for t in token_lists]
+        timer = RequestTimer()
         try:
-            futures = [self.batcher.submit(t) for t in token_lists]
+            futures = [self.batcher.submit(t, timer) for t in token_lists]
         except RuntimeError as exc:
             raise ApiError(str(exc), status=503, err_type="server_error") from None
         try:
@@ -153,7 +154,9 @@ class EmbeddingRoutes:
         texts = [text for _, text in embedded]
         payload = api_embeddings.embeddings_body(req, [vector for vector, _ in embedded], self.state.model_name,
                                                  n_tokens, None if None in texts else cast(list[bytes], texts))
-        headers = {"X-Truncated-Inputs": str(truncated)} if truncated else None
+        headers = timer.done(self.state.metrics)
+        if truncated:
+            headers["X-Truncated-Inputs"] = str(truncated)
         return web.Response(body=payload, content_type="application/json", headers=headers)
 
 

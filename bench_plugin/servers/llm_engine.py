@@ -47,6 +47,8 @@ class GenerationRequest:
     on_token: Callable[[int], object]
     on_finish: Callable[[BaseException | None], object]
     arrival: float = field(default_factory=time.perf_counter)
+    scheduled: float | None = None
+    """When the engine admitted it into the running batch (perf_counter)."""
     # Set by the HTTP side when the client went away; the engine frees the slot.
     cancelled: bool = False
 
@@ -192,6 +194,7 @@ class LlmEngine:
             self._metrics.queue_depth.set(len(self._waiting))
         now = time.perf_counter()
         for request in admitted:
+            request.scheduled = now
             self._metrics.queue_time.observe(now - request.arrival)
         return admitted
 
@@ -278,6 +281,8 @@ class LlmEngine:
         self._metrics.generated_tokens.inc(delivered)
 
     def _finish(self, seq: _Sequence, error: BaseException | None) -> None:
+        if error is None and seq.request.scheduled is not None:
+            self._metrics.compute_time.observe(time.perf_counter() - seq.request.scheduled)
         seq.finished = True
         self._unfinished.discard(seq)
         self._metrics.in_flight.set(len(self._unfinished))

@@ -12,7 +12,12 @@ routes) or total latency (others). With
 timings; ``status`` is the HTTP status, or 499 when the client went away mid-stream.
 With ``--shared-device PATH`` every request first queues on a simulated device shared with the
 other synthetic servers of that PATH (servers/device.py: the contention simulator), and its
-latency model starts when the device lets it go.
+latency model starts when the device lets it go. With ``--max-concurrency N`` a request first waits for
+one of N slots: the server's own queue. The time before a slot is the request's queue time, the rest
+(the device, then the latency model) its compute time; both are exported as the reference servers export
+them (``bench_server_queue_time_seconds``, ``bench_server_compute_time_seconds``, and TEI's ``x-queue-time``
+and ``x-inference-time`` headers on a reply that is not streamed), so the contention simulator is a server
+whose queueing and compute are known.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from aiohttp import web
 from . import api_audio, api_embeddings, api_text
 from .app import CLIENT_GONE_STATUS, ApiError, ClientDisconnected, ServerState, create_app, read_json_object, serve
 from .device import SimulatedDevice
-from .metrics import ServerMetrics
+from .metrics import INFERENCE_TIME_HEADER, QUEUE_TIME_HEADER, ServerMetrics
 from .presets import RESERVED_TOKENS
 from .tokenizer import WordTokenizer, count_words
 
@@ -62,6 +67,9 @@ class RequestRecord:
     """The client's X-Request-Id header, where it sent one (bench_plugin's users do)."""
     device_s: tuple[float, float] | None = None
     """When the shared device (--shared-device) served it: (start, end); None without one."""
+    scheduled_s: float | None = None
+    """When it left the server's queue (a --max-concurrency slot freed; at once without one): its queue time
+    ends there and its compute time (the shared device's wait and service, then its latency model) begins."""
 
     def to_json(self) -> dict[str, Any]:
         """The timing-log line for this request."""
@@ -87,6 +95,7 @@ class RequestRecord:
             "status": self.status,
             "device_start_s": None if self.device_s is None else self.device_s[0],
             "device_end_s": None if self.device_s is None else self.device_s[1],
+            "scheduled_s": self.scheduled_s,
         }
 
 
@@ -140,14 +149,26 @@ class SyntheticServer:
         else:
             key = seq
         slow = random.Random(self.args.seed * 1_000_003 + key).random() < self.args.slow_fraction
-        self.metrics.in_flight.inc()
         return RequestRecord(seq, endpoint, now, slow, request_id=request_id)
 
     def _finish(self, rec: RequestRecord) -> None:
         rec.end_s = time.time()
-        self.metrics.in_flight.dec()
+        if rec.scheduled_s is not None:
+            self.metrics.in_flight.dec()
         if self._log is not None:
             self._log.write(json.dumps(rec.to_json()) + "\n")
+
+    def _timed_parts(self, rec: RequestRecord, response: web.StreamResponse) -> None:
+        """Observe a served request's queue and compute time; a reply not yet sent (not streamed) says them in
+        its headers, as the reference servers do (servers/metrics.py)."""
+        now = time.time()
+        scheduled = rec.scheduled_s if rec.scheduled_s is not None else rec.received_s
+        queued, computing = scheduled - rec.received_s, now - scheduled
+        self.metrics.queue_time.observe(queued)
+        self.metrics.compute_time.observe(computing)
+        if not response.prepared:
+            response.headers[QUEUE_TIME_HEADER] = f"{queued * 1000.0:.3f}"
+            response.headers[INFERENCE_TIME_HEADER] = f"{computing * 1000.0:.3f}"
 
     def _extra_s(self, rec: RequestRecord) -> float:
         return self.args.slow_extra_ms / 1000.0 if rec.slow else 0.0
@@ -159,19 +180,27 @@ class SyntheticServer:
         """Run ``work`` under a new record; log it with its final status whatever happens."""
         rec = self._begin(endpoint, content, request.headers.get("X-Request-Id"))
         try:
-            if self._device is not None:  # the shared device first; the latency model runs once it lets go
-                rec.device_s = self._device.admit(rec.received_s)
-                await sleep_until(rec.device_s[1])
-                rec.started_s = rec.device_s[1]
+            if self._slots is not None:  # the server's own queue
+                self.metrics.queue_depth.inc()
+                try:
+                    await self._slots.acquire()
+                finally:
+                    self.metrics.queue_depth.dec()
+            try:
+                rec.scheduled_s = time.time() if self._slots is not None else rec.received_s
+                self.metrics.in_flight.inc()
+                rec.started_s = rec.scheduled_s
+                if self._device is not None:  # then the shared device; the latency model runs once it lets go
+                    rec.device_s = self._device.admit(rec.scheduled_s)
+                    await sleep_until(rec.device_s[1])
+                    rec.started_s = rec.device_s[1]
                 response = await work(rec)
-            elif self._slots is not None:
-                async with self._slots:
-                    rec.started_s = time.time()
-                    response = await work(rec)
-            else:
-                rec.started_s = rec.received_s
-                response = await work(rec)
+            finally:
+                if self._slots is not None:
+                    self._slots.release()
             rec.status = response.status
+            if response.status == 200:
+                self._timed_parts(rec, response)
             return response
         except ApiError as exc:
             rec.status = exc.status

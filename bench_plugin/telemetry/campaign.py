@@ -8,6 +8,12 @@
   the stage's last seconds; rows and notes go to ``stage_series``. Classes are found in the
   exporter's labels by what the placement says: the GPU (UUID, MIG instance) on this host.
 
+- Each class's server metrics (queue depth, running requests, queue and compute time, in
+  results/server_rows.py's vocabulary) are read through each segment by a scrape process of its own
+  (server_poller.py) from the endpoint ``server_metrics`` names for the class (its ``metrics_url``; unset,
+  ``/metrics`` at the server's URL); what was read goes to ``server_series`` at each stage end, and where
+  each class's came from (engine, series, problems) to a ``server_metrics`` timeline entry.
+
 Nothing here fails a campaign: a source that is not there is an event and a warning, a missing
 series a note in the report.
 """
@@ -21,10 +27,11 @@ from dataclasses import dataclass, field
 from bench_plugin.results.placement import Placement
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.telemetry_rows import DeviceInfo
-from bench_plugin.results.timeline import Telemetry, TelemetryUnavailable
+from bench_plugin.results.timeline import ServerMetrics, Telemetry, TelemetryUnavailable
 from bench_plugin.telemetry import fields as F
 from bench_plugin.telemetry.dcgm import DcgmScraper
 from bench_plugin.telemetry.nvml import NvmlSampler
+from bench_plugin.telemetry.server_poller import ServerPoller, metrics_url
 from bench_plugin.telemetry.source import PollingSource
 from bench_plugin.telemetry.stage_series import ClassTarget
 
@@ -38,6 +45,9 @@ DCGM_INTERVAL_S = 1.0
 
 PROMETHEUS_STEP_S = 1.0
 """The resolution of the per-stage range queries."""
+
+AFTER_STAGES = -1
+"""The ``stage`` of server metrics read after a segment's last stage ended (its drain, its release)."""
 
 
 @dataclass(frozen=True)
@@ -68,12 +78,34 @@ class CampaignTelemetry:
     source: PollingSource | None = None
     devices: dict[str, DeviceInfo] = field(default_factory=dict)
     """Device name -> what identifies it in dcgm-exporter's labels (from NVML on this host)."""
+    server_metrics: dict[str, str | None] = field(default_factory=dict)
+    """Class -> its ``metrics_url`` as the scenario gives it (None or absent: ``/metrics`` at its server's URL)."""
+    servers: ServerPoller | None = None
     _stages: list[_Stage] = field(default_factory=list)
     _placement: Placement | None = None
 
     def start_segment(self, trial: int, segment: int, placement: Placement) -> None:
-        """Start this segment's polling source (nothing on a CPU placement without --dcgm-url)."""
+        """Start this segment's server-metrics scraper, and its GPU polling source (none on a CPU placement
+        without --dcgm-url)."""
         self._placement = placement
+        self._start_servers(placement)
+        self._start_gpu(trial, segment, placement)
+
+    def _start_servers(self, placement: Placement) -> None:
+        targets = {name: url for name, where in placement.classes.items()
+                   if (url := metrics_url(where.url, self.server_metrics.get(name))) is not None}
+        if not targets:
+            return
+        self.servers = ServerPoller(targets, self.recorder.path.parent)
+        reason = self.servers.start()
+        if reason is not None:
+            logger.warning("no server metrics: %s", reason)
+
+    def latest_server(self) -> dict[str, dict[str, float]]:
+        """Class -> quantity -> the last value its server's metrics said (the live view); {} between segments."""
+        return self.servers.latest() if self.servers is not None else {}
+
+    def _start_gpu(self, trial: int, segment: int, placement: Placement) -> None:
         devices = sorted({p.device for p in placement.classes.values() if p.device and p.device != "cpu"})
         source: PollingSource
         if self.options.dcgm_url:
@@ -109,11 +141,22 @@ class CampaignTelemetry:
         """Store what the source sampled so far; remember the stage's window for Prometheus."""
         if self.source is not None:
             self.recorder.add_telemetry(trial, self.source.drain())
+        if self.servers is not None:
+            self.recorder.add_server_points(trial, segment, stage, self.servers.drain())
         if end_s > start_s:
             self._stages.append(_Stage(trial, segment, stage, start_s, end_s))
 
     def stop_segment(self, trial: int, segment: int, placement: Placement) -> None:
-        """Stop the source and store the rest; query Prometheus for the segment's stages."""
+        """Stop the sources and store the rest; query Prometheus for the segment's stages."""
+        servers, self.servers = self.servers, None
+        if servers is not None:
+            self.recorder.add_server_points(trial, segment, AFTER_STAGES, servers.stop())
+            sources = servers.sources()
+            self.recorder.note(ServerMetrics(segment=segment, sources=sources), trial)
+            for source_of in sources:
+                for problem, count in source_of.problems.items():
+                    logger.warning("trial %d: %s server metrics (%s): %s (%d reads)", trial, source_of.workload,
+                                   source_of.url, problem, count)
         source, self.source, self._placement = self.source, None, None
         if source is not None:
             source.stop()

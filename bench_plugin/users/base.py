@@ -20,6 +20,7 @@ from __future__ import annotations
 import http.client
 import itertools
 import json
+import math
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -271,6 +272,7 @@ class WorkloadUser(FastHttpUser):
                 # FastResponse keeps geventhttpclient's response, body unread, in _response.
                 try:
                     self.read(resp._response, load, prepared, sample)
+                    sample.server_queue_s, sample.server_compute_s = server_times(resp.headers)
                 except (http.client.HTTPException, OSError) as exc:  # geventhttpclient's HTTPParseError is one
                     # the connection ended (or broke) before the reply did: a server that died mid-reply
                     raise RequestFailed(f"reply cut off while reading its body: {type(exc).__name__}: {exc}",
@@ -287,6 +289,28 @@ class WorkloadUser(FastHttpUser):
                     resp.success()
                 else:
                     resp.failure(RequestFailed(sample.detail or sample.error or "failed"))
+
+
+QUEUE_TIME_HEADER = "x-queue-time"
+INFERENCE_TIME_HEADER = "x-inference-time"
+
+
+def server_times(headers: Any) -> tuple[float | None, float | None]:
+    """The server's own split of a reply's time, in seconds, where it says it: TEI's (and the reference servers')
+    ``x-queue-time`` and ``x-inference-time`` headers, in milliseconds. None for a header absent or not a number."""
+    if not headers:
+        return None, None
+    return _seconds(headers.get(QUEUE_TIME_HEADER)), _seconds(headers.get(INFERENCE_TIME_HEADER))
+
+
+def _seconds(ms: Any) -> float | None:
+    if ms is None:
+        return None
+    try:
+        value = float(ms) / 1000.0
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) and value >= 0.0 else None
 
 
 def _acquire(slots: BoundedSemaphore) -> float:

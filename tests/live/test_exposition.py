@@ -93,3 +93,15 @@ def test_before_the_campaign_starts_only_its_status_is_served() -> None:
     got = parsed(render(view.snapshot(NOW), view.scenario))
     assert got[("bench_campaign_info", frozenset({"scenario": "calibration", "status": "waiting"}.items()))] == 1
     assert not [k for k in got if k[0] in ("bench_campaign_trial", "bench_requests", "bench_latency_seconds")]
+
+
+def test_each_classs_server_queue_and_running_batch_as_last_read() -> None:
+    _, view = snapshot()
+    view.server = {"llm": {"queue_depth": 7.0, "running": 12.0, "queue_time_s": 3.5}}
+    snap = view.snapshot(NOW)
+    llm_live = next(c for c in snap.classes if c.name == "llm")
+    assert (llm_live.queue_depth, llm_live.running) == (7.0, 12.0)
+    got = parsed(render(snap, view.scenario))
+    assert got[("bench_class_server_queue_depth", frozenset({"class": "llm"}.items()))] == 7.0
+    assert got[("bench_class_server_running", frozenset({"class": "llm"}.items()))] == 12.0
+    assert not [k for k in got if k[0].startswith("bench_class_server_") and ("class", "embedding") in k[1]]

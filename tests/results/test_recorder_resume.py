@@ -22,6 +22,7 @@ from bench_plugin.results.placement import ClassPlacement, Placement
 from bench_plugin.results.pod_events import PodEvent
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.samples import Sample
+from bench_plugin.results.server_rows import ServerPoint
 from bench_plugin.results.store import (
     SUPERSEDABLE,
     StoreError,
@@ -55,6 +56,8 @@ def run_segment(rec: Recorder, trial: int, segment: int, stages: int, *, release
         rec.stage_started(trial, segment, stage, f"s{stage}", {workload: 5.0}, {workload: "poisson"}, base + stage,
                           planned_s=1.0, arrivals={workload: 5})
         rec.add_samples([sample(trial, segment, stage, i, workload) for i in range(5)])
+        rec.add_server_points(trial, segment, stage, [ServerPoint(base + stage + 0.5, workload, "queue_depth", 1.0),
+                                                       ServerPoint(base + stage + 0.5, workload, "running", 2.0)])
         rec.stage_ended(trial, segment, stage, base + stage + 1, "completed")
         rec.note(StageEnd(segment=segment, stage=stage, status="completed", reason=None), trial)
     if release:
@@ -135,7 +138,7 @@ def test_superseding_moves_every_row_of_the_attempt_and_nothing_else(tmp_path: P
     aside = {table: db.execute(f"SELECT COUNT(*) FROM superseded_{table} WHERE resume=1").fetchone()[0]
              for table in SUPERSEDABLE}
     assert moved == aside == {"samples": 5, "stages": 2, "segments": 1, "events": 2, "telemetry": 1,
-                              "stage_series": 0, "stage_series_notes": 0, "pod_events": 1}
+                              "stage_series": 0, "stage_series_notes": 0, "pod_events": 1, "server_series": 2}
     assert all(after[t] == before[t] - moved[t] for t in SUPERSEDABLE)
     assert db.execute("SELECT COUNT(*) FROM samples WHERE trial=2").fetchone() == (0,)
     assert db.execute("SELECT COUNT(*) FROM events WHERE trial=1").fetchone() == (6,)  # trial 1 untouched

@@ -45,5 +45,6 @@ def test_the_existing_tables_are_unchanged(tmp_path: Path) -> None:
     columns = [row[1] for row in db.execute("PRAGMA table_info(telemetry)")]
     db.close()
     assert tables == {"meta", "trials", "segments", "stages", "samples", "telemetry", "events", "stage_series",
-                      "stage_series_notes", "pod_events"} | {f"superseded_{name}" for name in SUPERSEDABLE}
+                      "stage_series_notes", "pod_events", "server_series"} | {f"superseded_{name}"
+                                                                              for name in SUPERSEDABLE}
     assert columns == ["t", "device", "metric", "value", "process", "trial"]

@@ -16,7 +16,11 @@ import pytest
 from stored_scenario import resolved
 
 from bench_plugin.report.outputs import summarise
+from bench_plugin.results.archive import unpack_store
+from bench_plugin.results.placement import ClassPlacement, Placement
 from bench_plugin.results.recorder import Recorder
+from bench_plugin.results.samples import Sample
+from bench_plugin.results.server_rows import ServerPoint
 from bench_plugin.results.store import STORE_VERSION, StoreError, open_store, store_version
 from bench_plugin.results.summary import SCHEMA, SummaryError, load_summary, parse_summary
 from bench_plugin.scenario import Arm
@@ -39,6 +43,8 @@ H200 = ROOT / "docs" / "results" / "h200-day19"
 # 1e-9 of a share, a ms or a req/s means nothing either. The markdown and HTML files are compared byte for
 # byte: they hold the code's own rounding of these floats (a last-bit difference moves a printed digit only
 # if the value sits on a rounding boundary).
+T = 1_800_000_000.0
+"""A campaign's clock in the stores built here (epoch seconds)."""
 FLOAT_REL = 1e-9
 FLOAT_ABS = 1e-9
 
@@ -123,7 +129,8 @@ def test_a_store_of_an_unknown_version_is_refused_in_one_line(tmp_path: Path) ->
     db.execute("UPDATE meta SET value='99' WHERE key='store_version'")
     db.commit()
     db.close()
-    with pytest.raises(StoreError, match=r"store version 99 is not one this bench-plugin reads \(1, 2, 3, 4, 5, 6\)"):
+    with pytest.raises(StoreError,
+                       match=r"store version 99 is not one this bench-plugin reads \(1, 2, 3, 4, 5, 6, 7\)"):
         summarise(tmp_path)
     with pytest.raises(StoreError, match="store version 99"):
         Recorder(tmp_path / "results.sqlite")  # nor written into
@@ -132,8 +139,63 @@ def test_a_store_of_an_unknown_version_is_refused_in_one_line(tmp_path: Path) ->
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines() == [
         f"bench-plugin: error: {tmp_path / 'results.sqlite'}: store version 99 is not one this bench-plugin reads "
-        "(1, 2, 3, 4, 5, 6): read it with the bench-plugin that wrote it"]
+        "(1, 2, 3, 4, 5, 6, 7): read it with the bench-plugin that wrote it"]
     assert not (tmp_path / "summary.json").exists()  # nothing written before refusing
+
+
+def as_version_6(path: Path) -> None:
+    """The store as version 6 wrote it: no server series, samples without the server's split of their time."""
+    db = sqlite3.connect(path)
+    for table in ("samples", "superseded_samples"):
+        for column in ("server_queue_s", "server_compute_s"):
+            db.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+    db.execute("DROP TABLE server_series")
+    db.execute("DROP TABLE superseded_server_series")
+    db.execute("UPDATE meta SET value='6' WHERE key='store_version'")
+    db.commit()
+    db.close()
+
+
+def store_with_samples(path: Path) -> None:
+    """One trial of one stage of five llm requests."""
+    rec = Recorder(path)
+    rec.set_meta("scenario", {"name": "s", "resolved": resolved([{"name": "a", "control": True}],
+                                                                {"llm": {"slo": {"p95_ms": 1000.0}}})})
+    rec.add_trial(1, 0, Arm(name="a"), 1)
+    rec.trial_started(1)
+    rec.segment_applied(1, 0, ["llm"], Placement({"llm": ClassPlacement(url="http://127.0.0.1:1", device="cpu")}))
+    rec.stage_started(1, 0, 0, "s0", {"llm": 5.0}, {"llm": "poisson"}, T, planned_s=1.0, arrivals={"llm": 5})
+    rec.add_samples([Sample("llm", 1, 0, 0, i, i, T + i / 5, T + i / 5, T + i / 5 + 0.1 * (i + 1), True)
+                     for i in range(5)])
+    rec.stage_ended(1, 0, 0, T + 1.0, "completed")
+    rec.segment_released(1, 0)
+    rec.trial_ended(1, "completed")
+    rec.set_meta("status", {"status": "completed", "reason": None})
+    rec.close()
+
+
+def test_a_version_6_store_reads_as_it_is_and_a_resume_upgrades_it_in_place(tmp_path: Path) -> None:
+    path = tmp_path / "results.sqlite"
+    store_with_samples(path)
+    as_version_6(path)
+    before = summarise(tmp_path)
+    with open_store(path) as db:
+        assert store_version(db) == 6
+    with pytest.raises(StoreError, match="a store of an older version"):
+        Recorder(path)  # a new campaign never writes into it
+    rec = Recorder(path, upgrade=True)  # a resume does, once it is this version's
+    rec.add_server_points(1, 0, -1, [ServerPoint(T + 50, "llm", "queue_depth", 3.0)])  # after the stage
+    rec.close()
+    with open_store(path) as db:
+        assert store_version(db) == STORE_VERSION == 7
+        columns = {row[1] for row in db.execute("PRAGMA table_info(samples)")}
+        assert {"server_queue_s", "server_compute_s"} <= columns
+        assert {row[1] for row in db.execute("PRAGMA table_info(superseded_samples)")} >= columns
+        rows = db.execute("SELECT workload, quantity, value FROM server_series").fetchall()
+        assert [tuple(row) for row in rows] == [("llm", "queue_depth", 3.0)]
+    after = summarise(tmp_path)
+    assert after.trials == before.trials  # every row already there reads as before
+    assert after.trials[0].stages[0].classes["llm"].requests == 5
 
 
 def test_a_file_that_is_no_store_is_refused(tmp_path: Path) -> None:
@@ -167,7 +229,8 @@ def test_a_summary_reads_back_equal_to_what_was_written(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_the_committed_h200_campaign_a_version_1_store_still_reports(tmp_path: Path) -> None:
     target = tmp_path / "h200-day19"
-    shutil.copytree(H200, target)
+    shutil.copytree(H200, target, ignore=shutil.ignore_patterns("results.sqlite"))  # as a clone has it: packed
+    assert unpack_store(target) == target / "results.tar.xz"
     with open_store(target / "results.sqlite") as db:
         assert store_version(db) == 1  # written before the store said its version
     done = subprocess.run([sys.executable, "-m", "bench_plugin.cli", "report", str(target)], capture_output=True,

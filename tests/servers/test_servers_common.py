@@ -10,13 +10,14 @@ from collections.abc import Callable
 
 import pytest
 import requests
-from servers_testlib import ROOT, ServerProcess, StartServer, assert_openai_error, metric_samples, post
+from servers_testlib import ROOT, ServerProcess, StartServer, assert_openai_error, make_wav, metric_samples, post
 
 EXPECTED_METRICS = (
     "bench_server_queue_depth",
     "bench_server_in_flight",
     "bench_server_batch_size",
     "bench_server_queue_time_seconds",
+    "bench_server_compute_time_seconds",
     "bench_server_requests_total",
     "bench_server_generated_tokens_total",
     "bench_server_ready",
@@ -191,3 +192,36 @@ def test_openmp_threads_sleep_between_regions_unless_the_caller_chose(given: str
     result = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60,
                             check=False, env=env)
     assert result.stdout.split() == [expected, "False"], result.stdout + result.stderr
+
+
+BODIES = {
+    "llm": {"model": "bench-llm-tiny", "prompt": "hello there", "max_tokens": 4},
+    "embedding": {"model": "bench-embedding-tiny", "input": ["one two three", "four five"]},
+    "synthetic": {"model": "bench-synthetic", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3},
+}
+
+
+def test_each_request_is_split_into_queue_and_compute_time(any_server: ServerProcess) -> None:
+    """Every served request is observed once in each histogram; a reply that is not streamed says its own two
+    parts in TEI's headers (milliseconds), and they fit within the time the client waited for it."""
+    def counts() -> tuple[float, float]:
+        page = requests.get(any_server.url + "/metrics", timeout=5).text
+        return (metric_samples(page, "bench_server_queue_time_seconds")["bench_server_queue_time_seconds_count"],
+                metric_samples(page, "bench_server_compute_time_seconds")["bench_server_compute_time_seconds_count"])
+
+    before = counts()
+    started = time.perf_counter()
+    if any_server.kind == "asr":
+        resp = requests.post(any_server.url + ENDPOINT["asr"], files={"file": ("a.wav", make_wav(1.0))},
+                             data={"model": "bench-asr-tiny"}, timeout=60)
+    else:
+        resp = post(any_server, ENDPOINT[any_server.kind], BODIES[any_server.kind])
+    waited_ms = (time.perf_counter() - started) * 1000.0
+    assert resp.status_code == 200, resp.text
+    after = counts()
+    assert (after[0] - before[0], after[1] - before[1]) == (1, 1)
+    if any_server.kind == "llm":
+        assert "x-queue-time" not in resp.headers  # its engine keeps the split in its histograms alone
+    else:
+        queue, compute = float(resp.headers["x-queue-time"]), float(resp.headers["x-inference-time"])
+        assert queue >= 0.0 and compute > 0.0 and queue + compute <= waited_ms

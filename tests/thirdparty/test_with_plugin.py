@@ -47,6 +47,9 @@ EXIT_REFUSED = 2
 """The plugin's exit status for a campaign that stops before any load (a refusal, or a trial whose readiness
 failed: bench_plugin/plugin.py, EXIT_CODES)."""
 
+METRICS_PATHS = ("/metrics", "/models")
+"""What the server-metrics reader asks of a server (telemetry/server_scrape.py): its page, and infinity's queue."""
+
 LLM_REQUESTS = {"count": 4, "input_tokens": 16, "output_tokens": 8, "seed": 1}
 TIMEOUT_S = 180
 
@@ -174,13 +177,36 @@ def test_every_request_is_measured_and_none_failed(campaign: Campaign) -> None:
 def test_the_server_refused_nothing_the_plugin_sent_once_it_knew(campaign: Campaign) -> None:
     """Warm-up and measured requests (the first are not samples: the server's own access log says). A
     request refused before the first one the server accepted is readiness finding out what it honours (with
-    ``fixed_output: auto``, the default, the llm probe asks for ignore_eos/min_tokens first); none after."""
-    access = re.findall(r'"(?:GET|POST) (\S+) HTTP/1\.1" (\d{3})', campaign.server_log)
+    ``fixed_output: auto``, the default, the llm probe asks for ignore_eos/min_tokens first); none after.
+    The server-metrics reader's GETs are not the workload's (test_server_metrics_are_read_or_said_missing)."""
+    access = [(path, status) for method, path, status in re.findall(r'"(GET|POST) (\S+) HTTP/1\.1" (\d{3})',
+                                                                     campaign.server_log)
+              if not (method == "GET" and path in METRICS_PATHS)]
     assert access, f"the server logged no request during the campaign:\n{campaign.server_log[-3000:]}"
     accepted = [i for i, (_, status) in enumerate(access) if status.startswith("2")]
     assert accepted, f"the server accepted no request:\n{campaign.server_log[-3000:]}"
     refused = [(path, status) for path, status in access[accepted[0]:] if not status.startswith("2")]
     assert not refused, f"the server answered {refused}:\n{campaign.server_log[-3000:]}"
+
+
+def test_server_metrics_are_read_or_said_missing(campaign: Campaign) -> None:
+    """infinity exports its metrics (HTTP durations on /metrics, its queue in /models): recognised, its queue read
+    through the stage. transformers serve exports none: said once, as a 404, and never asked again."""
+    with open_store(campaign.results / "results.sqlite") as db:
+        (detail,) = [json.loads(row[0]) for row in db.execute("SELECT detail FROM events WHERE kind='server_metrics'")]
+        quantities = {row[0] for row in db.execute("SELECT DISTINCT quantity FROM server_series WHERE stage >= 0")}
+    (source,) = detail["sources"]
+    asked = re.findall(r'"GET /metrics HTTP/1\.1" (\d{3})', campaign.server_log)
+    if campaign.name.endswith("infinity"):
+        assert source["engine"] == "infinity" and source["problems"] == {}, source
+        assert source["names"] == {"queue_depth": "/models stats.queue_absolute"} and quantities == {"queue_depth"}
+        assert len(asked) >= 4 and set(asked) == {"200"}  # twice a second through a 4-s stage
+    else:
+        assert source["engine"] is None and source["scrapes"] == 0 and not quantities, source
+        assert source["problems"].get("HTTP 404 from the metrics endpoint: no metrics at this URL, not read again") == 1
+        assert set(source["problems"]) <= {"HTTP 404 from the metrics endpoint: no metrics at this URL, not read again",
+                                           "TimeoutError: timed out"}, source  # a server busy at the start: late
+        assert set(asked) == {"404"} and len(asked) == sum(source["problems"].values())
 
 
 def test_llm_ttft_and_tpot_are_measured(llm_campaign: Campaign) -> None:

@@ -12,7 +12,7 @@ from unittest import mock
 import pytest
 
 from bench_plugin.users import shapes
-from bench_plugin.users.base import RequestFailed
+from bench_plugin.users.base import RequestFailed, server_times
 from bench_plugin.users.embedding import check_embeddings
 from bench_plugin.users.shapes import ShapeError, decode_embeddings, decode_transcription
 
@@ -94,3 +94,11 @@ def test_transcriptions_in_json_and_verbose_json() -> None:
         decode_transcription(b'{"transcript": "hello"}')
     with pytest.raises(ShapeError, match=re.escape("segments[0]: object missing required field `text`")):
         decode_transcription(b'{"text": "hello", "segments": [{"id": 0}]}')
+
+
+def test_the_servers_split_of_a_reply_is_read_from_teis_headers() -> None:
+    assert server_times({"x-queue-time": "12", "x-inference-time": "30.5"}) == (0.012, 0.0305)  # TEI: whole ms
+    assert server_times({"x-queue-time": "0.250"}) == (0.00025, None)
+    assert server_times({"x-queue-time": "soon", "x-inference-time": "-1"}) == (None, None)
+    assert server_times({"x-queue-time": "nan", "x-inference-time": "inf"}) == (None, None)
+    assert server_times({}) == (None, None) and server_times(None) == (None, None)
