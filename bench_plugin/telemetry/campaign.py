@@ -96,7 +96,7 @@ class CampaignTelemetry:
                    if (url := metrics_url(where.url, self.server_metrics.get(name))) is not None}
         if not targets:
             return
-        self.servers = ServerPoller(targets, self.recorder.path.parent)
+        self.servers = ServerPoller(targets, self.recorder.path.parent / "logs")
         reason = self.servers.start()
         if reason is not None:
             logger.warning("no server metrics: %s", reason)

@@ -18,6 +18,7 @@ problem in ``sources()``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -56,6 +57,7 @@ class ServerPoller:
         self.targets = dict(targets)
         self.interval_s = interval_s
         self.path = workdir / f"server-metrics-{os.getpid()}-{time.monotonic_ns()}.jsonl"
+        self._stderr = self.path.with_suffix(".err")
         self._process: subprocess.Popen[bytes] | None = None
         self._offset = 0
         self._latest: dict[str, dict[str, float]] = {}
@@ -70,14 +72,15 @@ class ServerPoller:
         """Start the scrape process; the reason when it could not be started (nothing is read then)."""
         if not self.targets:
             return None
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.touch()
         command = [sys.executable, "-m", "bench_plugin.telemetry.server_scrape", "--out", str(self.path),
                    "--interval", f"{self.interval_s:g}", "--parent", str(os.getpid()),
                    *(f"{w}={u}" for w, u in self.targets.items())]
         try:
-            self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                             stderr=subprocess.PIPE)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.touch()
+            with self._stderr.open("wb") as err:  # a file, not a pipe: nothing it writes can ever block it
+                self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                                 stderr=err)
         except OSError as exc:
             reason = f"the server-metrics scraper did not start: {exc}"
             for workload in self.targets:
@@ -140,22 +143,24 @@ class ServerPoller:
         if process is not None:
             process.terminate()
             try:
-                _, err = process.communicate(timeout=5.0)
+                process.wait(timeout=5.0)
             except subprocess.TimeoutExpired:
                 process.kill()
-                _, err = process.communicate()
-            if process.returncode not in (0, -15) and err:
-                last = err.decode("utf-8", "replace").strip().splitlines()[-1:]
+                process.wait()
+            if process.returncode not in (0, -15):
+                last = self._stderr.read_text(errors="replace").strip().splitlines()[-1:]
                 reason = f"the server-metrics scraper ended with status {process.returncode}: {' '.join(last)}"
                 for workload in self.targets:
                     self._problems[workload][reason] = self._problems[workload].get(reason, 0) + 1
         points = self.drain()
-        self.path.unlink(missing_ok=True)
+        for done in (self.path, self._stderr):
+            with contextlib.suppress(OSError):
+                done.unlink(missing_ok=True)
         return points
 
     def sources(self) -> list[ServerSource]:
         """Per class: where its metrics came from, the engine, the series read and what went wrong."""
         return [ServerSource(workload=w, url=u, engine=self._engines[w], names=dict(self._names[w]),
                              scrapes=self._scrapes[w],
-                             problems=dict(self._problems[w] if self._scrapes[w] else self._early[w]))
+                             problems={**(self._early[w] if not self._scrapes[w] else {}), **self._problems[w]})
                 for w, u in self.targets.items()]

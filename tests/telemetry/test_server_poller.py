@@ -117,3 +117,13 @@ def test_the_scraper_stops_once_its_parent_is_gone(tmp_path: Path, http_page: Se
 
     until(gone, "the scraper exits after its parent")
     assert out.read_text().count('"e":"reference"') >= 1
+
+
+def test_a_scraper_that_cannot_start_is_a_problem_of_each_class_not_an_error(tmp_path: Path) -> None:
+    (tmp_path / "logs").write_text("a file where the folder should be")
+    poller = ServerPoller({"llm": "http://127.0.0.1:9/metrics"}, tmp_path / "logs")
+    reason = poller.start()
+    assert reason is not None and reason.startswith("the server-metrics scraper did not start: ")
+    assert poller.drain() == [] and poller.latest() == {} and poller.stop() == []
+    (source,) = poller.sources()
+    assert source.problems == {reason: 1} and source.scrapes == 0
