@@ -99,6 +99,8 @@ class ScrapeJob:
     path: str
     target_labels: dict[str, str] = field(default_factory=dict)
     honor_labels: bool = False
+    target: str | None = None
+    """``host:port`` to scrape instead of the PageServer (a real server's own /metrics)."""
 
 
 def scrape_config(jobs: list[ScrapeJob], address: str) -> dict[str, Any]:
@@ -108,7 +110,7 @@ def scrape_config(jobs: list[ScrapeJob], address: str) -> dict[str, Any]:
         "global": {"scrape_interval": interval, "scrape_timeout": interval, "evaluation_interval": "1m"},
         "scrape_configs": [
             {"job_name": job.name, "metrics_path": job.path, "honor_labels": job.honor_labels,
-             "static_configs": [{"targets": [address], "labels": dict(job.target_labels)}]}
+             "static_configs": [{"targets": [job.target or address], "labels": dict(job.target_labels)}]}
             for job in jobs
         ],
     }

@@ -93,6 +93,7 @@ def build(environment: Environment) -> Launch:
         resolve.fail(f"{path}: {exc}")
     telemetry = resolve.telemetry_options(environment)
     resolve.check_prometheus(telemetry)
+    resolve.check_server_metrics(scenario, class_names, telemetry, path)
     provenance = this_process(backend.describe())
     sha256 = scenario_sha256(scenario)
     resuming = (resolve.resuming(recorded, scenario, sha256, class_names, request_sets, provenance)

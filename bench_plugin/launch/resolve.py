@@ -187,6 +187,17 @@ def check_prometheus(options: TelemetryOptions) -> None:
         sys.stderr.write(f"bench_plugin: warning: {reachable.reason}; each stage will carry a note instead\n")
 
 
+def check_server_metrics(scenario: Scenario, class_names: list[str], options: TelemetryOptions, path: Path) -> None:
+    """Refuse a class that reads its server's metrics through Prometheus (``metrics_url: prometheus``) without
+    --prometheus-url: there would be no Prometheus to ask."""
+    if options.prometheus_url:
+        return
+    through = [name for name in class_names if scenario.classes.get(name).metrics_url == "prometheus"]
+    if through:
+        fail(f"{path}: classes.{through[0]}.metrics_url: 'prometheus' needs --prometheus-url (the Prometheus that "
+             "scrapes its server)")
+
+
 def resuming(recorded: resume.Recorded, scenario: Scenario, sha256: str, class_names: list[str],
               request_sets: dict[str, RequestSet], provenance: Provenance) -> resume.Resuming:
     """The checked plan of a resume; a different experiment is refused in one line naming what differs."""

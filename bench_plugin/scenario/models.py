@@ -124,13 +124,15 @@ class ClassSpec(StrictModel):
     """Where the class's server exports its Prometheus metrics, read through every stage (queue depth, running
     requests, queue and compute time: docs/telemetry.md): unset, ``/metrics`` at the server's own URL; a URL, in
     which ``{host}`` stands for the server's host (TEI serves them on a port of their own:
-    ``http://{host}:9000/metrics``); ``off`` to read none."""
+    ``http://{host}:9000/metrics``); ``prometheus`` to read them from the campaign's ``--prometheus-url``, where
+    the cluster's Prometheus scrapes the server (by its pod's ``namespace`` and ``pod`` labels, else its
+    ``instance``), after each segment; ``off`` to read none."""
 
     @field_validator("metrics_url")
     @classmethod
     def _metrics_url(cls, value: str | None) -> str | None:
-        if value is not None and value != "off" and not value.startswith(("http://", "https://")):
-            raise ValueError(f"{value!r}: give an http:// or https:// URL, or 'off'")
+        if value is not None and value not in ("off", "prometheus") and not value.startswith(("http://", "https://")):
+            raise ValueError(f"{value!r}: give an http:// or https:// URL, 'prometheus' or 'off'")
         return value
 
 

@@ -12,7 +12,9 @@
   results/server_rows.py's vocabulary) are read through each segment by a scrape process of its own
   (server_poller.py) from the endpoint ``server_metrics`` names for the class (its ``metrics_url``; unset,
   ``/metrics`` at the server's URL); what was read goes to ``server_series`` at each stage end, and where
-  each class's came from (engine, series, problems) to a ``server_metrics`` timeline entry.
+  each class's came from (engine, series, problems) to a ``server_metrics`` timeline entry. A class whose
+  ``metrics_url`` is ``prometheus`` is read instead from ``--prometheus-url`` after the segment, each stage's
+  window alike (server_prometheus.py).
 
 Nothing here fails a campaign: a source that is not there is an event and a warning, a missing
 series a note in the report.
@@ -26,12 +28,15 @@ from dataclasses import dataclass, field
 
 from bench_plugin.results.placement import Placement
 from bench_plugin.results.recorder import Recorder
+from bench_plugin.results.server_rows import ServerSource
 from bench_plugin.results.telemetry_rows import DeviceInfo
 from bench_plugin.results.timeline import ServerMetrics, Telemetry, TelemetryUnavailable
 from bench_plugin.telemetry import fields as F
 from bench_plugin.telemetry.dcgm import DcgmScraper
 from bench_plugin.telemetry.nvml import NvmlSampler
-from bench_plugin.telemetry.server_poller import ServerPoller, metrics_url
+from bench_plugin.telemetry.promql import LabelSet
+from bench_plugin.telemetry.server_poller import THROUGH_PROMETHEUS, ServerPoller, metrics_url
+from bench_plugin.telemetry.server_prometheus import query_stage, target_labels
 from bench_plugin.telemetry.source import PollingSource
 from bench_plugin.telemetry.stage_series import ClassTarget
 
@@ -167,6 +172,33 @@ class CampaignTelemetry:
         stages, self._stages = self._stages, []
         if self.options.prometheus_url and stages:
             self._query(stages, self.targets(placement))
+            through = {name: target_labels(where.url, where.pod) for name, where in placement.classes.items()
+                       if self.server_metrics.get(name) == THROUGH_PROMETHEUS}
+            if through:
+                self._query_servers(trial, segment, stages, through)
+
+    def _query_servers(self, trial: int, segment: int, stages: list[_Stage], targets: dict[str, LabelSet]) -> None:
+        """Each stage's server series of the classes read through Prometheus, and where they came from."""
+        from bench_plugin.telemetry.prometheus import PrometheusSeries
+
+        assert self.options.prometheus_url is not None
+        found: dict[str, ServerSource] = {
+            name: ServerSource(workload=name, engine=None, url=f"{self.options.prometheus_url} "
+                               f"({','.join(f'{k}={v}' for k, v in labels.items())})")
+            for name, labels in targets.items()}
+        with PrometheusSeries(self.options.prometheus_url) as prometheus:
+            for st in stages:
+                answers = query_stage(prometheus, targets, st.start_s, st.end_s, PROMETHEUS_STEP_S)
+                for name, answer in answers.items():
+                    self.recorder.add_server_points(trial, segment, st.stage, answer.points)
+                    source = found[name]
+                    problems = dict(source.problems)
+                    for note in answer.notes:
+                        problems[note] = problems.get(note, 0) + 1
+                    found[name] = source.model_copy(update={
+                        "engine": answer.engine or source.engine, "names": answer.names or source.names,
+                        "scrapes": source.scrapes + (1 if answer.points else 0), "problems": problems})
+        self.recorder.note(ServerMetrics(segment=segment, sources=list(found.values())), trial)
 
     def targets(self, placement: Placement) -> list[ClassTarget]:
         """Where each class's series are in the exporter's labels, as far as the placement tells."""

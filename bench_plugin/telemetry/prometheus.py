@@ -196,6 +196,24 @@ class PrometheusSeries:
             self._assign(metric, series, targets, result)
         return result
 
+    def instant(self, query: str, at_s: float) -> list[dict[str, str]]:
+        """The label sets of an instant query's answer at ``at_s``; raises what the client raises (the caller
+        says it as a note)."""
+        data = self._client.custom_query(query, params={"time": _timestamp(at_s)})
+        if not isinstance(data, list):
+            raise ValueError(f"expected a list of series, got {type(data).__name__}")
+        return [{str(k): str(v) for k, v in item.get("metric", {}).items()} for item in data if isinstance(item, dict)]
+
+    def points(self, query: str, start_s: float, end_s: float, step_s: float) -> list[tuple[float, float]]:
+        """The points of a range query's single series (an aggregate: ``sum(...)``), [] where it has none."""
+        series = self._range(query, start_s, end_s, step_s)
+        return series[0].points if series else []
+
+    @property
+    def errors(self) -> tuple[type[Exception], ...]:
+        """What a query may raise that is the server's or the network's doing, not the caller's."""
+        return (requests.RequestException, self._api_error, ValueError, KeyError, TypeError)
+
     def _range(self, query: str, start_s: float, end_s: float, step_s: float) -> list[_Series]:
         start = dt.datetime.fromtimestamp(start_s, tz=dt.UTC)
         end = dt.datetime.fromtimestamp(end_s, tz=dt.UTC)

@@ -18,6 +18,11 @@ to ``exported_<name>`` unless the job sets ``honor_labels: true``; scraped throu
 target has ``pod`` and ``namespace`` (the exporter's own pod), so the workload's pod arrives as
 ``exported_pod``/``exported_namespace`` and ``pod`` names the exporter.
 
+A class's server series (its engine's own, telemetry/engines.py) are selected by the labels Prometheus gave
+the server as a target: a Kubernetes pod's ``namespace`` and ``pod`` (kube-prometheus' ServiceMonitors and
+PodMonitors set them), or a static target's ``instance`` (``host:port``). One name is asked as its exporter
+may have spelt it (a counter with or without ``_total``), its label sets summed (``max`` for a share).
+
 :func:`selects` answers, for a series' labels, whether a label set selects it, with PromQL's own
 rule (``l="v"`` needs the value, ``l=""`` needs the label absent or empty), so the client maps each
 returned series to its class the way the query chose it.
@@ -131,3 +136,24 @@ def range_query(metric: str, targets: Iterable[ClassTarget]) -> str:
 def stage_queries(targets: Sequence[ClassTarget], metrics: Sequence[str] = STAGE_METRICS) -> dict[str, str]:
     """Metric -> its range query over ``targets``: what one stage sends."""
     return {metric: range_query(metric, targets) for metric in metrics}
+
+
+
+def name_regex(names: Iterable[str]) -> str:
+    """A ``__name__`` regex matching exactly ``names`` (their regex characters escaped)."""
+    return "|".join("".join("\\" + c if c in ".+*?^$()[]{}|\\" else c for c in name) for name in sorted(set(names)))
+
+
+def _server_matchers(names: Iterable[str], label_set: Mapping[str, str]) -> str:
+    return ",".join([f"__name__=~{quote(name_regex(names))}", *(f"{k}={quote(v)}" for k, v in label_set.items())])
+
+
+def names_query(names: Iterable[str], label_set: Mapping[str, str]) -> str:
+    """The instant query that says which of ``names`` a server's series (``label_set``) has: one result per name."""
+    return f"count by (__name__) ({{{_server_matchers(names, label_set)}}})"
+
+
+def server_query(names: Iterable[str], label_set: Mapping[str, str], largest: bool = False) -> str:
+    """The range query of one server series however its exporter spelt it (``names``: with and without
+    ``_total``), its label sets summed (a server's models and engines together), or for a share their largest."""
+    return f"{'max' if largest else 'sum'}({{{_server_matchers(names, label_set)}}})"

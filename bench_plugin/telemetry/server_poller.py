@@ -37,12 +37,15 @@ INTERVAL_S = 0.5
 
 OFF = "off"
 """A class's ``metrics_url`` that turns its metrics off."""
+THROUGH_PROMETHEUS = "prometheus"
+"""A class's ``metrics_url`` that reads them from the campaign's Prometheus instead (telemetry/server_prometheus.py)."""
 
 
 def metrics_url(server_url: str, template: str | None) -> str | None:
-    """Where a class's metrics are: ``template`` with ``{host}`` the server's host, or, unset, ``/metrics`` at the
-    server's own scheme, host and port (any path of the server's URL, such as ``/v1``, dropped). None: off."""
-    if template == OFF:
+    """Where a class's metrics are read directly: ``template`` with ``{host}`` the server's host, or, unset,
+    ``/metrics`` at the server's own scheme, host and port (any path of the server's URL, such as ``/v1``, dropped).
+    None: not read directly (off, or through Prometheus)."""
+    if template in (OFF, THROUGH_PROMETHEUS):
         return None
     parts = urlsplit(server_url)
     if template:

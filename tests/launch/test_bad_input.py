@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 from pathlib import Path
 
@@ -153,3 +154,16 @@ def test_a_disruption_needs_the_kubernetes_backend(tmp_path: Path) -> None:
     path = scenario_variant(tmp_path, "short", backend="kubernetes", disruption={"kind": "drain", "at_s": 0.5})
     assert_clean_error(*locust_error(path, "--backend", "local", results=tmp_path / "r"),
                        "disruption (kind drain) needs the kubernetes backend, not local")
+
+
+def test_a_metrics_url_that_is_no_url_and_prometheus_without_a_prometheus_are_refused(tmp_path: Path) -> None:
+    classes = copy.deepcopy(SHORT["classes"])
+    classes["embedding"]["metrics_url"] = "localhost:9000/metrics"
+    path = scenario_variant(tmp_path, "short", name="no-url.yaml", classes=classes)
+    assert_clean_error(*locust_error(path), "classes.embedding.metrics_url",
+                       "'localhost:9000/metrics': give an http:// or https:// URL, 'prometheus' or 'off'")
+    classes["embedding"]["metrics_url"] = "prometheus"
+    path = scenario_variant(tmp_path, "short", name="through.yaml", classes=classes)
+    assert_clean_error(*locust_error(path, results=tmp_path / "r"),
+                       "classes.embedding.metrics_url: 'prometheus' needs --prometheus-url")
+    assert not (tmp_path / "r" / "results.sqlite").exists()  # refused before any server or store
