@@ -707,9 +707,12 @@ class CampaignReader:
             "SELECT t, workload, quantity, value FROM server_series WHERE trial=?", (trial,))]
 
     def server_sources(self, trial: int) -> dict[int, dict[str, ServerSource]]:
-        """Segment -> class -> where its server metrics came from (the ``server_metrics`` timeline entries)."""
-        return {entry.segment: {source.workload: source for source in entry.sources}
-                for entry in self.entries(trial, ServerMetrics)}
+        """Segment -> class -> where its server metrics came from (the ``server_metrics`` timeline entries: one for the
+        classes read directly, one for those read through Prometheus)."""
+        out: dict[int, dict[str, ServerSource]] = {}
+        for entry in self.entries(trial, ServerMetrics):
+            out.setdefault(entry.segment, {}).update({source.workload: source for source in entry.sources})
+        return out
 
     def stage_series(self, trial: int) -> list[StageSeriesRecord]:
         """Per (segment, stage, source) of ``trial``, in order, what a queried source (Prometheus) returned and its
