@@ -14,7 +14,9 @@ mean and a log-scale 95% interval (statistics.ratio_spread), so their interval n
 - fairness = Jain's index over the classes' normalised throughputs, (sum x)^2 / (n sum x^2): 1 when
   every class keeps the same share, 1/n when one class gets everything (a value, arithmetic mean);
 - goodput per device = sum over classes of goodput (requests within every SLO, per second) / the
-  devices the trial was charged, for the arm and for the control (values), and their ratio.
+  devices the trial was charged, for the arm and for the control (values), and their ratio;
+- latency_split_c = where the latency the arm adds to c goes (client, server queue, server compute, the
+  rest: differences, arm minus control), where both said their servers' split (queueing.py).
 
 Whether each class keeps its SLOs and error budget is judged on the arm alone, in every repeat (a
 stage skipped after a rollback fails); the control arm gets these and its own goodput, no ratios.
