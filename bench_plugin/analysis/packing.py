@@ -158,7 +158,8 @@ def arm_plan(arm: str, sharing: str | None, fit: EnvelopeFit | None, rays: list[
     rows = fit.criteria
     missing = [c for c in wanted if not any(r.workload == c for r in rows.values())
                or not any(c in d for d in fit.devices)]
-    floored = {c: (floors or {})[c] for c in missing if (floors or {}).get(c, 0.0) > 0}
+    held = floors or {}
+    floored = {c: held[c] for c in missing if held.get(c, 0.0) > 0}
     if unknown := [c for c in missing if c not in floored]:
         return ArmPlan(arm=arm, sharing=sharing, gpus=None,
                        note=f"its envelope model does not cover {', '.join(unknown)}")

@@ -11,6 +11,7 @@ Whatever cannot serve raises :class:`ArchiveError` with one line.
 
 from __future__ import annotations
 
+import shutil
 import tarfile
 import tempfile
 from collections.abc import Iterator
@@ -22,6 +23,11 @@ STORE = "results.sqlite"
 
 class ArchiveError(Exception):
     """A path that is neither a results directory nor a tarball holding one; the message is one line."""
+
+
+def _reason(exc: BaseException) -> str:
+    """Why tarfile or the OS could not read an archive, in a few words (its first line)."""
+    return (str(exc).splitlines() or [type(exc).__name__])[0].rstrip(":") or type(exc).__name__
 
 
 @contextmanager
@@ -39,8 +45,7 @@ def results_dir(path: Path) -> Iterator[Path]:
             with tarfile.open(path) as tar:
                 tar.extractall(scratch, filter="data")
         except (tarfile.TarError, OSError) as exc:
-            reason = (str(exc).splitlines() or [type(exc).__name__])[0].rstrip(":")
-            raise ArchiveError(f"{path}: not a results directory or a readable tar archive ({reason})") from None
+            raise ArchiveError(f"{path}: not a results directory or a readable tar archive ({_reason(exc)})") from None
         found = sorted(Path(scratch).rglob(STORE), key=lambda p: len(p.parts))
         if not found:
             raise ArchiveError(f"{path}: the archive holds no {STORE}")
@@ -72,11 +77,9 @@ def unpack_store(directory: Path) -> Path | None:
             source = tar.extractfile(members[0])
             assert source is not None
             with source, partial.open("wb") as target:
-                while chunk := source.read(1 << 20):
-                    target.write(chunk)
+                shutil.copyfileobj(source, target, 1 << 20)
     except (tarfile.TarError, OSError, EOFError) as exc:
         partial.unlink(missing_ok=True)
-        reason = (str(exc).splitlines() or [type(exc).__name__])[0].rstrip(":")
-        raise ArchiveError(f"{packed[0]}: cannot unpack its {STORE} ({reason})") from None
+        raise ArchiveError(f"{packed[0]}: cannot unpack its {STORE} ({_reason(exc)})") from None
     partial.replace(directory / STORE)
     return packed[0]
