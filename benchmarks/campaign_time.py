@@ -16,7 +16,8 @@ them, so a campaign cut into slices and resumed counts only what its slices ran)
   announced);
 - ``redone``: stages an earlier attempt ran that a resume superseded (run again after a cut).
 
-Printed per arm (minutes, summed over its repeats, and per repeat), then per arm and ray (stage-runs, minutes
+Printed per arm (minutes, summed over its repeats, and their mean per repeat; ``--json`` gives each repeat's
+own, ``per_repeat_s``, in run order), then per arm and ray (stage-runs, minutes
 of probes and holds, the bracket each repeat ended with and its precision). ``--json`` prints the same as
 one JSON object.
 """
@@ -57,6 +58,8 @@ class ArmTime:
 
     repeats: int = 0
     phases: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
+    per_repeat_s: list[float] = field(default_factory=list)
+    """Each repeat's own total, in run order."""
     rays: dict[str, RayTime] = field(default_factory=lambda: defaultdict(RayTime))
 
     @property
@@ -71,6 +74,7 @@ def _stage_s(started: float | None, ended: float | None) -> float:
 def trial_time(reader: CampaignReader, trial: TrialRecord, arm: ArmTime) -> None:
     """Add ``trial``'s phases and rays to ``arm``."""
     arm.repeats += 1
+    before = arm.total_s
     classes = {segment.index: segment.classes for segment in trial.segments}
 
     def label(ray: str, segment: int) -> str:  # an arm of several segments (the solo control) names the segment's
@@ -121,6 +125,7 @@ def trial_time(reader: CampaignReader, trial: TrialRecord, arm: ArmTime) -> None
         precision = f" {result.precision:.0%}" if result.precision is not None else ""
         arm.rays[label(result.ray, result.segment)].ended.append(f"{result.status} {bracket}{precision}")
     arm.phases["redone"] += sum(_stage_s(started, ended) for started, ended in reader.superseded_stages(trial.id))
+    arm.per_repeat_s.append(arm.total_s - before)
 
 
 def campaign_time(results: Path) -> dict[str, ArmTime]:
@@ -155,6 +160,7 @@ def render(arms: dict[str, ArmTime]) -> str:
 
 def as_json(arms: dict[str, ArmTime]) -> str:
     return json.dumps({name: {"repeats": arm.repeats, "total_s": round(arm.total_s, 1),
+                              "per_repeat_s": [round(v, 1) for v in arm.per_repeat_s],
                               "phases_s": {p: round(v, 1) for p, v in arm.phases.items()},
                               "rays": {ray: {**asdict(t), "probes_s": round(t.probes_s, 1),
                                              "holds_s": round(t.holds_s, 1)} for ray, t in arm.rays.items()}}
