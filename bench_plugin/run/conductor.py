@@ -269,6 +269,7 @@ class Conductor:
         else:
             self._sweep(trial, segment, classes, urls)
         self._drain(trial, segment)
+        self.telemetry.stop_servers(trial.id, segment)  # before the servers go: their going is no metrics problem
         self.backend.release()
         self.moments.segment_released(trial, segment)
 

@@ -151,8 +151,9 @@ class CampaignTelemetry:
         if end_s > start_s:
             self._stages.append(_Stage(trial, segment, stage, start_s, end_s))
 
-    def stop_segment(self, trial: int, segment: int, placement: Placement) -> None:
-        """Stop the sources and store the rest; query Prometheus for the segment's stages."""
+    def stop_servers(self, trial: int, segment: int) -> None:
+        """Stop reading the servers' metrics and store the rest (before the servers are released: a server gone is
+        not a problem of its metrics); nothing once stopped."""
         servers, self.servers = self.servers, None
         if servers is not None:
             self.recorder.add_server_points(trial, segment, AFTER_STAGES, servers.stop())
@@ -162,6 +163,10 @@ class CampaignTelemetry:
                 for problem, count in source_of.problems.items():
                     logger.warning("trial %d: %s server metrics (%s): %s (%d reads)", trial, source_of.workload,
                                    source_of.url, problem, count)
+
+    def stop_segment(self, trial: int, segment: int, placement: Placement) -> None:
+        """Stop the sources and store the rest; query Prometheus for the segment's stages."""
+        self.stop_servers(trial, segment)
         source, self.source, self._placement = self.source, None, None
         if source is not None:
             source.stop()

@@ -35,7 +35,15 @@ from bench_plugin.report.envelope import envelopes
 from bench_plugin.report.markdown import render_report, render_summary
 from bench_plugin.report.outputs import summarise
 from bench_plugin.results.recorder import Recorder
-from bench_plugin.results.store import CampaignReader, StoreError, open_campaign, open_store, read_samples
+from bench_plugin.results.store import (
+    STORE_VERSION,
+    CampaignReader,
+    StoreError,
+    open_campaign,
+    open_store,
+    read_samples,
+    store_version,
+)
 from bench_plugin.results.summary import Summary, load_summary
 
 pytestmark = pytest.mark.slow
@@ -251,6 +259,30 @@ def test_sigkill_between_stages_then_resume(uninterrupted: Summary, killed: tupl
     before = as_one_run(results, tmp_path / "before")  # trial 1's figures as they stood after the kill
     done = resume(results, "--scenario", str(results.parent / "scenario.yaml"))
     assert done.returncode == 0, done.stdout[-3000:]
+    check_resumed(results, uninterrupted, before, tmp_path, resumes=1, previous="unfinished")
+
+
+def test_a_campaign_begun_by_the_version_before_is_resumed_and_its_store_upgraded(
+        uninterrupted: Summary, killed: tuple[Path, Path], tmp_path: Path) -> None:
+    """A campaign cut while this code's store was one version older (6: no server series, samples without the
+    server's split) goes on: the resume upgrades its store in place, and it ends as one run would."""
+    results = tmp_path / "results"
+    shutil.copytree(killed[1], results)
+    db = sqlite3.connect(results / "results.sqlite")
+    for table in ("samples", "superseded_samples"):
+        for column in ("server_queue_s", "server_compute_s"):
+            db.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+    for table in ("server_series", "superseded_server_series"):
+        db.execute(f"DROP TABLE {table}")
+    db.execute("UPDATE meta SET value='6' WHERE key='store_version'")
+    db.commit()
+    db.close()
+    before = as_one_run(results, tmp_path / "before")
+    done = resume(results, "--scenario", str(killed[0].parent / "scenario.yaml"))
+    assert done.returncode == 0, done.stdout[-3000:]
+    with open_store(results / "results.sqlite") as db:
+        assert store_version(db) == STORE_VERSION
+        assert db.execute("SELECT COUNT(*) FROM server_series WHERE trial=2").fetchone()[0] > 0  # the rerun's
     check_resumed(results, uninterrupted, before, tmp_path, resumes=1, previous="unfinished")
 
 

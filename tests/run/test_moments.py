@@ -121,7 +121,7 @@ def test_a_failed_row_write_says_nothing_on_the_timeline_or_the_hook(tmp_path: P
 
 
 def test_every_kind_is_declared_once_and_refuses_what_it_does_not_declare() -> None:
-    assert len(KINDS) == 24 and all(issubclass(model, Entry) for model in KINDS.values())
+    assert len(KINDS) == 25 and all(issubclass(model, Entry) for model in KINDS.values())
     with pytest.raises(ValidationError):
         StageStart(segment=0, stage=0, offered={"llm": 1.0}, offerd=2)  # type: ignore[call-arg]
     with pytest.raises(TimelineError, match=r"timeline: stage_start\.stage: Field required"):

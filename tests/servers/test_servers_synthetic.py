@@ -30,7 +30,7 @@ MEDIAN_OVERSHOOT_MS = 5.0
 accuracy tests hold the harness to the server's own record, so the flags need only be honoured this closely."""
 LOG_FIELDS = {
     "seq", "request_id", "endpoint", "received_s", "first_token_s", "last_token_s", "end_s", "ttft_ms", "e2e_ms",
-    "tpot_ms", "output_tokens", "slow", "status", "queue_ms", "device_start_s", "device_end_s",
+    "tpot_ms", "output_tokens", "slow", "status", "queue_ms", "device_start_s", "device_end_s", "scheduled_s",
 }  # fmt: skip
 
 
