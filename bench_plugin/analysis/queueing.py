@@ -34,14 +34,13 @@ from bench_plugin.results.server_figures import (
     LatencyGrowth,
     LatencyParts,
     LatencySplit,
-    MeanPeak,
     PartsGrowth,
     ServerStats,
     SplitFrom,
 )
 from bench_plugin.results.server_rows import LEVELS, ServerPoint
 from bench_plugin.results.server_rows import Quantity as Q
-from bench_plugin.results.spread import Spread
+from bench_plugin.results.spread import MeanPeak, Spread
 from bench_plugin.results.summary import ClassStats, StageComparison
 
 TAIL = (0.925, 0.975)
@@ -127,7 +126,7 @@ def _ratio(window: Series, total: Q, count: Q) -> tuple[float | None, float | No
 
 def _level(window: Series, quantity: Q) -> MeanPeak | None:
     values = [v for _, v in window.get(quantity, [])]
-    return MeanPeak(mean=sum(values) / len(values), peak=max(values), reads=len(values)) if values else None
+    return MeanPeak(mean=sum(values) / len(values), peak=max(values), points=len(values)) if values else None
 
 
 def server_stats(samples: Sequence[Sample], series: Series, start_s: float | None, end_s: float | None,

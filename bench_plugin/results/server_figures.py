@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import SerializationInfo, SerializerFunctionWrapHandler, model_serializer
 
-from bench_plugin.results.spread import Model, Spread
+from bench_plugin.results.spread import MeanPeak, Model, Spread
 
 SplitFrom = Literal["replies", "metrics"]
 """Where the server's part of the latencies came from: each reply's headers, or the stage's metrics."""
@@ -58,14 +58,6 @@ class LatencyParts(Model):
     """total - client - queue - compute; None where either server part is missing."""
 
 
-class MeanPeak(Model):
-    """A level the server reported through the stage: its mean over the reads and its peak."""
-
-    mean: float
-    peak: float
-    reads: int
-
-
 class ServerStats(Model):
     """What one class's server said during one stage."""
 
@@ -79,6 +71,7 @@ class ServerStats(Model):
     """The requests around the P95 (those ranked between the 92.5th and the 97.5th percentile of latency),
     split: where the tail's time goes. Only from replies (a server's metrics cannot say which request was slow)."""
     queue_depth: MeanPeak | None = None
+    """Requests waiting in the server's queue over the stage's reads (``points``: how many)."""
     running: MeanPeak | None = None
     kv_cache_use: MeanPeak | None = None
     batch_size: float | None = None

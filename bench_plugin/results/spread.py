@@ -1,4 +1,5 @@
-"""The figure over repeats: summary.json's base model and its ``Spread`` (a mean, its 95% interval, the values).
+"""The figure over repeats: summary.json's base model, its ``Spread`` (a mean, its 95% interval, the values), and a
+series' ``MeanPeak`` over a stage.
 
 Every section of summary.json (results/summary.py, results/server_figures.py) is a ``Model``; every figure over
 repeats is a ``Spread``, and every paired arm-against-control figure a ``Judged`` (analysis/statistics.py and
@@ -76,3 +77,11 @@ class Judged(Spread):
     def notes(self) -> str | None:
         """Why no call could be made and why values were left out, in one text (None when neither)."""
         return "; ".join(n for n in (self.reason, self.note) if n) or None
+
+
+class MeanPeak(Model):
+    """The mean and the peak of a series over a stage, and how many polls it rests on."""
+
+    mean: float
+    peak: float
+    points: int

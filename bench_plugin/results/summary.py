@@ -50,7 +50,7 @@ from pydantic import (
 from bench_plugin.results.facts import BackendFacts, Recorded
 from bench_plugin.results.placement import ClassPlacement
 from bench_plugin.results.server_figures import LatencyGrowth, LatencySplit, ServerStats, Sparse
-from bench_plugin.results.spread import Judged, Model, Spread
+from bench_plugin.results.spread import Judged, MeanPeak, Model, Spread
 
 SCHEMA: Literal["bench_plugin.summary/2"] = "bench_plugin.summary/2"
 """The schema this code writes and the only one it reads."""
@@ -136,14 +136,6 @@ class ClassStats(Sparse):
     def error_rate(self) -> float | None:
         """Failed requests / requests (None without requests)."""
         return self.errors / self.requests if self.requests else None
-
-
-class MeanPeak(Model):
-    """The mean and the peak of a series over a stage, and how many polls it rests on."""
-
-    mean: float
-    peak: float
-    points: int
 
 
 class StageGpu(Model):
