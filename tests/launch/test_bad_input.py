@@ -68,7 +68,7 @@ def test_truncated_scenario_file(tmp_path: Path) -> None:
 
 
 def test_missing_request_set_file(tmp_path: Path) -> None:
-    classes = SHORT["classes"]
+    classes = copy.deepcopy(SHORT["classes"])  # SHORT is the module's: the other tests read it as the file has it
     classes["llm"]["requests"] = {"file": "prompts.jsonl"}
     path = scenario_variant(tmp_path, "short", classes=classes)
     assert_clean_error(*locust_error(path), f"{tmp_path / 'prompts.jsonl'}: request-set file not found")
