@@ -142,6 +142,8 @@ class BenchPlugin:
         if environment.web_ui is not None:  # Locust's own Statistics tab then shows the current stage
             self.events.stage_start.add_listener(lambda **_: environment.stats.reset_all())
         self.greenlet: gevent.Greenlet | None = None
+        self.stopping: gevent.Greenlet | None = None
+        """The stop under way (``_stop``), in a greenlet of its own: see ``on_test_stop``."""
         self.finalized = False
         if resuming is not None:  # the trials are in the store: supersede what runs again
             record = resume.begin(resuming.recorded, resuming.plan, self.recorder, resuming.provenance)
@@ -186,7 +188,18 @@ class BenchPlugin:
                 self.progress = gevent.spawn(report_progress, self.live_snapshot)
 
     def on_test_stop(self, **_: Any) -> None:
-        """Interrupt a running conductor, cancel what this process has in flight, then write the summary."""
+        """Interrupt a running conductor, cancel what this process has in flight, then write the summary.
+
+        Locust calls this from the greenlet that stops the test, which may be its runner's own: when the last
+        worker quits, the runner stops the test in its greenlet, and a headless main that sees the shape end
+        meanwhile quits the runner, killing that greenlet. The stop therefore runs in a greenlet of its own,
+        once; every caller (this listener, and the ``quitting`` one before Locust reads the exit code) waits
+        for it, so the summary and the exit code are written whichever caller is cut short."""
+        if self.stopping is None:
+            self.stopping = gevent.spawn(self._stop)
+        self.stopping.get()  # what went wrong in it is raised here, as it was in the listener itself
+
+    def _stop(self) -> None:
         if self.progress is not None:
             self.progress.kill(block=False)
         if self.greenlet is not None and not self.greenlet.dead:
