@@ -435,15 +435,50 @@ def ray_results(results: Path) -> list[str]:
     return read_now(results, lambda reader: [e.detail.get("ray", "mix") for e in reader.events("search_result")], [])
 
 
+FREEZE = """\
+\"\"\"Loaded after locustfiles/mixed.py: the campaign stops itself (SIGSTOP) as its stage {stage!r} starts, that
+stage's row and timeline entry in the store (run/hooks.py); it records nothing of its own.\"\"\"
+import os
+import signal
+from pathlib import Path
+
+from locust import events
+
+
+def freeze(name=None, **_):
+    if name == {stage!r}:
+        Path({marker!r}).touch()
+        os.kill(os.getpid(), signal.SIGSTOP)
+
+
+events.init.add_listener(lambda environment, **_: environment.bench_plugin_events.stage_start.add_listener(freeze))
+"""
+"""A locustfile beside locustfiles/mixed.py (Locust loads both, in order): ``stage`` and ``marker`` to format."""
+
+
+def frozen_at(tmp_path: Path, stage: str) -> tuple[list[str], Path]:
+    """-f for a campaign that freezes itself as ``stage`` starts (FREEZE), and the file that says it has: a kill once
+    that file exists lands there, however late this process sees it, for the campaign cannot go past it."""
+    marker, hook = tmp_path / "frozen", tmp_path / "freeze_at_stage.py"
+    hook.write_text(FREEZE.format(stage=stage, marker=str(marker)))
+    return ["-f", f"{LOCUSTFILE[1]},{hook}"], marker
+
+
 def test_a_search_segment_killed_after_one_ray_ended_goes_on_from_its_decided_probes(tmp_path: Path) -> None:
     """The ray whose search had ended keeps its stages, probes and result, the open ray its decided probes; only
-    the open ray's remaining probes run after the resume."""
+    the open ray's remaining probes run after the resume.
+
+    The kill lands in the open ray's last probe, asr-alone x4, once its stage has started: the campaign stops itself
+    there (FREEZE), since that probe is all it has left once ``mix`` ended, a second that a busy host's poll can miss.
+    """
     scenario = scenario_variant(tmp_path, "simulator", repeats=1, search=RAYS, classes=loose_classes(),
                                 arms=[{"name": "shared", "control": True, "sharing": "time-slicing"}])
     results = tmp_path / "results"
-    first = stop_when([*LOCUSTFILE, "--scenario", str(scenario), "--results-dir", str(results)],
-                      tmp_path / "first.log", results, lambda: ray_results(results) == ["mix"], signal.SIGKILL)
+    locustfiles, frozen = frozen_at(tmp_path, "asr-alone x4")
+    first = stop_when([*locustfiles, "--scenario", str(scenario), "--results-dir", str(results)],
+                      tmp_path / "first.log", results, frozen.exists, signal.SIGKILL)
     assert first == -signal.SIGKILL
+    assert ray_results(results) == ["mix"], "killed once mix had ended, asr-alone not"
     kept = read_now(results, lambda reader: [(e.detail.get("ray"), e.detail["stage"], e.detail["scale"])
                                              for e in reader.events("search_step")], [])
     kept_stages: set[int] = read_now(results, lambda reader: {
@@ -452,7 +487,7 @@ def test_a_search_segment_killed_after_one_ray_ended_goes_on_from_its_decided_pr
     assert {stage for _, stage, _ in kept} <= kept_stages
     assert [scale for ray, _, scale in kept if ray == "mix"] == [1.0, 2.0, 4.0]
     open_ray = [scale for ray, _, scale in kept if ray == "asr-alone"]
-    assert open_ray == [1.0, 2.0][:len(open_ray)], "the rays take turns: asr-alone was still open"
+    assert open_ray == [1.0, 2.0], "the rays take turns: asr-alone was still open"
     done = resume(results)
     assert done.returncode == 0, done.stdout[-3000:]
     assert f"keeping the {_count(len(kept), 'probe')} it decided" in done.stdout
@@ -470,6 +505,8 @@ def test_a_search_segment_killed_after_one_ray_ended_goes_on_from_its_decided_pr
     assert all(s.intended_s < last.at_s for s in samples if s.stage in kept_stages), "kept from the first attempt"
     assert all(s.intended_s > last.at_s for s in samples if s.stage not in kept_stages), "the rest ran after"
     assert min(s.stage for s in samples if s.stage not in kept_stages) > max(kept_stages), "numbered after them"
+    assert store_rows(results, "SELECT stage, name, status FROM superseded_stages") == [
+        (max(kept_stages) + 1, "asr-alone x4", "running")], "the probe cut short was set aside, and ran again"
     for stage in trial.stages:
         assert stage.status == "completed" and all(stage.classes[n].requests == stage.arrivals[n]
                                                    for n in stage.arrivals if stage.arrivals[n])
