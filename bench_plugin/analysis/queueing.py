@@ -7,10 +7,15 @@ over the requests (results/server_figures.py says what each part is):
   headers): per request, other = latency - client - queue - compute, and the means over the requests that
   have both; the same over the requests around the P95 (those ranked between the 92.5th and the 97.5th
   percentile of latency, at least one), so the split of the tail is the tail's own;
-- else with the server's metrics over the stage's window (``ServerPoint`` totals): mean queue time = the
-  change of the queue-time total over the change of the count it covers (Prometheus' ``increase``: a total
-  that falls, a server restarted, counts from zero again), compute time likewise, and other = the mean
-  latency - client - queue - compute.
+- else with the server's metrics (``ServerPoint`` totals): mean queue time = the change of the queue-time
+  total over the change of the count it covers (Prometheus' ``increase``: a total that falls, a server
+  restarted, counts from zero again), compute time likewise, and other = the mean latency - client - queue -
+  compute. The engines observe a request's times as it ends (vLLM, TEI, Triton and the reference servers),
+  so the totals are read over the span in which the stage's own requests ended: from the last reading before
+  its first reply ended to the first reading at or after its last (``ended_span``). Over the stage's own
+  window, a class whose requests outlast the stage (an LLM's seconds-long streams in a stage of a few) would
+  count only its first, shortest requests and the previous stage's last; a server finishes requests about in
+  the order they came, so the span holds the stage's own, give or take one reading at each edge.
 
 With them, the levels the server read through the stage (queue depth, running requests, KV-cache use: mean
 and peak), its mean batch size and its preemptions.
@@ -103,14 +108,29 @@ def by_quantity(points: Iterable[ServerPoint]) -> dict[str, Series]:
     return out
 
 
-def _window(series: Series, start_s: float, end_s: float) -> Series:
-    """Each quantity's points in ``[start_s, end_s]``, a total's with the last one before ``start_s`` (its base)."""
+def ended_span(samples: Sequence[Sample]) -> tuple[float, float] | None:
+    """When the first and the last of ``samples`` ended; None without any."""
+    if not samples:
+        return None
+    ends = [s.end_s for s in samples]
+    return min(ends), max(ends)
+
+
+def _window(series: Series, start_s: float, end_s: float, ended: tuple[float, float] | None = None) -> Series:
+    """Each quantity's points over the stage: a level's in ``[start_s, end_s]``; a total's from the last reading
+    before the stage's first request ended (its base) to the first at or after its last ended (``ended``), else
+    from the last before ``start_s`` to the last in ``[start_s, end_s]``."""
     out: Series = {}
     for quantity, values in series.items():
-        lo = bisect.bisect_left(values, (start_s, -math.inf))
-        hi = bisect.bisect_right(values, (end_s, math.inf))
-        if quantity not in LEVELS and lo > 0:
-            lo -= 1
+        if quantity in LEVELS:
+            lo = bisect.bisect_left(values, (start_s, -math.inf))
+            hi = bisect.bisect_right(values, (end_s, math.inf))
+        elif ended is None:
+            lo = max(0, bisect.bisect_left(values, (start_s, -math.inf)) - 1)
+            hi = bisect.bisect_right(values, (end_s, math.inf))
+        else:
+            lo = max(0, bisect.bisect_left(values, (ended[0], -math.inf)) - 1)
+            hi = min(len(values), bisect.bisect_left(values, (ended[1], -math.inf)) + 1)
         if hi > lo:
             out[quantity] = values[lo:hi]
     return out
@@ -134,7 +154,7 @@ def server_stats(samples: Sequence[Sample], series: Series, start_s: float | Non
     """What one class's server said of one stage (``series``: the class's, by_quantity) and its requests' latency
     split with it; None where it said nothing at all."""
     ok = [s for s in samples if s.ok]
-    window = _window(series, start_s, end_s) if start_s is not None and end_s is not None else {}
+    window = _window(series, start_s, end_s, ended_span(ok)) if start_s is not None and end_s is not None else {}
     said = [s for s in ok if _said(s)]
     split_from: SplitFrom | None = None
     mean = p95 = None

@@ -195,7 +195,6 @@ class LlmEngine:
         now = time.perf_counter()
         for request in admitted:
             request.scheduled = now
-            self._metrics.queue_time.observe(now - request.arrival)
         return admitted
 
     def _prefill(self, requests: list[GenerationRequest]) -> None:
@@ -281,7 +280,8 @@ class LlmEngine:
         self._metrics.generated_tokens.inc(delivered)
 
     def _finish(self, seq: _Sequence, error: BaseException | None) -> None:
-        if error is None and seq.request.scheduled is not None:
+        if error is None and seq.request.scheduled is not None:  # both as it ends, as vLLM observes them
+            self._metrics.queue_time.observe(seq.request.scheduled - seq.request.arrival)
             self._metrics.compute_time.observe(time.perf_counter() - seq.request.scheduled)
         seq.finished = True
         self._unfinished.discard(seq)

@@ -56,13 +56,13 @@ class ServerMetrics:
         )
         self.queue_time = Histogram(
             "bench_server_queue_time_seconds",
-            "Time from request arrival to first being scheduled into a batch",
+            "Time from request arrival to first being scheduled into a batch, observed as the request ends",
             buckets=_QUEUE_TIME_BUCKETS,
             registry=r,
         )
         self.compute_time = Histogram(
             "bench_server_compute_time_seconds",
-            "Time from a request's first scheduling into a batch to its end",
+            "Time from a request's first scheduling into a batch to its end, observed as the request ends",
             buckets=_QUEUE_TIME_BUCKETS,
             registry=r,
         )

@@ -166,6 +166,7 @@ class CampaignTelemetry:
 
     def stop_segment(self, trial: int, segment: int, placement: Placement) -> None:
         """Stop the sources and store the rest; query Prometheus for the segment's stages."""
+        ended_s = time.time()
         self.stop_servers(trial, segment)
         source, self.source, self._placement = self.source, None, None
         if source is not None:
@@ -180,10 +181,13 @@ class CampaignTelemetry:
             through = {name: target_labels(where.url, where.pod) for name, where in placement.classes.items()
                        if self.server_metrics.get(name) == THROUGH_PROMETHEUS}
             if through:
-                self._query_servers(trial, segment, stages, through)
+                self._query_servers(trial, segment, stages, through, ended_s)
 
-    def _query_servers(self, trial: int, segment: int, stages: list[_Stage], targets: dict[str, LabelSet]) -> None:
-        """Each stage's server series of the classes read through Prometheus, and where they came from."""
+    def _query_servers(self, trial: int, segment: int, stages: list[_Stage], targets: dict[str, LabelSet],
+                       ended_s: float) -> None:
+        """Each stage's server series of the classes read through Prometheus, and where they came from: from its
+        start to the next stage's, the last one's to the segment's end (``ended_s``), for a server observes a
+        request's times as it ends, after its stage has (analysis/queueing.py)."""
         from bench_plugin.telemetry.prometheus import PrometheusSeries
 
         assert self.options.prometheus_url is not None
@@ -192,8 +196,9 @@ class CampaignTelemetry:
                                f"({','.join(f'{k}={v}' for k, v in labels.items())})")
             for name, labels in targets.items()}
         with PrometheusSeries(self.options.prometheus_url) as prometheus:
-            for st in stages:
-                answers = query_stage(prometheus, targets, st.start_s, st.end_s, PROMETHEUS_STEP_S)
+            ends = [nxt.start_s for nxt in stages[1:]] + [max(stages[-1].end_s, ended_s)]
+            for st, end_s in zip(stages, ends, strict=True):
+                answers = query_stage(prometheus, targets, st.start_s, max(st.end_s, end_s), PROMETHEUS_STEP_S)
                 for name, answer in answers.items():
                     self.recorder.add_server_points(trial, segment, st.stage, answer.points)
                     source = found[name]

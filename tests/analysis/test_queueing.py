@@ -83,6 +83,30 @@ def test_the_servers_totals_over_the_stage_give_the_means_where_replies_said_not
     assert stats.batch_size == 8.0 and stats.server_requests == 20
 
 
+def test_the_totals_are_read_where_the_stages_own_requests_ended_when_they_outlast_it() -> None:
+    """An LLM's streams outlast a stage of a few seconds: the server observes each as it ends, so the totals over
+    the stage's own window would count the previous stage's last requests and this one's first; read over the
+    span in which this stage's requests ended, they are this stage's."""
+    earlier = [(T - 2.0 + i * 0.5, 0.1, 1.0) for i in range(10)]  # the stage before: ended T-0.9 .. T+3.6
+    mine = [request(i * 5, 3000.0 + 100.0 * (i % 3)) for i in range(10)]  # sent T .. T+4.5, ended T+3 .. T+7.7
+    ended = [(s.end_s, 0.5, 2.5 + 0.1 * (i % 3)) for i, s in enumerate(mine)]  # queue 0.5 s, compute the rest
+    events = sorted(earlier + ended)  # (when it ended, its queue time, its compute time)
+    points = []
+    for k in range(-10, 30):  # read every 0.5 s, the totals of what had ended by then
+        at = T + k * 0.5
+        done = [e for e in events if e[0] <= at]
+        points += [ServerPoint(at, "llm", Q.QUEUE_TIME, sum(e[1] for e in done)),
+                   ServerPoint(at, "llm", Q.QUEUED, len(done)),
+                   ServerPoint(at, "llm", Q.COMPUTE_TIME, sum(e[2] for e in done)),
+                   ServerPoint(at, "llm", Q.COMPUTED, len(done))]
+    stats = server_stats(mine, by_quantity(points)["llm"], T, T + 5.0, "reference")
+    assert stats is not None and stats.split_from == "metrics" and stats.mean is not None
+    truth = sum(c for _, _, c in ended) / len(ended)
+    assert stats.mean.queue_ms == pytest.approx(500.0, rel=0.1)  # over the stage's own window: 0.26 s
+    assert stats.mean.compute_ms == pytest.approx(truth * 1000.0, rel=0.1)  # there: 1.6 s
+    assert stats.server_requests is not None and stats.server_requests >= 8
+
+
 def test_a_server_that_said_nothing_has_no_figures_and_one_without_compute_has_no_rest() -> None:
     assert server_stats([request(i, 5.0) for i in range(5)], {}, T, T + 1, None) is None
     points = [ServerPoint(t, "embedding", q, v) for t, q, v in ((T, Q.QUEUE_TIME, 0.0), (T, Q.QUEUED, 0),
