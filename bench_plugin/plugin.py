@@ -54,6 +54,7 @@ from bench_plugin.results.samples import Sample
 from bench_plugin.results.store import StoreError, StoreWriteError
 from bench_plugin.results.summary import Ending, RequestSetRef
 from bench_plugin.results.timeline import Entry, FinalAccounting
+from bench_plugin.results.words import CampaignState
 from bench_plugin.run.conductor import Conductor
 from bench_plugin.run.hooks import BenchEvents
 from bench_plugin.run.readiness import Prober
@@ -65,7 +66,7 @@ from bench_plugin.users import WorkloadUser
 
 logger = logging.getLogger(__name__)
 
-EXIT_CODES = {"completed": 0, "failed": 2, "interrupted": 130}
+EXIT_CODES = {CampaignState.COMPLETED: 0, CampaignState.FAILED: 2, CampaignState.INTERRUPTED: 130}
 
 PLUGIN_ATTRIBUTE = "bench_plugin"
 """Name of the Environment attribute that holds the campaign (``plugin_of`` reads it)."""
@@ -220,10 +221,10 @@ class BenchPlugin:
     def _failed_if_all_lost(self) -> None:
         """The campaign failed where every worker was lost (not quit) and it ended interrupted: said once, whichever of
         the stop's listeners (Locust calls more than one) gets here first once the conductor has ended."""
-        if self.all_lost is not None and self.conductor.finished and self.conductor.status == "interrupted":
-            self.conductor.status = "failed"
+        if self.all_lost is not None and self.conductor.finished and self.conductor.status == CampaignState.INTERRUPTED:
+            self.conductor.status = CampaignState.FAILED
             self.conductor.reason = f"{self.all_lost}; the campaign stopped there (what was measured is kept)"
-            self.recorder.record(CampaignRecord(status=Ending(status="failed", reason=self.conductor.reason,
+            self.recorder.record(CampaignRecord(status=Ending(status=CampaignState.FAILED, reason=self.conductor.reason,
                                                               ended_s=time.time())))
 
     def _last_reports(self) -> None:
@@ -248,18 +249,18 @@ class BenchPlugin:
         signum = stopped_by(self.environment)
         if not self.conductor.finished:  # test stopped before the conductor ever ran
             self.backend.restore()
-            self.conductor.status = "interrupted"
+            self.conductor.status = CampaignState.INTERRUPTED
             self.conductor.reason = ("stopped before the first trial" if signum is None
                                      else f"the run was stopped ({stop_cause(signum)}) before the first trial")
-        elif self.conductor.status == "interrupted" and signum is not None:  # Locust's SIGTERM handler ran first
-            self.conductor.reason = f"the run was stopped ({stop_cause(signum)})"
+        elif self.conductor.status == CampaignState.INTERRUPTED and signum is not None:
+            self.conductor.reason = f"the run was stopped ({stop_cause(signum)})"  # Locust's SIGTERM handler ran first
         from bench_plugin.report.outputs import write_outputs
 
         leftovers = self.backend.leftovers()
         try:
-            if self.conductor.status == "interrupted":
-                self.recorder.record(CampaignRecord(status=Ending(status="interrupted", reason=self.conductor.reason,
-                                                                  ended_s=time.time())))
+            if self.conductor.status == CampaignState.INTERRUPTED:
+                self.recorder.record(CampaignRecord(status=Ending(status=CampaignState.INTERRUPTED,
+                                                                  reason=self.conductor.reason, ended_s=time.time())))
             self.recorder.record(CampaignRecord(restore=Restore(backend=self.backend.name, leftovers=leftovers),
                                                 load_generators=self.fleet.describe()))
             self.recorder.close()
@@ -270,7 +271,7 @@ class BenchPlugin:
             self.environment.process_exit_code = 2
             return
         self.environment.process_exit_code = EXIT_CODES.get(self.conductor.status, 2)
-        if self.conductor.status == "interrupted" and signum is not None:
+        if self.conductor.status == CampaignState.INTERRUPTED and signum is not None:
             self.environment.process_exit_code = 128 + signum  # as a shell reports a process the signal ended
         for line in leftovers:  # the cluster (or host) was not left as found: say what is left, fail the run
             sys.stderr.write(f"bench_plugin: error: {self.backend.name} backend could not restore: {line}\n")
@@ -281,7 +282,7 @@ class BenchPlugin:
         if self.resuming is not None:
             times = len(self.resuming.recorded.resumes) + 1
             reason = "; ".join(filter(None, [reason, f"resumed {times} time{'s' if times > 1 else ''}"]))
-        if status == "failed":
+        if status == CampaignState.FAILED:
             sys.stderr.write(f"bench_plugin: error: campaign failed: {reason}\n")
         else:
             sys.stderr.write(f"bench_plugin: campaign {status}" + (f" ({reason})" if reason else "") + "\n")

@@ -31,9 +31,9 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from bench_plugin.analysis.search import SUSTAIN
 from bench_plugin.results.archive import ArchiveError, results_dir
 from bench_plugin.results.store import CampaignReader, StoreError, TrialRecord, open_campaign
+from bench_plugin.results.words import Phase
 
 PHASES = ("start", "warm-up", "probes", "holds", "release", "other", "redone")
 UNDECIDED = "(no probe decided)"
@@ -103,7 +103,7 @@ def trial_time(reader: CampaignReader, trial: TrialRecord, arm: ArmTime) -> None
         for stage in stages:
             seconds = _stage_s(stage.started_s, stage.ended_s)
             ray, phase = owner.get((segment.index, stage.index), (UNDECIDED, "probe"))
-            if phase == SUSTAIN:
+            if phase == Phase.SUSTAIN:
                 holds += seconds
                 arm.rays[ray].holds_s += seconds
             else:

@@ -48,9 +48,10 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bench_plugin.analysis.search import SUSTAIN, RaySearches, borrowed_start, prior_bracket, segment_rays
+from bench_plugin.analysis.search import RaySearches, borrowed_start, prior_bracket, segment_rays
 from bench_plugin.results.archive import ArchiveError, results_dir
 from bench_plugin.results.summary import BorrowedBracket, SearchResult
+from bench_plugin.results.words import Phase
 from bench_plugin.scenario import load_scenario
 from bench_plugin.scenario.models import Scenario, Search
 
@@ -112,7 +113,7 @@ def search_segment(spec: Search, rays: dict[str, dict[str, float]], bounds: dict
     while (search := searches.propose()) is not None:
         scale = search.propose()
         assert scale is not None
-        hold = search.phase == SUSTAIN
+        hold = search.phase == Phase.SUSTAIN
         load = search.offered(scale)
         duration = spec.stage_length_s(load, hold=hold)
         least = min(rate for rate in load.values() if rate > 0)

@@ -29,8 +29,8 @@ from pathlib import Path
 import yaml
 from campaign_time import campaign_time, render
 
-from bench_plugin.analysis.search import SUSTAIN
 from bench_plugin.results.summary import Summary, load_summary
+from bench_plugin.results.words import Phase
 from bench_plugin.servers.device import arm_boundary_scale
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -88,7 +88,7 @@ def decisions(summary: Summary) -> dict[str, dict[str, int]]:
         for probe in trial.probes:
             if probe.decision is None:
                 continue
-            phase = "hold" if probe.phase == SUSTAIN else "probe"
+            phase = "hold" if probe.phase == Phase.SUSTAIN else "probe"
             key = (f"{probe.decision.outcome} in {len(probe.decision.stages)}"
                    + (", futile" if probe.decision.futile else ""))
             counts = out.setdefault(phase, {})

@@ -19,10 +19,10 @@ import yaml
 from harness import ROOT, holding_locustfile, run_locust, scenario_variant
 
 from bench_plugin.analysis.objectives import ClassObjectives
-from bench_plugin.analysis.probe import UNDECIDED, decide, extension_futile, judge_lag, taken_as_passed
-from bench_plugin.analysis.search import SUSTAIN
+from bench_plugin.analysis.probe import decide, extension_futile, judge_lag, taken_as_passed
 from bench_plugin.results.store import open_campaign
 from bench_plugin.results.summary import ProbeDecision
+from bench_plugin.results.words import Phase, ProbeOutcome
 from bench_plugin.scenario import Slo
 
 pytestmark = pytest.mark.slow
@@ -64,7 +64,8 @@ def test_each_probe_is_decided_by_its_own_samples(campaign: tuple[Path, dict[str
                 assert again.model_copy(update={"set_aside": decision.set_aside}) == decision, step
                 assert not set(decision.set_aside) & set(decision.stages)
             assert step["passed"] == taken_as_passed(decision)
-            assert len(decision.stages) == 1 or decision.outcome == UNDECIDED or decision.stages[-1] == step["stage"]
+            assert (len(decision.stages) == 1 or decision.outcome == ProbeOutcome.UNDECIDED
+                    or decision.stages[-1] == step["stage"])
         probe_of = {i: p for p in trial["probes"] for i in p["stages"] + p["set_aside"]}
         for stage in trial["stages"]:
             assert stage["offered"] == {"embedding": pytest.approx(10.0 * probe_of[stage["index"]]["scale"])}
@@ -258,10 +259,10 @@ def test_an_extension_not_expected_to_decide_its_probe_is_skipped(tmp_path: Path
             continue
         mine = [s for s in samples if s.stage in decision.stages]
         again = judge_lag(decide(mine, spec, decision.confidence, decision.stages), None)
-        hold = probe["phase"] == SUSTAIN
-        expected = (holds or not hold) and again.outcome == UNDECIDED and len(decision.stages) <= 2 \
+        hold = probe["phase"] == Phase.SUSTAIN
+        expected = (holds or not hold) and again.outcome == ProbeOutcome.UNDECIDED and len(decision.stages) <= 2 \
             and extension_futile(again, len(decision.stages), 3 - len(decision.stages))
-        if hold and not holds and again.outcome == UNDECIDED:
+        if hold and not holds and again.outcome == ProbeOutcome.UNDECIDED:
             assert len(decision.stages) == 3, ("an undecided hold runs both its extensions", probe)
         assert decision.futile == expected, probe
         assert again.model_copy(update={"futile": expected, "set_aside": decision.set_aside}) == decision, probe
@@ -269,12 +270,12 @@ def test_an_extension_not_expected_to_decide_its_probe_is_skipped(tmp_path: Path
         for ran in range(1, len(decision.stages)):  # each extension run: the runs before it left it undecided, and
             before = [s for s in samples if s.stage in decision.stages[:ran]]  # (where the rule applies) not futile
             earlier = decide(before, spec, decision.confidence, decision.stages[:ran])
-            assert earlier.outcome == UNDECIDED, (ran, probe)
+            assert earlier.outcome == ProbeOutcome.UNDECIDED, (ran, probe)
             assert not ((holds or not hold) and extension_futile(earlier, ran, 3 - ran)), ("extended, futile", probe)
         futile += decision.futile
         assert not decision.futile or len(decision.stages) < 3, "a futile probe ran fewer than its three runs"
     assert futile >= 1, trial["probes"]
-    assert any(p["phase"] == SUSTAIN for p in trial["probes"]), "the boundary was held"
+    assert any(p["phase"] == Phase.SUSTAIN for p in trial["probes"]), "the boundary was held"
 
 
 def test_a_campaign_started_from_an_earlier_ones_brackets_holds_their_lo_first(tmp_path: Path) -> None:

@@ -23,10 +23,10 @@ import yaml
 from harness import ROOT, run_locust, search_campaign_store
 from packing_truth import fewest_gpus
 
-from bench_plugin.analysis.search import ABOVE_MAXIMUM, CONFIRMED, FOUND, GENERATOR_LIMITED, HELD_UNDECIDED, NOT_HELD
 from bench_plugin.cli import main as cli_main
 from bench_plugin.results.plan import read_plan
 from bench_plugin.results.summary import Summary, load_summary
+from bench_plugin.results.words import Hold, SearchStatus
 from bench_plugin.servers.device import arm_boundary_scale, max_total_rate
 
 pytestmark = [pytest.mark.slow, pytest.mark.serial,  # timings against a known truth: alone on the machine
@@ -73,17 +73,17 @@ def test_each_ray_is_within_the_search_precision_of_the_truth(campaign: tuple[Pa
         assert comparison.envelope is not None
         for ray in comparison.envelope.rays:
             truth = true_scale(arm, ray.mix)
-            if GENERATOR_LIMITED in ray.status:  # in one repeat or more
+            if SearchStatus.GENERATOR_LIMITED in ray.status:  # in one repeat or more
                 assert any((r.stopped or "").startswith("the load generator fell behind at x") for r in ray.per_repeat)
                 continue
-            if ray.status == ABOVE_MAXIMUM:
+            if ray.status == SearchStatus.ABOVE_MAXIMUM:
                 assert ray.lo.mean is not None and truth >= ray.lo.mean * (1 - precision), (arm, ray.name)
                 continue
-            assert ray.status == FOUND and ray.scale.mean is not None, (arm, ray.name, ray.status)
+            assert ray.status == SearchStatus.FOUND and ray.scale.mean is not None, (arm, ray.name, ray.status)
             assert abs(ray.scale.mean - truth) / truth <= precision, (arm, ray.name, ray.scale.mean, truth)
             checked += 1
             held = [r.sustain for r in ray.per_repeat]
-            assert all(h in (CONFIRMED, HELD_UNDECIDED, NOT_HELD) for h in held), "every found boundary was held"
+            assert all(h in tuple(Hold) for h in held), "every found boundary was held"
     assert checked >= 7, "most rays judged"
 
 
@@ -105,7 +105,7 @@ def test_the_held_out_ray_is_predicted_within_the_stated_error(campaign: tuple[P
         (held,) = [r for r in envelope.rays if r.held_out]
         assert held.name == "llm+asr" and held.name not in envelope.model.fitted_on
         error = envelope.model.held_out_error[held.name]
-        if held.status != FOUND:  # not judged (its load generator fell behind): no error to state
+        if held.status != SearchStatus.FOUND:  # not judged (its load generator fell behind): no error to state
             assert error is None
             continue
         assert error is not None and abs(error) <= 1.2 / (1 - precision) - 1, (arm, error)

@@ -21,15 +21,12 @@ The next step is the first rule that holds, in this order (NEXT_STEPS says each)
 
 from __future__ import annotations
 
-from bench_plugin.analysis.boundary import BELOW, NOT_REACHED, format_offered
+from bench_plugin.analysis.boundary import format_offered
 from bench_plugin.analysis.queueing import answer_growth
-from bench_plugin.analysis.search import ABOVE_MAXIMUM, BELOW_MINIMUM
-from bench_plugin.analysis.significance import NO_DIFFERENCE
-from bench_plugin.analysis.verdict import GENERATOR_LIMITED, MIN_PAIRS, WORTH_IT
+from bench_plugin.analysis.verdict import MIN_PAIRS
 from bench_plugin.results.summary import Answer, ArmComparison, Judged, Spread, StageComparison, TrialSummary
+from bench_plugin.results.words import BoundaryStatus, Call, SearchStatus, Significance, TrialStatus
 
-CONTROL = "control"
-"""The call of the control arm's own answer."""
 SEARCHED = "the searched boundary"
 """``Answer.at`` of a search: the figure is the capacity within SLOs per device there."""
 
@@ -70,7 +67,7 @@ def arm_answer(comparison: ArmComparison, control: ArmComparison | None, trials:
         ref = None if stage is None else stage.control_goodput_per_device
         ratio = None if stage is None else stage.goodput_per_device_ratio
         limiting = _limiting(stage) or comparison.boundary.limiting
-    call = CONTROL if is_control else (comparison.verdict.call if comparison.verdict else "no verdict")
+    call = Call.CONTROL if is_control else (comparison.verdict.call if comparison.verdict else Call.NO_VERDICT)
     return Answer(call=call, at=at, per_device=per_device, control_per_device=ref, ratio=ratio, limiting=limiting,
                   next_step=next_step(comparison, trials, ratio, highest, lowest), growth=growth)
 
@@ -79,10 +76,10 @@ def decisive_stage(comparison: ArmComparison) -> StageComparison | None:
     """The stage a fixed sweep's verdict rests on (see the module docstring)."""
     stages = comparison.stages
     call = comparison.verdict.call if comparison.verdict else None
-    if call == WORTH_IT and stages and stages[0].verdict == WORTH_IT:
+    if call == Call.WORTH_IT and stages and stages[0].verdict == Call.WORTH_IT:
         last = stages[0]
         for stage in stages:
-            if stage.verdict != WORTH_IT:
+            if stage.verdict != Call.WORTH_IT:
                 break
             last = stage
         return last
@@ -103,23 +100,23 @@ def _limiting(stage: StageComparison | None) -> str | None:
 def next_step(comparison: ArmComparison, trials: list[TrialSummary], ratio: Judged | None,
               highest: dict[str, float], lowest: dict[str, float]) -> str:
     """The first rule of the module docstring that holds for this arm."""
-    if any(t.status != "completed" for t in trials):
+    if any(t.status != TrialStatus.COMPLETED for t in trials):
         return NEXT_STEPS["unfinished"]
-    if comparison.boundary.status == GENERATOR_LIMITED or any(s.verdict == GENERATOR_LIMITED or s.generator_limited
-                                                               for s in comparison.stages):
+    if comparison.boundary.status == SearchStatus.GENERATOR_LIMITED or any(
+            s.verdict == Call.GENERATOR_LIMITED or s.generator_limited for s in comparison.stages):
         return NEXT_STEPS["generator"]
     pairs = None if ratio is None else ratio.n
     if pairs is not None and pairs < MIN_PAIRS:
         return NEXT_STEPS["repeats"].format(n=pairs)
     boundary = comparison.boundary
-    if boundary.status == NOT_REACHED and highest:
+    if boundary.status == BoundaryStatus.NOT_REACHED and highest:
         return NEXT_STEPS["above"].format(load=format_offered(highest))
-    if boundary.status == BELOW and lowest:
+    if boundary.status == BoundaryStatus.BELOW_LOWEST and lowest:
         return NEXT_STEPS["below"].format(load=format_offered(lowest))
-    if boundary.status == ABOVE_MAXIMUM and boundary.offered:
+    if boundary.status == SearchStatus.ABOVE_MAXIMUM and boundary.offered:
         return NEXT_STEPS["above_search"].format(load=format_offered(boundary.offered))
-    if boundary.status == BELOW_MINIMUM:
+    if boundary.status == SearchStatus.BELOW_MINIMUM:
         return NEXT_STEPS["below_search"].format(load=format_offered(lowest) if lowest else "the minimum")
-    if ratio is not None and ratio.call == NO_DIFFERENCE:
+    if ratio is not None and ratio.call == Significance.NO_DIFFERENCE:
         return NEXT_STEPS["spread"].format(n=pairs)
     return NEXT_STEPS["none"]

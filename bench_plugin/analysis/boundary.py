@@ -25,11 +25,7 @@ from dataclasses import dataclass
 from bench_plugin.analysis.objectives import ClassObjectives, Criterion, class_criteria
 from bench_plugin.analysis.statistics import spread
 from bench_plugin.results.summary import Boundary, RepeatBoundary, Spread, StageSummary, TrialSummary
-
-REACHED = "reached"
-NOT_REACHED = "not reached"
-BELOW = "below the lowest stage"
-NOT_MEASURED = "not measured"
+from bench_plugin.results.words import BoundaryStatus, StageStatus
 
 
 @dataclass(frozen=True)
@@ -65,7 +61,7 @@ def stage_margin(stage: StageSummary, objectives: dict[str, ClassObjectives]) ->
             outright.append(f"{name} skipped after a rollback")
         elif name in objectives:
             criteria.extend(class_criteria(name, stats, objectives[name]))
-    if stage.status == "aborted":
+    if stage.status == StageStatus.ABORTED:
         outright.append(f"rolled back: {stage.reason}")
     return StageMargin(stage.index, stage.load, tuple(criteria), tuple(outright))  # the realised load
 
@@ -121,7 +117,7 @@ def repeat_boundary(trial: TrialSummary, order: list[int], objectives: dict[str,
             break  # cut short: what came after was never measured
         if stage.protocol_failure:  # it measured the protocol, not the load: no boundary from it or above
             if not margins:
-                return RepeatBoundary(repeat=trial.repeat, status=NOT_MEASURED, stage_position=0.0,
+                return RepeatBoundary(repeat=trial.repeat, status=BoundaryStatus.NOT_MEASURED, stage_position=0.0,
                                       offered=stage.offered, limiting=None,
                                       note=f"stage {index}: {stage.protocol_failure}")
             break
@@ -131,18 +127,19 @@ def repeat_boundary(trial: TrialSummary, order: list[int], objectives: dict[str,
     first_fail = next((rank for rank, m in enumerate(margins) if not m.passed), None)
     cut = f"measured up to stage {margins[-1].index} only" if len(margins) < len(order) else None
     if first_fail is None:
-        return RepeatBoundary(repeat=trial.repeat, status=NOT_REACHED, stage_position=float(len(margins) - 1),
-                              offered=margins[-1].offered, limiting=None, note=cut)
+        return RepeatBoundary(repeat=trial.repeat, status=BoundaryStatus.NOT_REACHED,
+                              stage_position=float(len(margins) - 1), offered=margins[-1].offered, limiting=None,
+                              note=cut)
     if first_fail == 0:
-        return RepeatBoundary(repeat=trial.repeat, status=BELOW, stage_position=0.0, offered=margins[0].offered,
-                              limiting=_worst(margins[0]))
+        return RepeatBoundary(repeat=trial.repeat, status=BoundaryStatus.BELOW_LOWEST, stage_position=0.0,
+                              offered=margins[0].offered, limiting=_worst(margins[0]))
     low, high = margins[first_fail - 1], margins[first_fail]
     t, limiting = _crossing(low, high)
     offered = {n: low.offered.get(n, 0.0) + t * (high.offered.get(n, 0.0) - low.offered.get(n, 0.0))
                for n in high.offered}
     note = f"stage {high.index} failed outright ({high.failed_outright[0]})" if high.failed_outright else None
-    return RepeatBoundary(repeat=trial.repeat, status=REACHED, stage_position=first_fail - 1 + t, offered=offered,
-                          limiting=limiting, between=[low.index, high.index], note=note)
+    return RepeatBoundary(repeat=trial.repeat, status=BoundaryStatus.REACHED, stage_position=first_fail - 1 + t,
+                          offered=offered, limiting=limiting, between=[low.index, high.index], note=note)
 
 
 def searched_limit(trials: list[TrialSummary], objectives: dict[str, ClassObjectives]) -> str | None:
@@ -176,14 +173,14 @@ def arm_boundary(trials: list[TrialSummary], objectives: dict[str, ClassObjectiv
     order = load_order(trials)
     found = [b for t in trials if (b := repeat_boundary(t, order, objectives)) is not None]
     if not found:
-        return Boundary(status=NOT_MEASURED, text="No stage of this arm could be judged.", stage_position=spread([]),
-                        offered={}, limiting=None, stage_order=order)
-    if all(b.status == NOT_MEASURED for b in found):
-        return Boundary(status=NOT_MEASURED, text=f"Not measured: {found[0].note}.", stage_position=spread([]),
-                        offered={}, limiting=None, stage_order=order, per_repeat=found)
-    found = [b for b in found if b.status != NOT_MEASURED]
+        return Boundary(status=BoundaryStatus.NOT_MEASURED, text="No stage of this arm could be judged.",
+                        stage_position=spread([]), offered={}, limiting=None, stage_order=order)
+    if all(b.status == BoundaryStatus.NOT_MEASURED for b in found):
+        return Boundary(status=BoundaryStatus.NOT_MEASURED, text=f"Not measured: {found[0].note}.",
+                        stage_position=spread([]), offered={}, limiting=None, stage_order=order, per_repeat=found)
+    found = [b for b in found if b.status != BoundaryStatus.NOT_MEASURED]
     statuses = Counter(b.status for b in found)
-    status = found[0].status if len(statuses) == 1 else REACHED
+    status = found[0].status if len(statuses) == 1 else BoundaryStatus.REACHED
     names = list(dict.fromkeys(n for b in found for n in b.offered))
     offered = {n: sum(b.offered.get(n, 0.0) for b in found) / len(found) for n in names}
     limits = Counter(b.limiting for b in found if b.limiting)
@@ -198,12 +195,12 @@ def _text(status: str, position: Spread, offered: dict[str, float], limiting: st
           statuses: Counter[str], order: list[int], arrival: dict[str, str] | None) -> str:
     load = format_offered(offered, arrival)
     ci = f" ± {position.ci95:.2f}" if position.ci95 is not None else " (one repeat: no spread)"
-    if status == NOT_REACHED:
+    if status == BoundaryStatus.NOT_REACHED:
         highest = order[min(len(order) - 1, round(max(position.values)))]  # the highest stage judged
         text = (f"Every class met its SLOs and error budget at every stage measured, up to stage {highest} "
                 f"({load}): the boundary is above the highest load measured"
                 + (", and the stages above it did not run to their end." if highest != order[-1] else "."))
-    elif status == BELOW:
+    elif status == BoundaryStatus.BELOW_LOWEST:
         text = (f"Already at the lowest stage ({load}), limited by {limiting}: the boundary is below the lowest "
                 "load measured.")
     else:

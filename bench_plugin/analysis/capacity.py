@@ -21,13 +21,12 @@ otherwise it is not judged.
 
 from __future__ import annotations
 
-from bench_plugin.analysis.search import BELOW_MINIMUM, ENDED, FOUND, GENERATOR_LIMITED
 from bench_plugin.analysis.selfcheck import advice
-from bench_plugin.analysis.significance import HIGHER, LOWER, describe, ratio_figure
+from bench_plugin.analysis.significance import describe, ratio_figure
 from bench_plugin.analysis.statistics import spread
-from bench_plugin.analysis.verdict import CONTROLS, LOSS, MIN_PAIRS, NOT_COMPARED, WORTH_IT, inconclusive, too_few
-from bench_plugin.analysis.verdict import GENERATOR_LIMITED as NOT_JUDGED
+from bench_plugin.analysis.verdict import CONTROLS, MIN_PAIRS, inconclusive, too_few
 from bench_plugin.results.summary import Capacity, RepeatCapacity, SearchResult, TrialSummary
+from bench_plugin.results.words import ENDED_SEARCHES, Call, SearchStatus, Significance
 from bench_plugin.scenario import class_rank
 
 
@@ -40,16 +39,16 @@ def combined_status(results: list[SearchResult]) -> str:
     "above the maximum" (``generator-limited``) while another class's was found below it. Ties go to ``found``.
     """
     statuses = [r.status for r in results]
-    if unfinished := [s for s in statuses if s not in ENDED]:
+    if unfinished := [s for s in statuses if s not in ENDED_SEARCHES]:
         return unfinished[0]
-    if BELOW_MINIMUM in statuses:
-        return BELOW_MINIMUM
+    if SearchStatus.BELOW_MINIMUM in statuses:
+        return SearchStatus.BELOW_MINIMUM
     estimates = [r.estimate for r in results if r.estimate is not None]
     if len(estimates) < len(results):
-        return next((s for s in statuses if s != FOUND), FOUND)
+        return next((s for s in statuses if s != SearchStatus.FOUND), SearchStatus.FOUND)
     lowest = min(estimates)
     limiting = {r.status for r in results if r.estimate == lowest}
-    return FOUND if FOUND in limiting else limiting.pop()
+    return SearchStatus.FOUND if SearchStatus.FOUND in limiting else limiting.pop()
 
 
 def mix_results(trial: TrialSummary) -> list[SearchResult]:
@@ -88,13 +87,13 @@ def _repeat(trial: TrialSummary, along: dict[str, float] | None = None) -> Repea
         return None
     status = combined_status(results)
     scales = [r.estimate for r in results if r.estimate is not None]
-    scale = min(scales) if scales and len(scales) == len(results) and status in ENDED else None
+    scale = min(scales) if scales and len(scales) == len(results) and status in ENDED_SEARCHES else None
     mix = results[0].mix if len(results) == 1 else {k: v for r in results for k, v in r.mix.items()}
     per_device = None
     if scale is not None and trial.devices_charged:
         per_device = scale * sum(mix.values()) / trial.devices_charged
-    limited = next((r.stopped for r in results if r.status == GENERATOR_LIMITED), None) \
-        if status == GENERATOR_LIMITED else None
+    limited = next((r.stopped for r in results if r.status == SearchStatus.GENERATOR_LIMITED), None) \
+        if status == SearchStatus.GENERATOR_LIMITED else None
     return RepeatCapacity(repeat=trial.repeat, status=status, scale=scale, runs=sum(r.runs for r in results),
                           fixed_sweep_runs=sum(r.fixed_sweep_runs for r in results), capacity_per_device=per_device,
                           limited=limited)
@@ -134,7 +133,7 @@ def capacity_text(arm: str, control: str, capacity: Capacity, reference: Capacit
     sweep = spread([r.fixed_sweep_runs for r in capacity.per_repeat]).mean or 0
     cost = f" The search took {runs:.0f} stage-runs per trial; an even sweep would have needed {sweep:.0f}."
     if ratio is None or ratio.mean is None or mine is None or theirs is None:
-        return NOT_COMPARED, f"{arm}: no boundary found to compare with {control}." + cost
+        return Call.NOT_COMPARED, f"{arm}: no boundary found to compare with {control}." + cost
     numbers = (f"capacity within SLOs {mine:.2f} req/s per device against {theirs:.2f} for {control}, "
                f"{describe(ratio, what=CONTROLS)}")
     bounded = {who: [r.limited for r in c.per_repeat if r.limited]
@@ -144,15 +143,17 @@ def capacity_text(arm: str, control: str, capacity: Capacity, reference: Capacit
                                 f"({why[0]})" for (who, why), c in zip(bounded.items(), (capacity, reference),
                                                                        strict=True) if why)
         enough = ratio.spread.n >= MIN_PAIRS
-        if enough and not bounded[control] and ratio.call == HIGHER:  # the arm's true capacity is higher still
-            return WORTH_IT, f"{arm} is worth it: {numbers}; {lower_bound}." + cost
-        if enough and not bounded[arm] and ratio.call == LOWER:  # the control's true capacity is higher still
-            return LOSS, f"{arm} is a loss: {numbers}; {lower_bound}." + cost
-        return NOT_JUDGED, (f"{arm} is not judged: {numbers}, but {lower_bound}; "
+        # the arm's true capacity is higher still
+        if enough and not bounded[control] and ratio.call == Significance.HIGHER:
+            return Call.WORTH_IT, f"{arm} is worth it: {numbers}; {lower_bound}." + cost
+        # the control's true capacity is higher still
+        if enough and not bounded[arm] and ratio.call == Significance.LOWER:
+            return Call.LOSS, f"{arm} is a loss: {numbers}; {lower_bound}." + cost
+        return Call.GENERATOR_LIMITED, (f"{arm} is not judged: {numbers}, but {lower_bound}; "
                             f"{advice(w for why in bounded.values() for w in why)}." + cost)
     if ratio.spread.n < MIN_PAIRS:
         call = inconclusive(ratio.spread.n)
         return call, f"{arm} is {call}: {numbers}; {too_few(ratio.spread.n)}." + cost
-    if ratio.call == HIGHER:
-        return WORTH_IT, f"{arm} is worth it: {numbers}." + cost
-    return LOSS, f"{arm} is a loss: {numbers}." + cost
+    if ratio.call == Significance.HIGHER:
+        return Call.WORTH_IT, f"{arm} is worth it: {numbers}." + cost
+    return Call.LOSS, f"{arm} is a loss: {numbers}." + cost

@@ -15,7 +15,6 @@ from bench_plugin.analysis.contention import stage_contention
 from bench_plugin.analysis.envelope import envelope_rays
 from bench_plugin.analysis.envelope_model import arm_model
 from bench_plugin.analysis.objectives import ClassObjectives
-from bench_plugin.analysis.search import GENERATOR_LIMITED
 from bench_plugin.analysis.statistics import spread
 from bench_plugin.analysis.verdict import StageVerdict, overall_verdict, stage_verdict
 from bench_plugin.results.facts import BackendFacts
@@ -32,6 +31,7 @@ from bench_plugin.results.summary import (
     TrialSummary,
     Verdict,
 )
+from bench_plugin.results.words import BoundaryStatus, SearchStatus
 from bench_plugin.scenario import Arm, Search
 
 METHOD: dict[str, str] = {
@@ -161,10 +161,11 @@ def _searched_arm(arm: Arm, mine: list[TrialSummary], reference: list[TrialSumma
     if search is not None and search.mixes:
         rays = envelope_rays(mine, search.rays(), search.held_out)
         envelope = Envelope(rays=rays, model=arm_model(mine, rays, objectives))
-    status = "not measured" if capacity is None else next(
-        (r.status for r in capacity.per_repeat if r.status == GENERATOR_LIMITED), capacity.per_repeat[0].status)
+    status = BoundaryStatus.NOT_MEASURED if capacity is None else next(
+        (r.status for r in capacity.per_repeat if r.status == SearchStatus.GENERATOR_LIMITED),
+        capacity.per_repeat[0].status)
     offered = capacity.offered if capacity else {}
-    bounded = status == GENERATOR_LIMITED  # no boundary found: nothing limits it yet
+    bounded = status == SearchStatus.GENERATOR_LIMITED  # no boundary found: nothing limits it yet
     alone = None if bounded else limiting_class(mine, mix)  # each class searched alone: the lowest one
     limiting = None if bounded else alone or searched_limit(mine, objectives)
     text = (f"boundary at {format_offered(offered)} (scale {capacity.scale.mean:.3g} of the mix; "

@@ -21,9 +21,10 @@ from collections import Counter
 
 from bench_plugin.analysis.capacity import combined_status
 from bench_plugin.analysis.probe import limited_why, limiting_check
-from bench_plugin.analysis.search import ENDED, FOUND, same_direction
+from bench_plugin.analysis.search import same_direction
 from bench_plugin.analysis.statistics import spread
 from bench_plugin.results.summary import EnvelopeRay, RayRepeat, SearchResult, TrialSummary
+from bench_plugin.results.words import ENDED_SEARCHES, SearchStatus
 
 
 def _segment_result(results: list[SearchResult], classes: set[str],
@@ -77,7 +78,8 @@ def ray_repeat(trial: TrialSummary, mix: dict[str, float]) -> tuple[RayRepeat, s
     estimates = [r.estimate for r in scaled]
     limiting = min(scaled, key=lambda r: r.estimate if r.estimate is not None else float("inf"))
     status = combined_status(scaled)
-    complete = status in ENDED and all(e is not None for e in estimates)  # a search under way has no boundary yet
+    # a search under way has no boundary yet
+    complete = status in ENDED_SEARCHES and all(e is not None for e in estimates)
     los = [r.lo for r in scaled]
     his = [r.hi for r in scaled if r.hi is not None]
     repeat = RayRepeat(
@@ -86,7 +88,8 @@ def ray_repeat(trial: TrialSummary, mix: dict[str, float]) -> tuple[RayRepeat, s
         lo=min(v for v in los if v is not None) if all(v is not None for v in los) else None,
         hi=min(his) if his else None, sustain=limiting.sustain, runs=sum(r.runs for r, _ in found),
         undecided=sum(r.undecided for r, _ in found), stopped=next((r.stopped for r, _ in found if r.stopped), None))
-    if not complete or repeat.status != FOUND:  # nothing broke along the ray (or it was not searched to its end)
+    # nothing broke along the ray (or it was not searched to its end)
+    if not complete or repeat.status != SearchStatus.FOUND:
         return repeat, None
     return repeat, _probe_limit(trial, limiting) or (", ".join(limiting.classes) if len(scaled) > 1 else None)
 

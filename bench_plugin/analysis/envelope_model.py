@@ -40,8 +40,8 @@ import math
 import numpy as np
 
 from bench_plugin.analysis.objectives import ClassObjectives
-from bench_plugin.analysis.search import FOUND
 from bench_plugin.results.summary import CriterionFit, EnvelopeFit, EnvelopeRay, StageSummary, TrialSummary
+from bench_plugin.results.words import SearchStatus, StageStatus
 from bench_plugin.scenario import class_rank
 
 FORM = "P95_j = a_j + b_j / (1 - u_j), u_j = Σ_k w_jk λ_k over the classes on criterion j's device"
@@ -97,7 +97,7 @@ def fit_points(trials: list[TrialSummary], rays: list[str], limits: dict[Criteri
     for trial in trials:
         stages = {i for probe in trial.probes if probe.ray in rays for i in probe.stages}
         for stage in trial.stages:
-            if stage.index not in stages or stage.status != "completed" or stage.generator_limited:
+            if stage.index not in stages or stage.status != StageStatus.COMPLETED or stage.generator_limited:
                 continue
             load = stage.load
             for criterion, limit in limits.items():
@@ -209,7 +209,8 @@ def arm_model(trials: list[TrialSummary], rays: list[EnvelopeRay],
         return None
     predicted = {r.name: model.boundary(r.mix)[0] for r in rays}
     held = {r.name: (predicted[r.name] - r.scale.mean) / r.scale.mean
-            for r in rays if r.held_out and r.scale.mean and r.status == FOUND and math.isfinite(predicted[r.name])}
+            for r in rays
+            if r.held_out and r.scale.mean and r.status == SearchStatus.FOUND and math.isfinite(predicted[r.name])}
     validated = f"load mixes in the cone of the rays {', '.join(fitted_on)}, up to the busiest stage measured"
     if held:
         worst = max(abs(e) for e in held.values())

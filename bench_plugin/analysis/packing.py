@@ -31,9 +31,9 @@ from itertools import combinations
 
 import numpy as np
 
-from bench_plugin.analysis.search import ABOVE_MAXIMUM, ENDED
 from bench_plugin.results.plan import ArmPlan, GroupPlan, PlanDocument, TrafficPlan
 from bench_plugin.results.summary import CriterionFit, EnvelopeFit, EnvelopeRay, Summary
+from bench_plugin.results.words import ENDED_SEARCHES, SearchStatus
 from bench_plugin.scenario import class_rank
 
 EPS = 1e-9
@@ -278,10 +278,11 @@ def held_alone(summary: Summary, arm: str) -> dict[str, float]:
         if trial.arm != arm:
             continue
         for result in trial.search or []:
-            if len(result.classes) == 1 and result.status in ENDED:
+            if len(result.classes) == 1 and result.status in ENDED_SEARCHES:
                 (name,) = result.classes
                 rate = result.mix.get(name, 0.0)
-                held = result.lo * rate if result.status == ABOVE_MAXIMUM and result.lo is not None else None
+                above = result.status == SearchStatus.ABOVE_MAXIMUM
+                held = result.lo * rate if above and result.lo is not None else None
                 ended.setdefault(name, []).append(held)
     for name, loads in ended.items():
         if loads and all(load is not None and load > 0 for load in loads):

@@ -60,11 +60,8 @@ from statistics import NormalDist
 from bench_plugin.analysis.objectives import ClassObjectives
 from bench_plugin.results.samples import Sample
 from bench_plugin.results.summary import ProbeCheck, ProbeDecision
+from bench_plugin.results.words import ProbeOutcome
 
-PASS = "pass"
-FAIL = "fail"
-UNDECIDED = "undecided"
-LIMITED = "generator-limited"
 P95_ALLOWED = 0.05
 """The fraction of requests a P95 SLO lets be slower than it."""
 SET_ASIDE_LIMIT = 1
@@ -111,15 +108,15 @@ def check(workload: str, criterion: str, beyond: Sequence[bool], allowed: float,
     if batched is not None:
         lower, upper = min(lower, batched[0]), max(upper, batched[1])
     if n == 0:
-        outcome = UNDECIDED
+        outcome = ProbeOutcome.UNDECIDED
     elif allowed <= 0:
-        outcome = PASS if exceeded == 0 else FAIL
+        outcome = ProbeOutcome.PASS if exceeded == 0 else ProbeOutcome.FAIL
     elif lower > allowed:
-        outcome = FAIL
+        outcome = ProbeOutcome.FAIL
     elif upper <= allowed or (guard and exceeded <= allowed * n):
-        outcome = PASS
+        outcome = ProbeOutcome.PASS
     else:
-        outcome = UNDECIDED
+        outcome = ProbeOutcome.UNDECIDED
     return ProbeCheck(workload=workload, criterion=criterion, n=n, exceeded=exceeded, allowed=allowed,
                       lower=lower, upper=upper, outcome=outcome)
 
@@ -134,7 +131,7 @@ def class_checks(workload: str, samples: list[Sample], objectives: ClassObjectiv
     ok = [s for s in samples if s.ok]
     if not ok:  # nothing succeeded: no latency can be within its SLO
         out = [ProbeCheck(workload=workload, criterion="p95", n=0, exceeded=0, allowed=P95_ALLOWED,
-                          lower=1.0, upper=1.0, outcome=FAIL)]
+                          lower=1.0, upper=1.0, outcome=ProbeOutcome.FAIL)]
     else:
         out = [check(workload, "p95", [s.latency_ms > slo.p95_ms for s in ok], P95_ALLOWED, confidence)]
         if workload == "llm" and slo.ttft_p95_ms is not None:
@@ -160,8 +157,9 @@ def decide(samples: Iterable[Sample], objectives: dict[str, ClassObjectives], co
             pooled[sample.workload].append(sample)
     checks = [c for name, spec in objectives.items() for c in class_checks(name, pooled[name], spec, confidence)]
     outcomes = {c.outcome for c in checks}
-    outcome = FAIL if FAIL in outcomes else PASS if outcomes == {PASS} else UNDECIDED
-    point = all(c.outcome != FAIL and (c.n == 0 or c.exceeded <= c.allowed * c.n) for c in checks)
+    outcome = (ProbeOutcome.FAIL if ProbeOutcome.FAIL in outcomes
+               else ProbeOutcome.PASS if outcomes == {ProbeOutcome.PASS} else ProbeOutcome.UNDECIDED)
+    point = all(c.outcome != ProbeOutcome.FAIL and (c.n == 0 or c.exceeded <= c.allowed * c.n) for c in checks)
     return ProbeDecision(outcome=outcome, point=point, confidence=confidence, checks=checks, stages=list(stages))
 
 
@@ -172,8 +170,8 @@ def extension_futile(decision: ProbeDecision, runs: int, more: int) -> bool:
     ``p̂`` shrunk by ``√(runs / (runs + more))``, as both of its bounds shrink with the square root of the
     requests) still hold its allowance between them. False for a decided probe, with nothing more to run, or where
     a criterion has no request yet (or the probe none at all)."""
-    undecided = [c for c in decision.checks if c.outcome == UNDECIDED]
-    if decision.outcome != UNDECIDED or more <= 0 or runs <= 0 or not undecided:
+    undecided = [c for c in decision.checks if c.outcome == ProbeOutcome.UNDECIDED]
+    if decision.outcome != ProbeOutcome.UNDECIDED or more <= 0 or runs <= 0 or not undecided:
         return False
     shrink = math.sqrt(runs / (runs + more))
     for c in undecided:
@@ -189,14 +187,14 @@ def extension_futile(decision: ProbeDecision, runs: int, more: int) -> bool:
 
 def failed_stage(confidence: float, stages: list[int], why: str) -> ProbeDecision:
     """A probe whose stage did not complete (rolled back, cut short): a failure, decided without counts."""
-    return ProbeDecision(outcome=FAIL, point=False, confidence=confidence, stages=list(stages), note=why)
+    return ProbeDecision(outcome=ProbeOutcome.FAIL, point=False, confidence=confidence, stages=list(stages), note=why)
 
 
 def set_aside(decision: ProbeDecision, why: str | None, aside: int) -> bool:
     """Whether the stage just run is set aside and run again (the module's rule): its load generator fell behind
     (``why``), the probe with it pooled (``decision``) does not pass, and the probe has set fewer than
     ``SET_ASIDE_LIMIT`` stages aside (``aside``)."""
-    return why is not None and decision.outcome != PASS and aside < SET_ASIDE_LIMIT
+    return why is not None and decision.outcome != ProbeOutcome.PASS and aside < SET_ASIDE_LIMIT
 
 
 def judge_lag(decision: ProbeDecision, why: str | None) -> ProbeDecision:
@@ -210,19 +208,19 @@ def judge_lag(decision: ProbeDecision, why: str | None) -> ProbeDecision:
 
 def generator_limited(decision: ProbeDecision, why: str) -> ProbeDecision:
     """``decision`` unjudged: its stage's load generator fell behind (``why``, analysis/selfcheck.py)."""
-    return decision.model_copy(update={"outcome": LIMITED, "point": False, "note": why})
+    return decision.model_copy(update={"outcome": ProbeOutcome.GENERATOR_LIMITED, "point": False, "note": why})
 
 
 def limited_why(decision: ProbeDecision | None) -> str | None:
     """Why the probe went unjudged (its load generator fell behind), or None when it was judged."""
-    if decision is None or decision.outcome != LIMITED:
+    if decision is None or decision.outcome != ProbeOutcome.GENERATOR_LIMITED:
         return None
     return decision.note or "the load generator fell behind"
 
 
 def taken_as_passed(decision: ProbeDecision) -> bool:
     """What the search takes the probe for: its decision, or its point estimate when still undecided."""
-    return decision.outcome == PASS or (decision.outcome == UNDECIDED and decision.point)
+    return decision.outcome == ProbeOutcome.PASS or (decision.outcome == ProbeOutcome.UNDECIDED and decision.point)
 
 
 def limiting_check(decision: ProbeDecision) -> ProbeCheck | None:
@@ -233,7 +231,7 @@ def limiting_check(decision: ProbeDecision) -> ProbeCheck | None:
 
     def beyond(c: ProbeCheck) -> float:
         if c.n == 0:
-            return math.inf if c.outcome == FAIL else -math.inf
+            return math.inf if c.outcome == ProbeOutcome.FAIL else -math.inf
         if c.allowed <= 0:
             return math.inf if c.exceeded else 0.0
         return c.exceeded / c.n / c.allowed

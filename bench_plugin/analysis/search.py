@@ -41,7 +41,7 @@ a ray not yet bracketed first; of equals, the one run least), so a ``budget`` of
 is set, is spent evenly over the frontier rather than on the first rays.
 
 A probe that its load generator's lateness leaves unjudged (analysis/probe.py: a failure that the lateness
-may have made) ends the search there (``record(..., limited=why)``): status GENERATOR_LIMITED, keeping the
+may have made) ends the search there (``record(..., limited=why)``): status ``generator-limited``, keeping the
 bracket its judged probes gave, so the boundary is at least ``lo``. :func:`judged_result` applies the same
 rule afterwards to a search recorded before probes were judged so.
 
@@ -53,24 +53,11 @@ from __future__ import annotations
 
 import math
 
-from bench_plugin.analysis.probe import LIMITED
 from bench_plugin.results.summary import BorrowedBracket, SearchProbe, SearchResult
+from bench_plugin.results.words import Hold, Phase, ProbeOutcome, SearchStatus
 
-BRACKETING = "bracketing"
-BISECTING = "bisecting"
-FOUND = "found"
-ABOVE_MAXIMUM = "above the maximum"
-BELOW_MINIMUM = "below the minimum"
-PROBE = "probe"
-SUSTAIN = "sustain"
-CONFIRMED = "confirmed"
-HELD_UNDECIDED = "undecided"
-NOT_HELD = "failed"
 BUDGET_SPENT = "budget spent"
-GENERATOR_LIMITED = "generator-limited"
-"""A search stopped at a probe its load generator could not send: the boundary is at least ``lo``."""
-ENDED = frozenset({FOUND, ABOVE_MAXIMUM, BELOW_MINIMUM, GENERATOR_LIMITED})
-"""The statuses of a search that ended; the others (BRACKETING, BISECTING) are those of one cut short."""
+"""A search's ``stopped`` where its segment's budget of stage-runs (``search.budget``) was spent."""
 MAX_SUSTAINS = 2
 """Failed holds after which a search stops, its boundary unconfirmed."""
 
@@ -96,28 +83,28 @@ class BoundarySearch:
         self.runs = 0
         self.ray = ray
         self.sustain = sustain
-        self.held: str | None = None
-        """How the hold of the boundary went: CONFIRMED, HELD_UNDECIDED, NOT_HELD, or None (not yet / none)."""
+        self.held: Hold | None = None
+        """How the hold of the boundary went (Hold), or None (not yet / none)."""
         self.undecided = 0
         self.stopped: str | None = None
         self._passes: list[float] = []
         self._failed_holds = 0
-        self._phase = PROBE
+        self._phase: Phase = Phase.PROBE
         self._prior = [scale for scale in (prior or (None, None)) if scale is not None and 0 < scale <= maximum]
         """Where a warm start looks first (module docstring, 4), in order; emptied as the search goes."""
         self._held_at: float | None = None
-        """The prior ``lo`` a warm start's opening hold held, and how (CONFIRMED or HELD_UNDECIDED)."""
-        self._held_as: str | None = None
+        """The prior ``lo`` a warm start's opening hold held, and how (confirmed or undecided)."""
+        self._held_as: Hold | None = None
         self._opening = bool(sustain and prior and prior[0] is not None and self._prior
                              and self._prior[0] == prior[0])
         """The pending proposal is a warm start's hold of the prior ``lo`` (module docstring, 4)."""
         if self._opening:
-            self._phase = SUSTAIN
+            self._phase = Phase.SUSTAIN
         self._step = min(growth, 1 / (1 - precision)) if self._prior else growth
         """The factor of the next bracketing step: ``growth``, or after a warm start one precision's step, squared
         after each step up to ``growth`` (module docstring, 4)."""
         self._pending: float | None = self._prior.pop(0) if self._prior else start
-        self._status = BRACKETING
+        self._status: SearchStatus = SearchStatus.BRACKETING
 
     def offered(self, scale: float) -> dict[str, float]:
         """The per-class loads of a stage at ``scale``."""
@@ -128,8 +115,8 @@ class BoundarySearch:
         return self._pending
 
     @property
-    def phase(self) -> str:
-        """What the pending proposal is: PROBE, or SUSTAIN (the hold of the boundary found)."""
+    def phase(self) -> Phase:
+        """What the pending proposal is: a probe, or a sustain (the hold of the boundary found)."""
         return self._phase
 
     @property
@@ -148,36 +135,37 @@ class BoundarySearch:
             raise ValueError(f"scale {scale} was not proposed (the pending proposal is {self._pending})")
         self.runs += runs
         if limited is not None:
-            self._status, self._pending, self.stopped = GENERATOR_LIMITED, None, generator_stop(scale, limited)
+            self._status, self._pending = SearchStatus.GENERATOR_LIMITED, None
+            self.stopped = generator_stop(scale, limited)
             return
         self.undecided += not decided
         opening, self._opening = self._opening, False
-        if self._phase == SUSTAIN and passed:
+        if self._phase == Phase.SUSTAIN and passed:
             if not opening:
-                self.held, self._pending = CONFIRMED if decided else HELD_UNDECIDED, None
+                self.held, self._pending = Hold.CONFIRMED if decided else Hold.UNDECIDED, None
                 return
             # a warm start's opening hold: also its scale's probe; the hold's outcome is the search's once it ends there
-            self._held_at, self._held_as = scale, CONFIRMED if decided else HELD_UNDECIDED
+            self._held_at, self._held_as = scale, Hold.CONFIRMED if decided else Hold.UNDECIDED
             self.lo = scale
             self._passes.append(scale)
-        elif self._phase == SUSTAIN and not opening:
+        elif self._phase == Phase.SUSTAIN and not opening:
             self._failed_holds += 1
             self._passes = [p for p in self._passes if p < scale]
             self.hi = scale
             self.lo = max(self._passes) if self._passes else None
-            self.held = NOT_HELD
+            self.held = Hold.FAILED
         elif passed:
             self.lo = scale
             self._passes.append(scale)
         else:
             self.hi = scale
-        self._phase = PROBE
+        self._phase = Phase.PROBE
         self._pending = self._next()
-        found = self._status in (FOUND, ABOVE_MAXIMUM) and self.lo is not None
+        found = self._status in (SearchStatus.FOUND, SearchStatus.ABOVE_MAXIMUM) and self.lo is not None
         if self._pending is None and found and self._held_at is not None and self._held_at == self.lo:
             self.held = self._held_as  # the opening hold held this lo: it is not held again
         elif self._pending is None and self.sustain and found and self._failed_holds < MAX_SUSTAINS:
-            self._phase, self._pending = SUSTAIN, self.lo
+            self._phase, self._pending = Phase.SUSTAIN, self.lo
 
     def stop(self, why: str) -> None:
         """End the search where it stands (its budget is spent)."""
@@ -192,22 +180,22 @@ class BoundarySearch:
                 return scale
         if lo is not None and hi is not None:
             if (hi - lo) / hi <= self.precision:
-                self._status = FOUND
+                self._status = SearchStatus.FOUND
                 return None
-            self._status = BISECTING
+            self._status = SearchStatus.BISECTING
             return (lo + hi) / 2
         step = self._step
         if hi is None:
             assert lo is not None
             if lo >= self.maximum:
-                self._status = ABOVE_MAXIMUM
+                self._status = SearchStatus.ABOVE_MAXIMUM
                 return None
             self._step = min(self.growth, step * step)
             return min(lo * step, self.maximum)
         if hi / step < self.minimum:
-            self._status = BELOW_MINIMUM
+            self._status = SearchStatus.BELOW_MINIMUM
             return None
-        self._status = BRACKETING
+        self._status = SearchStatus.BRACKETING
         self._step = min(self.growth, step * step)
         return hi / step
 
@@ -267,7 +255,8 @@ def prior_bracket(results: list[SearchResult]) -> tuple[float | None, float | No
     whose search ended with a bracket judged on its own (found, above the maximum or below the minimum); None
     where there is none (a search cut short, or stopped by its load generator, tells too little)."""
     for result in reversed(results):
-        if result.status in (FOUND, ABOVE_MAXIMUM, BELOW_MINIMUM) and (result.lo, result.hi) != (None, None):
+        judged = result.status in (SearchStatus.FOUND, SearchStatus.ABOVE_MAXIMUM, SearchStatus.BELOW_MINIMUM)
+        if judged and (result.lo, result.hi) != (None, None):
             return result.lo, result.hi
     return None
 
@@ -307,28 +296,31 @@ def judged_result(result: SearchResult, probes: list[SearchProbe]) -> SearchResu
     """``result`` as the search would have ended had it stopped at its first probe left unjudged because its load
     generator fell behind (analysis/probe.py; ``probes``: the search's, in the order run): the bracket of its judged
     probes before that one (``hi`` the lowest failure, ``lo`` the highest pass below it), status
-    GENERATOR_LIMITED. ``result`` itself where no probe went unjudged, or where the search already stopped there."""
-    first = next((i for i, p in enumerate(probes) if p.decision is not None and p.decision.outcome == LIMITED), None)
-    if first is None or result.status == GENERATOR_LIMITED:
+    ``generator-limited``. ``result`` itself where no probe went unjudged, or where the search already stopped there."""
+    first = next((i for i, p in enumerate(probes)
+                  if p.decision is not None and p.decision.outcome == ProbeOutcome.GENERATOR_LIMITED), None)
+    if first is None or result.status == SearchStatus.GENERATOR_LIMITED:
         return result
     judged, probe = probes[:first], probes[first]
     fails = [p.scale for p in judged if not p.passed]
     hi = min(fails) if fails else None
     passes = [p.scale for p in judged if p.passed and (hi is None or p.scale < hi)]
     lo = max(passes) if passes else None
-    holds = [p for p in judged[1:] if p.phase == SUSTAIN]  # a first probe held is a warm start's opening hold, whose
-    # outcome the search takes for its own only where it ends at that lo, which one stopped so never does
+    # a first probe held is a warm start's opening hold, whose outcome the search takes for its own only where it
+    # ends at that lo, which one stopped so never does
+    holds = [p for p in judged[1:] if p.phase == Phase.SUSTAIN]
     held = None
     if holds:
         last = holds[-1]
-        outcome = last.decision.outcome if last.decision is not None else "pass"
-        held = NOT_HELD if not last.passed else HELD_UNDECIDED if outcome == "undecided" else CONFIRMED
+        outcome = last.decision.outcome if last.decision is not None else ProbeOutcome.PASS
+        held = (Hold.FAILED if not last.passed else Hold.UNDECIDED if outcome == ProbeOutcome.UNDECIDED
+                else Hold.CONFIRMED)
     assert probe.decision is not None
     return result.model_copy(update={
-        "status": GENERATOR_LIMITED, "lo": lo, "hi": hi,
+        "status": SearchStatus.GENERATOR_LIMITED, "lo": lo, "hi": hi,
         "estimate": (lo + hi) / 2 if lo is not None and hi is not None else lo if lo is not None else hi,
         "precision": (hi - lo) / hi if lo is not None and hi is not None else None, "sustain": held,
-        "undecided": sum(1 for p in judged if p.decision is not None and p.decision.outcome == "undecided"),
+        "undecided": sum(1 for p in judged if p.decision is not None and p.decision.outcome == ProbeOutcome.UNDECIDED),
         "stopped": generator_stop(probe.scale, probe.decision.note or "")})
 
 

@@ -66,6 +66,7 @@ from bench_plugin.analysis.objectives import ClassObjectives, class_criteria
 from bench_plugin.loadgen.sizing import TARGET_CORES
 from bench_plugin.results.samples import Sample
 from bench_plugin.results.summary import ClassStats, GeneratorCheck, GeneratorUse
+from bench_plugin.results.words import GeneratorLimit
 
 LAG_P99_LIMIT_MS = 10.0
 """Send lag P99 above this (ms) marks a stage generator-limited (unless the stalls rule judges it)."""
@@ -77,8 +78,9 @@ HELD_SHARE = 0.05
 """A request is held up by the blocks when they overlap more than this share of its life (intended send to end)."""
 
 CPU_BOUND = "CPU-bound"
-STALLED = "stalled"
-_KIND = re.compile(r"(?:^|: )(CPU-bound|stalled): ")
+"""A CPU-bound stage's reason starts so (GeneratorLimit.CPU_BOUND, capitalised as prose); a stalled one's with
+GeneratorLimit.STALLED."""
+_KIND = re.compile(rf"(?:^|: )({CPU_BOUND}|{GeneratorLimit.STALLED}): ")
 _CAUSE = re.compile(r"`([^`]+)`")
 _IN_ALL = re.compile(r"(\d+) process(?:es)?, (\d+(?:\.\d+)?) cores in all")
 
@@ -120,7 +122,7 @@ def advice(reasons: Iterable[str]) -> str:
     cpu, causes, bound = False, [], []
     for reason in reasons:
         kinds = _KIND.findall(reason)
-        if STALLED in kinds:
+        if GeneratorLimit.STALLED in kinds:
             causes += [c for c in _CAUSE.findall(reason) if c not in causes]
         if CPU_BOUND in kinds or not kinds:
             cpu = True
@@ -255,7 +257,7 @@ def check_stage(classes: Mapping[str, ClassStats], rows: Sequence[Mapping[str, G
     lag = {name: c.send_lag_ms.get("p99") for name, c in classes.items()}
     if not stalls.monitored:
         limited = generator_limited(lag, cores)
-        return StageCheck(limited, GeneratorCheck(kind="cpu-bound") if limited else None)
+        return StageCheck(limited, GeneratorCheck(kind=GeneratorLimit.CPU_BOUND) if limited else None)
     limit = f"(limit {CPU_LIMIT_CORES:g})"
     cpu = [f"load generator {m} used {v:.2f} cores {limit}" for m, v in cores.items() if v > CPU_LIMIT_CORES]
     cpu += [f"the event loop of load generator {m} wanted {v:.2f} cores, on a CPU or waiting for one {limit}"
@@ -268,18 +270,18 @@ def check_stage(classes: Mapping[str, ClassStats], rows: Sequence[Mapping[str, G
     used = in_all(cores, demand)
     if cpu:
         text = "; ".join([*cpu, *([_lag_text(late)] if late else []), used])
-        return StageCheck(f"{CPU_BOUND}: {text}", _kind(found, "cpu-bound"))
+        return StageCheck(f"{CPU_BOUND}: {text}", _kind(found, GeneratorLimit.CPU_BOUND))
     if not late:
         return StageCheck(None, found if note else None)
     if not stalls.count:
         return StageCheck(f"{CPU_BOUND}: {_lag_text(late)} with no stall of the event loop: a backlog of work, "
-                          f"too much for one process; {used}", _kind(found, "cpu-bound"))
+                          f"too much for one process; {used}", _kind(found, GeneratorLimit.CPU_BOUND))
     tardy = [s for mine in samples.values() for s in mine if s.send_lag_ms > LAG_P99_LIMIT_MS]
     unexplained = sum(1 for s in tardy if not stalls.hit(s))
     if unexplained * 2 > len(tardy):
         return StageCheck(f"{CPU_BOUND}: {_lag_text(late)}, and {unexplained} of the {len(tardy)} requests sent "
                           f"over {LAG_P99_LIMIT_MS:g} ms late were not in flight during a stall of the event loop: a "
-                          f"backlog of work, not the stalls; {used}", _kind(found, "cpu-bound"))
+                          f"backlog of work, not the stalls; {used}", _kind(found, GeneratorLimit.CPU_BOUND))
     why = _unjudged(classes, samples, hit, rest, stats_of, objectives)
     if why is None:
         return StageCheck(None, found)
@@ -287,8 +289,9 @@ def check_stage(classes: Mapping[str, ClassStats], rows: Sequence[Mapping[str, G
     if alone is not None:
         return StageCheck(None, found.model_copy(update={"note": f"{found.note}; {alone}"}))
     idle = max(cores.values(), default=0.0)
-    return StageCheck(f"{STALLED}: {_lag_text(late)} while the event loop was blocked in `{stalls.cause}`, not "
-                      f"short of CPU ({idle:.2f} cores); {why}", _kind(found, "stalled"))
+    return StageCheck(f"{GeneratorLimit.STALLED}: {_lag_text(late)} while the event loop was blocked in "
+                      f"`{stalls.cause}`, not short of CPU ({idle:.2f} cores); {why}",
+                      _kind(found, GeneratorLimit.STALLED))
 
 
 def _split(stalls: _Stalls, samples: Mapping[str, list[Sample]]) -> tuple[dict[str, list[Sample]],
@@ -303,7 +306,7 @@ def _split(stalls: _Stalls, samples: Mapping[str, list[Sample]]) -> tuple[dict[s
     return hit, rest
 
 
-def _kind(found: GeneratorCheck, kind: str) -> GeneratorCheck:
+def _kind(found: GeneratorCheck, kind: GeneratorLimit) -> GeneratorCheck:
     return found.model_copy(update={"kind": kind})
 
 

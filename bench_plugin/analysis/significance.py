@@ -15,10 +15,8 @@ from collections.abc import Sequence
 
 from bench_plugin.analysis.statistics import DIFFERENCE, RATIO, complement, fixed, interval_text, spread
 from bench_plugin.results.spread import Judged, Kind, Spread
+from bench_plugin.results.words import Significance
 
-HIGHER = "higher"
-LOWER = "lower"
-NO_DIFFERENCE = "no significant difference"
 ONE_REPEAT = "one repeat: no spread"
 NO_PAIRS = "no paired repeats"
 
@@ -31,14 +29,14 @@ def _judged(s: Spread, no_change: float, significant: bool, call: str, reason: s
 def judge(s: Spread, no_change: float) -> Judged:
     """The call on spread ``s`` against ``no_change``: significant when its 95% interval excludes it."""
     if s.mean is None:  # nothing kept: the spread's note says why when values were left out
-        return _judged(s, no_change, False, NO_DIFFERENCE, None if s.excluded else NO_PAIRS)
+        return _judged(s, no_change, False, Significance.NO_DIFFERENCE, None if s.excluded else NO_PAIRS)
     if s.lo is None or s.hi is None:
-        return _judged(s, no_change, False, NO_DIFFERENCE, ONE_REPEAT)
+        return _judged(s, no_change, False, Significance.NO_DIFFERENCE, ONE_REPEAT)
     if s.lo > no_change:
-        return _judged(s, no_change, True, HIGHER)
+        return _judged(s, no_change, True, Significance.HIGHER)
     if s.hi < no_change:
-        return _judged(s, no_change, True, LOWER)
-    return _judged(s, no_change, False, NO_DIFFERENCE)
+        return _judged(s, no_change, True, Significance.LOWER)
+    return _judged(s, no_change, False, Significance.NO_DIFFERENCE)
 
 
 def figure(values: Sequence[float | None], no_change: float, kind: Kind = DIFFERENCE) -> Judged:

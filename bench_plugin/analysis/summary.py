@@ -38,7 +38,6 @@ from bench_plugin.results.server_figures import ServerStats
 from bench_plugin.results.server_rows import ServerSource
 from bench_plugin.results.store import CampaignReader, StageRecord, TrialRecord
 from bench_plugin.results.summary import (
-    JUDGED_STATUSES,
     ArmClassFigures,
     ArmFigures,
     ArmStageFigures,
@@ -57,6 +56,7 @@ from bench_plugin.results.summary import (
     Summary,
     TrialSummary,
 )
+from bench_plugin.results.words import JUDGED_STATUSES, CampaignState, StageStatus
 from bench_plugin.scenario import WORKLOAD_CLASSES
 
 V = TypeVar("V")
@@ -159,10 +159,11 @@ def devices_charged(trial: TrialRecord) -> int:
 
 
 def _merge_status(statuses: list[str]) -> str:
-    for worst in ("invalid", "interrupted", "aborted", "running", "skipped"):
+    for worst in (StageStatus.INVALID, StageStatus.INTERRUPTED, StageStatus.ABORTED, StageStatus.RUNNING,
+                  StageStatus.SKIPPED):
         if worst in statuses:
             return worst
-    return "completed"
+    return StageStatus.COMPLETED
 
 
 def trial_summary(reader: CampaignReader, trial: TrialRecord,
@@ -444,7 +445,7 @@ def build_summary(reader: CampaignReader) -> Summary:
     arm_names = [a.name for a in scenario.arms]
     control_arm = scenario.control
     control = control_arm.name if control_arm is not None else None
-    status = record.status or Ending(status="interrupted", reason="the run ended without closing the store")
+    status = record.status or Ending(status=CampaignState.INTERRUPTED, reason="the run ended without closing the store")
     return Summary(
         scenario=ScenarioRef(name=scenario.name, sha256=scenario.sha256, path=scenario.path),
         status=CampaignStatus(**dict(status), resumed=record.resumes),

@@ -32,17 +32,9 @@ from dataclasses import dataclass
 
 from bench_plugin.analysis.boundary import format_offered
 from bench_plugin.analysis.selfcheck import advice
-from bench_plugin.analysis.significance import HIGHER, describe
+from bench_plugin.analysis.significance import describe
 from bench_plugin.results.summary import Boundary, Conditions, StageComparison, Verdict
-
-WORTH_IT = "worth it"
-TRADE_OFF = "trade-off"
-LOSS = "loss"
-INCONCLUSIVE = "inconclusive"
-"""The start of an inconclusive call; the call itself names the repeats: see :func:`inconclusive`."""
-NOT_COMPARED = "not compared"
-GENERATOR_LIMITED = "generator-limited"
-NOT_MEASURED = "not measured"
+from bench_plugin.results.words import Call, Significance
 
 MIN_PAIRS = 2
 """Paired repeats needed before a stage can be called anything but inconclusive."""
@@ -50,19 +42,20 @@ MIN_PAIRS = 2
 CONTROLS = " the control's"
 KEPT = "every class kept its SLOs and error budget in every repeat"
 
-_ARTICLE = {WORTH_IT: "worth it", TRADE_OFF: "a trade-off", LOSS: "a loss", NOT_COMPARED: "not compared",
-            GENERATOR_LIMITED: "not judged (load generator limited)",
-            NOT_MEASURED: "not measured (every request of a class failed with one protocol error)"}
+_ARTICLE: dict[str, str] = {
+    Call.WORTH_IT: "worth it", Call.TRADE_OFF: "a trade-off", Call.LOSS: "a loss", Call.NOT_COMPARED: "not compared",
+    Call.GENERATOR_LIMITED: "not judged (load generator limited)",
+    Call.NOT_MEASURED: "not measured (every request of a class failed with one protocol error)"}
 
 
 def inconclusive(pairs: int) -> str:
     """The inconclusive call for this many paired repeats: ``inconclusive (1 repeat)``."""
-    return f"{INCONCLUSIVE} ({pairs} repeat{'s' if pairs != 1 else ''})"
+    return f"{Call.INCONCLUSIVE} ({pairs} repeat{'s' if pairs != 1 else ''})"
 
 
 def is_inconclusive(call: str | None) -> bool:
     """Whether ``call`` is an inconclusive call, whatever its count of repeats."""
-    return call is not None and call.startswith(INCONCLUSIVE)
+    return call is not None and call.startswith(Call.INCONCLUSIVE)
 
 
 def too_few(pairs: int) -> str:
@@ -90,14 +83,15 @@ def stage_verdict(stage: StageComparison) -> StageVerdict:
     zeros = sum(1 for v in ratio.spread.excluded if v is not None) if ratio else 0
     pairs = len(ratio.spread.values) + zeros if ratio else 0
     if stage.protocol_failure:
-        return StageVerdict(NOT_MEASURED, (*stage.protocol_failure, "the server does not accept or return what the "
-                                           "class sends and reads: fix the scenario or the server, then rerun"), pairs)
+        return StageVerdict(Call.NOT_MEASURED, (*stage.protocol_failure, "the server does not accept or return what "
+                                                "the class sends and reads: fix the scenario or the server, then "
+                                                "rerun"), pairs)
     if stage.generator_limited:
         why = "the load generator fell behind, so latency here is partly the client's: " + "; ".join(
             stage.generator_limited)
-        return StageVerdict(GENERATOR_LIMITED, (why, advice(stage.generator_limited)), pairs)
+        return StageVerdict(Call.GENERATOR_LIMITED, (why, advice(stage.generator_limited)), pairs)
     if ratio is None or pairs == 0:
-        return StageVerdict(NOT_COMPARED, (_not_compared(stage), *breaches))
+        return StageVerdict(Call.NOT_COMPARED, (_not_compared(stage), *breaches))
     own, ref = stage.goodput_per_device.mean, (stage.control_goodput_per_device or stage.goodput_per_device).mean
     figures = f"{own:.3g} vs {ref:.3g} req/s within SLO, " if own is not None and ref is not None else ""
     gain = f"goodput per device {figures}{describe(ratio, what=CONTROLS)}"
@@ -107,12 +101,12 @@ def stage_verdict(stage: StageComparison) -> StageVerdict:
         return StageVerdict(inconclusive(pairs), (gain, *slo, too_few(pairs)), pairs)
     if zeros:
         none = f"no request of this arm met every SLO in {zeros} of {pairs} paired repeats (goodput per device 0)"
-        return StageVerdict(LOSS, (gain, none, *breaches), pairs)
-    if ratio.call != HIGHER:
-        return StageVerdict(LOSS, (gain, *breaches), pairs)
+        return StageVerdict(Call.LOSS, (gain, none, *breaches), pairs)
+    if ratio.call != Significance.HIGHER:
+        return StageVerdict(Call.LOSS, (gain, *breaches), pairs)
     if kept:
-        return StageVerdict(WORTH_IT, (gain, KEPT), pairs)
-    return StageVerdict(TRADE_OFF, (gain, *breaches), pairs)
+        return StageVerdict(Call.WORTH_IT, (gain, KEPT), pairs)
+    return StageVerdict(Call.TRADE_OFF, (gain, *breaches), pairs)
 
 
 def _not_compared(stage: StageComparison) -> str:
@@ -152,11 +146,11 @@ def _span(run: list[tuple[StageComparison, StageVerdict]], first: bool, arrival:
     lo, hi = run[0][0], run[-1][0]
     call = run[0][1].call
     where = f"at stage {lo.index}" if lo is hi else f"at stages {lo.index}-{hi.index}"
-    if first and call == WORTH_IT:
+    if first and call == Call.WORTH_IT:
         where = f"up to stage {hi.index}"
     # Where it is worth it, the highest load decides; elsewhere the first stage where the call changed.
-    decisive = hi if call == WORTH_IT else lo
-    reasons = run[-1][1].reasons if call == WORTH_IT else run[0][1].reasons
+    decisive = hi if call == Call.WORTH_IT else lo
+    reasons = run[-1][1].reasons if call == Call.WORTH_IT else run[0][1].reasons
     load = format_offered(decisive.offered, arrival)
     return f"{_ARTICLE.get(call, call)}{'' if first else ' above,'} {where} ({load}): {'; '.join(reasons)}"
 
@@ -168,13 +162,14 @@ def overall_verdict(arm: str, control: str, stages: list[tuple[StageComparison, 
     calls = [v.call for _, v in stages]
     up_to = None
     for stage, v in stages:
-        if v.call != WORTH_IT:
+        if v.call != Call.WORTH_IT:
             break
         up_to = stage.index
-    call = next((c for c in (WORTH_IT, TRADE_OFF, LOSS) if c in calls), None)
+    call: str | None = next((c for c in (Call.WORTH_IT, Call.TRADE_OFF, Call.LOSS) if c in calls), None)
     if call is None:
         unsure = [v.pairs for _, v in stages if is_inconclusive(v.call)]
-        call = inconclusive(max(unsure)) if unsure else NOT_MEASURED if NOT_MEASURED in calls else NOT_COMPARED
+        call = (inconclusive(max(unsure)) if unsure else Call.NOT_MEASURED if Call.NOT_MEASURED in calls
+                else Call.NOT_COMPARED)
     parts = [_span(run, i == 0, conditions.arrival) for i, run in enumerate(_runs(stages))]
     text = f"{arm} against {control}: " + ("; ".join(parts) if parts else "no stage was measured") + "."
     text += f" Operating boundary: {boundary.text[:1].lower()}{boundary.text[1:]} {describe_conditions(conditions)}"

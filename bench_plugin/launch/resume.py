@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench_plugin.analysis.probe import UNDECIDED, limited_why
+from bench_plugin.analysis.probe import limited_why
 from bench_plugin.results.facts import BackendFacts
 from bench_plugin.results.record import CampaignRecord
 from bench_plugin.results.recorder import Recorder
@@ -55,6 +55,7 @@ from bench_plugin.results.store import (
 )
 from bench_plugin.results.summary import Ending, Overrides, Provenance, Resume, SearchResult
 from bench_plugin.results.timeline import Resumed
+from bench_plugin.results.words import CampaignState, ProbeOutcome, StageStatus, TrialStatus
 from bench_plugin.run.schedule import Done, KeptProbe, Trial
 
 STORE = "results.sqlite"
@@ -62,7 +63,7 @@ STORE = "results.sqlite"
 OVERRIDES = ("arm", "repeats", "stage_duration")
 """The command-line overrides a campaign records; a resume takes them from the record unless given."""
 
-UNFINISHED_STAGES = ("running", "interrupted", "invalid")
+UNFINISHED_STAGES = (StageStatus.RUNNING, StageStatus.INTERRUPTED, StageStatus.INVALID)
 """Stage statuses of a segment that did not run to its end."""
 
 
@@ -129,7 +130,7 @@ def read_campaign(given: str) -> Recorded:
         raise ResumeRefused(f"{where}: not a campaign's results directory ({STORE} records no scenario)")
     recorded = Recorded(directory, given, record, trials, probes, ended_rays, searched)
     status = recorded.status
-    if status is not None and status.status == "completed":
+    if status is not None and status.status == CampaignState.COMPLETED:
         at = f" at {_when(status.ended_s)}" if status.ended_s is not None else ""
         raise recorded.refused(f"the campaign completed{at}: nothing to resume")
     return recorded
@@ -150,7 +151,7 @@ def _searches(db: sqlite3.Connection, trials: list[TrialRecord]
             stages = sorted([*decision.stages, *decision.set_aside] if decision is not None else []) or [step.stage]
             probes.setdefault((trial.id, step.segment), []).append(KeptProbe(
                 ray=step.ray, scale=step.scale, passed=step.passed,
-                decided=decision is None or decision.outcome != UNDECIDED, stages=tuple(stages),
+                decided=decision is None or decision.outcome != ProbeOutcome.UNDECIDED, stages=tuple(stages),
                 limited=limited_why(decision)))
         for result in reader.search_results(trial.id):
             ended.setdefault((trial.id, result.segment), set()).add(result.ray)
@@ -271,7 +272,7 @@ def plan(recorded: Recorded, trials: list[Trial]) -> Plan:
             # Segments run in order: one that did not end means none after it did.
             finished = finished and segment.released_s is not None and not unfinished
             (kept if finished else rerun).append((record.id, segment.index))
-        if record.status == "completed" and finished:
+        if record.status == TrialStatus.COMPLETED and finished:
             done.add(record.id)
     kept_probes = {key: probes for key in rerun if (probes := recorded.probes.get(key))}
     next_stage = {}
@@ -297,8 +298,8 @@ def begin(recorded: Recorded, resume_plan: Plan, recorder: Recorder, provenance:
                                                       keep_stages=[i for p in probes for i in p.stages],
                                                       keep_rays=sorted({p.ray for p in probes})).items():
             superseded[table] = superseded.get(table, 0) + rows
-    status = recorded.status or Ending(status="unfinished", reason="the process ended without recording how "
-                                                                   "(killed, or its machine stopped)")
+    status = recorded.status or Ending(status=CampaignState.UNFINISHED, reason="the process ended without recording "
+                                                                               "how (killed, or its machine stopped)")
     record = Resume(number=number, at_s=time.time(), previous_status=status.status, previous_reason=status.reason,
                     kept=list(resume_plan.kept), rerun=list(resume_plan.rerun),
                     superseded={k: v for k, v in superseded.items() if v}, host=provenance.host,

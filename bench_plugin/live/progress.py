@@ -18,6 +18,7 @@ import gevent
 
 from bench_plugin.live.view import ClassLive, LiveSnapshot
 from bench_plugin.report.clock import clock
+from bench_plugin.results.words import CampaignState
 
 PROGRESS_S = 5.0
 """Seconds between two progress lines."""
@@ -26,7 +27,7 @@ PROGRESS_S = 5.0
 def progress_line(snapshot: LiveSnapshot) -> str | None:
     """One line saying where the campaign is and how the last window looks; None while nothing runs."""
     position = snapshot.position
-    if snapshot.status != "running" or not position:
+    if snapshot.status != CampaignState.RUNNING or not position:
         return None
     where = f"trial {position['trial']}/{position['of']} ({position['arm']}, repeat {position['repeat']})"
     if position.get("stage"):

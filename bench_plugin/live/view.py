@@ -35,6 +35,7 @@ from bench_plugin.results.samples import Sample
 from bench_plugin.results.server_rows import Quantity
 from bench_plugin.results.store import CampaignReader, TrialRecord, open_campaign
 from bench_plugin.results.summary import Comparison, TrialSummary
+from bench_plugin.results.words import CampaignState
 from bench_plugin.run.hooks import BenchEvents
 from bench_plugin.scenario import Scenario
 
@@ -148,7 +149,7 @@ class LiveView:
     current: dict[str, list[Sample]] = field(default_factory=dict)
     """Class -> the current stage's samples."""
     stage: _Stage | None = None
-    status: str = "waiting"
+    status: str = CampaignState.WAITING
     position: dict[str, Any] = field(default_factory=dict)
     verdicts: dict[str, str] = field(default_factory=dict)
     report: str | None = None
@@ -224,7 +225,7 @@ class LiveView:
         """A trial (1-based ``number`` of ``trials``) begins."""
         if self.started_s is None:
             self.started_s = time.time() if now is None else now
-        self.status = "running"
+        self.status = CampaignState.RUNNING
         self.position = {"trial": number, "of": self.trials, "arm": arm, "repeat": repeat, "stage": None}
 
     def on_trial_stop(self, now: float, store: Path | None = None, trial: int | None = None) -> None:
@@ -281,7 +282,7 @@ class LiveView:
         position = dict(self.position)
         if self.stage is not None:
             position["stage_start_s"] = self.stage.start_s
-        if self.stage is not None and self.status == "running":
+        if self.stage is not None and self.status == CampaignState.RUNNING:
             position["stage_left_s"] = max(0.0, self.stage.end_s - now)
             if (eta := self.eta_end_s()) is not None:
                 position["eta_end_s"] = max(eta, now)

@@ -49,6 +49,7 @@ from bench_plugin.live.view import SETTLE_S, ClassLive, Figures, LiveSnapshot
 from bench_plugin.report.clock import clock
 from bench_plugin.report.generators import decision_text
 from bench_plugin.results.summary import GeneratorSizing
+from bench_plugin.results.words import CampaignState
 from bench_plugin.scenario import Scenario
 from bench_plugin.telemetry.exposition import CONTENT_TYPE
 from bench_plugin.users.base import WorkloadUser
@@ -164,7 +165,7 @@ def status_line(snapshot: LiveSnapshot) -> str:
     if snapshot.ended_s is None:
         return snapshot.status
     text = f"{snapshot.status} at {clock(snapshot.ended_s, date=False)}"
-    return text + (f": {snapshot.reason}" if snapshot.reason and snapshot.status != "completed" else "")
+    return text + (f": {snapshot.reason}" if snapshot.reason and snapshot.status != CampaignState.COMPLETED else "")
 
 
 def window_label(snapshot: LiveSnapshot) -> str:
@@ -288,7 +289,7 @@ def attach(plugin: Shown) -> None:
         """The campaign's status line (how, when and why it ended, once it has), for the banner."""
         snapshot = plugin.live_snapshot()
         return jsonify({"text": status_line(snapshot), "ended": snapshot.ended_s is not None,
-                        "completed": snapshot.status == "completed"})
+                        "completed": snapshot.status == CampaignState.COMPLETED})
 
     @app.route(f"{base}/bench/series.json")
     def series() -> Response:

@@ -9,16 +9,14 @@ beside the control's. Everything comes from the typed summary's ``comparison.arm
 
 from __future__ import annotations
 
-from bench_plugin.analysis.answer import CONTROL, SEARCHED
-from bench_plugin.analysis.boundary import BELOW, NOT_REACHED, format_offered
-from bench_plugin.analysis.search import ABOVE_MAXIMUM, BELOW_MINIMUM, GENERATOR_LIMITED
-from bench_plugin.analysis.significance import HIGHER, LOWER
-from bench_plugin.analysis.verdict import LOSS, TRADE_OFF, WORTH_IT
+from bench_plugin.analysis.answer import SEARCHED
+from bench_plugin.analysis.boundary import format_offered
 from bench_plugin.report.comparison import boundary_short, call_kind, error_bars, interval, spread_text
 from bench_plugin.report.figures import ArmStyle, DataMarks, Plot, figure_svg, new_figure, style
 from bench_plugin.report.latency_split import growth_text, stage_names
 from bench_plugin.report.tables import esc, table
 from bench_plugin.results.summary import Answer, ArmComparison, Judged, Summary
+from bench_plugin.results.words import BoundaryStatus, Call, SearchStatus, Significance
 
 COLUMNS = ("arm", "answer", "req/s within SLO per device", "vs control", "holds up to", "limited by", "next step")
 """The answer table's columns."""
@@ -43,11 +41,11 @@ def _extent(comp: ArmComparison) -> str:
     load = format_offered(b.offered) if b.offered else ""
     several = b.limiting is not None and ("," in b.limiting or " and " in b.limiting)  # a list of criteria
     limit = f", where {b.limiting} {'give' if several else 'gives'} out first" if b.limiting else ""
-    if b.status in (NOT_REACHED, ABOVE_MAXIMUM):
+    if b.status in (BoundaryStatus.NOT_REACHED, SearchStatus.ABOVE_MAXIMUM):
         return f"every SLO held at every load measured{f', up to {load}' if load else ''}"
-    if b.status == GENERATOR_LIMITED:
+    if b.status == SearchStatus.GENERATOR_LIMITED:
         return f"every SLO held{f' at about {load}' if load else ''}, where the load generator fell behind first"
-    if b.status in (BELOW, BELOW_MINIMUM):
+    if b.status in (BoundaryStatus.BELOW_LOWEST, SearchStatus.BELOW_MINIMUM):
         return f"an SLO broke already at the lowest load measured{f' ({b.limiting})' if b.limiting else ''}"
     if load:
         return f"every SLO holds up to about {load}{limit}"
@@ -56,7 +54,7 @@ def _extent(comp: ArmComparison) -> str:
 
 def sentence(name: str, comp: ArmComparison, answer: Answer, control: str | None) -> str:
     """One arm's answer in plain words."""
-    if answer.call == CONTROL:
+    if answer.call == Call.CONTROL:
         per = answer.per_device
         serves = (f" It serves {per.mean:.3g} req/s within SLO per device there." if per is not None
                   and per.mean is not None else "")
@@ -71,14 +69,15 @@ def sentence(name: str, comp: ArmComparison, answer: Answer, control: str | None
         if ratio is not None and ratio.mean is not None:
             figures += f": {_ratio(ratio)}"
     call = call_kind(answer.call)
-    if call == WORTH_IT:
+    if call == Call.WORTH_IT:
         text = f"{name} is worth it: it serves {figures or 'more within SLO per device'}; {_extent(comp)}."
-    elif call == TRADE_OFF:
+    elif call == Call.TRADE_OFF:
         text = (f"{name} is a trade-off: it serves {figures or 'more per device'}, but "
                 f"{answer.limiting or 'some class breaks its SLO'}.")
-    elif call == LOSS:
-        how = ("less than" if ratio is not None and ratio.call == LOWER else
-               "no significantly more than" if ratio is not None and ratio.call != HIGHER else "no better than")
+    elif call == Call.LOSS:
+        how = ("less than" if ratio is not None and ratio.call == Significance.LOWER else
+               "no significantly more than" if ratio is not None and ratio.call != Significance.HIGHER
+               else "no better than")
         text = f"{name} is a loss: it serves {how} {control} per device" + (f" ({figures})" if figures else "") + "."
     else:
         text = f"{name}: {answer.call}" + (f" ({figures})" if figures else "") + "."
@@ -88,10 +87,10 @@ def sentence(name: str, comp: ArmComparison, answer: Answer, control: str | None
 def headline(summary: Summary) -> str:
     """Whether sharing pays off in this campaign, in one sentence."""
     control = summary.comparison.control
-    arms = [(name, a) for name, _, a in answered(summary) if a.call != CONTROL]
+    arms = [(name, a) for name, _, a in answered(summary) if a.call != Call.CONTROL]
     if not arms or control is None:
         return "No control arm to compare with: the figures below still show the arms side by side."
-    worth = [(name, a) for name, a in arms if call_kind(a.call) == WORTH_IT]
+    worth = [(name, a) for name, a in arms if call_kind(a.call) == Call.WORTH_IT]
     if worth:
         name, best = max(worth, key=lambda item: item[1].ratio.mean if item[1].ratio and item[1].ratio.mean else 0)
         gain = f" ({best.ratio.mean:.2f}x {control}'s requests within SLO per device)" if best.ratio and \
@@ -99,11 +98,11 @@ def headline(summary: Summary) -> str:
         others = [n for n, _ in worth if n != name]
         also = f"; also worth it: {', '.join(others)}" if others else ""
         return f"Sharing pays off here: {name} is the best{gain}{also}."
-    trades = [name for name, a in arms if call_kind(a.call) == TRADE_OFF]
+    trades = [name for name, a in arms if call_kind(a.call) == Call.TRADE_OFF]
     if trades:
         return (f"Sharing serves more per device here but breaks an SLO: {', '.join(trades)} "
                 f"{'is a trade-off' if len(trades) == 1 else 'are trade-offs'}; none is worth it outright.")
-    if all(call_kind(a.call) == LOSS for _, a in arms):
+    if all(call_kind(a.call) == Call.LOSS for _, a in arms):
         return f"Sharing does not pay off here: no arm serves more within SLO per device than {control}."
     return "Not decided yet: see each arm's next step."
 
@@ -112,8 +111,8 @@ def rows(summary: Summary) -> list[list[str]]:
     """The answer table's rows (COLUMNS), one per arm."""
     out = []
     for name, comp, answer in answered(summary):
-        ratio = "-" if answer.call == CONTROL else spread_text(answer.ratio, 2, "x")
-        if answer.ratio is not None and answer.ratio.call and answer.call != CONTROL:
+        ratio = "-" if answer.call == Call.CONTROL else spread_text(answer.ratio, 2, "x")
+        if answer.ratio is not None and answer.ratio.call and answer.call != Call.CONTROL:
             ratio += f" ({answer.ratio.call})"
         per = spread_text(answer.per_device, 1)
         if answer.at and per != "-":
@@ -185,7 +184,7 @@ def answer_plot(summary: Summary, styles: dict[str, ArmStyle]) -> Plot | None:
                                       label=f"{summary.comparison.control} at the same load"))
                 high = max(high, ref.mean + rhi)
             at = f" at {a.at}" if a.at and a.at != SEARCHED else ""
-            note = a.call if a.call == CONTROL else f"{a.call}{at}, {spread_text(a.ratio, 2, 'x')}"
+            note = a.call if a.call == Call.CONTROL else f"{a.call}{at}, {spread_text(a.ratio, 2, 'x')}"
             ax.annotate(note, xy=(1.0, row), xycoords=("axes fraction", "data"), xytext=(6, 0),
                         textcoords="offset points", va="center", fontsize=8.5)
         ax.set_yticks(range(len(found)), [name for name, _ in reversed(found)])

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from bench_plugin.report.basis import html_cell, markdown_text, of_stats
 from bench_plugin.report.tables import Raw, esc, table
 from bench_plugin.results.summary import ClassStats, StageSummary, Summary
+from bench_plugin.results.words import StageStatus
 
 HEADERS = ("trial", "stage", "class", "offered", "realised", "requests", "P95 ms [95% interval] (n)",
            "send lag P99 ms", "slot waits", "generator cores", "host: other work (cores)", "flags")
@@ -67,7 +68,7 @@ def _flags(stage: StageSummary, figures: ClassStats) -> str:
         flags.append(f"busy host: {stage.host_busy}")
     if figures.p95_note:
         flags.append(figures.p95_note)
-    if stage.status != "completed":
+    if stage.status != StageStatus.COMPLETED:
         flags.append(f"stage {stage.status}")
     return "; ".join(flags) or "-"
 

@@ -20,12 +20,12 @@ A missing figure (None, or no mean) is shown as "-".
 
 from __future__ import annotations
 
-from bench_plugin.analysis.boundary import BELOW, NOT_REACHED, REACHED, format_offered
-from bench_plugin.analysis.search import ABOVE_MAXIMUM, BELOW_MINIMUM, FOUND, GENERATOR_LIMITED
+from bench_plugin.analysis.boundary import format_offered
 from bench_plugin.analysis.statistics import fixed
-from bench_plugin.analysis.verdict import INCONCLUSIVE, is_inconclusive
+from bench_plugin.analysis.verdict import is_inconclusive
 from bench_plugin.report.clock import campaign_clock
 from bench_plugin.results.summary import Boundary, Comparison, Judged, Spread, Summary
+from bench_plugin.results.words import BoundaryStatus, Call, SearchStatus
 
 NO_COMPARISON = ("The comparison with the control (verdict, operating boundary, fairness) is not available: "
                  "the \"comparison\" section of summary.json names no control arm, or no arm to compare with it.")
@@ -92,7 +92,7 @@ def significance_text(fig: Judged | None, digits: int = 2, suffix: str = "") -> 
 
 def call_kind(call: str | None) -> str | None:
     """A verdict call without its count of repeats: ``inconclusive`` for ``inconclusive (1 repeat)``."""
-    return INCONCLUSIVE if is_inconclusive(call) else call
+    return Call.INCONCLUSIVE if is_inconclusive(call) else call
 
 
 offered_text = format_offered
@@ -107,22 +107,22 @@ def boundary_text(boundary: Boundary) -> str:
 def boundary_short(boundary: Boundary, limited: bool = True) -> str:
     """An arm's boundary in a table cell: where it is and (with ``limited``) what limits it."""
     limit = f"; limited by {boundary.limiting}" if boundary.limiting and limited else ""
-    if boundary.status == REACHED and boundary.offered:
+    if boundary.status == BoundaryStatus.REACHED and boundary.offered:
         about = ", ".join(f"{name} {load:.3g}" for name, load in boundary.offered.items())
         return f"reached at about {about}{limit}"
-    if boundary.status == NOT_REACHED:
+    if boundary.status == BoundaryStatus.NOT_REACHED:
         return "not reached: above the highest load measured"
-    if boundary.status == BELOW:
+    if boundary.status == BoundaryStatus.BELOW_LOWEST:
         return f"below the lowest stage measured{limit}"
-    if boundary.status in (FOUND, ABOVE_MAXIMUM) and boundary.offered:  # searched
+    if boundary.status in (SearchStatus.FOUND, SearchStatus.ABOVE_MAXIMUM) and boundary.offered:  # searched
         about = ", ".join(f"{name} {load:.3g}" for name, load in boundary.offered.items())
         scale = spread_text(boundary.stage_position, 1)
-        if boundary.status == FOUND:
+        if boundary.status == SearchStatus.FOUND:
             return f"found at about {about} (scale {scale}){limit}"
         return f"above the highest load searched: every SLO kept at {about} (scale {scale}){limit}"
-    if boundary.status == BELOW_MINIMUM:
+    if boundary.status == SearchStatus.BELOW_MINIMUM:
         return f"below the lowest load searched{limit}"
-    if boundary.status == GENERATOR_LIMITED and boundary.offered:
+    if boundary.status == SearchStatus.GENERATOR_LIMITED and boundary.offered:
         about = ", ".join(f"{name} {load:.3g}" for name, load in boundary.offered.items())
         return (f"not found: the load generator fell behind first; every SLO kept at about {about} "
                 f"(scale {spread_text(boundary.stage_position, 1)}){limit}")

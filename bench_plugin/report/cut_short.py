@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from bench_plugin.analysis.boundary import format_offered
 from bench_plugin.report.tables import esc, table
-from bench_plugin.results.summary import JUDGED_STATUSES, ClassStats, Percentiles, StageSummary, Summary, TrialSummary
+from bench_plugin.results.summary import ClassStats, Percentiles, StageSummary, Summary, TrialSummary
+from bench_plugin.results.words import JUDGED_STATUSES
 
 HEADINGS = ("trial", "arm", "repeat", "stage", "status", "ran", "class", "requests", "errors",
             "throughput req/s", "P50 ms", "P95 ms", "TTFT P95 ms", "TPOT P95 ms")

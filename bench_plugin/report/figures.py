@@ -30,6 +30,8 @@ from matplotlib.container import Container
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
+from bench_plugin.results.words import StageStatus
+
 if TYPE_CHECKING:
     from matplotlib.typing import RcKeyType
 
@@ -45,20 +47,20 @@ ARM_MARKERS: tuple[str, ...] = ("o", "s", "^", "D", "v", "P", "X")
 """Markers double the arm colours, for readers who cannot tell the colours apart and for grey print."""
 
 STAGE_STATUS_COLOURS: dict[str, str] = {
-    "completed": "#cfe8cf",
-    "aborted": "#f4a6a6",
-    "interrupted": "#ffd59e",
-    "invalid": "#c9b3e6",
-    "running": "#dddddd",
-    "skipped": "#eeeeee",
+    StageStatus.COMPLETED: "#cfe8cf",
+    StageStatus.ABORTED: "#f4a6a6",
+    StageStatus.INTERRUPTED: "#ffd59e",
+    StageStatus.INVALID: "#c9b3e6",
+    StageStatus.RUNNING: "#dddddd",
+    StageStatus.SKIPPED: "#eeeeee",
 }
 STAGE_STATUS_LABELS: dict[str, str] = {
-    "completed": "completed",
-    "aborted": "aborted (rolled back)",
-    "interrupted": "interrupted",
-    "invalid": "invalid (load not as stated)",
-    "running": "never closed",
-    "skipped": "skipped",
+    StageStatus.COMPLETED: "completed",
+    StageStatus.ABORTED: "aborted (rolled back)",
+    StageStatus.INTERRUPTED: "interrupted",
+    StageStatus.INVALID: "invalid (load not as stated)",
+    StageStatus.RUNNING: "never closed",
+    StageStatus.SKIPPED: "skipped",
 }
 
 SLO_STYLE: dict[str, Any] = {"linestyle": "--", "linewidth": 1.2}

@@ -67,8 +67,10 @@ from bench_plugin.results.store import (
     read_trials,
 )
 from bench_plugin.results.summary import ArmComparison, Comparison, Summary, load_summary
+from bench_plugin.results.words import Call
 
-VERDICT_CSS = {"worth it": "good", "trade-off": "mixed", "loss": "bad", "inconclusive": "unsure"}
+VERDICT_CSS: dict[str, str] = {Call.WORTH_IT: "good", Call.TRADE_OFF: "mixed", Call.LOSS: "bad",
+                               Call.INCONCLUSIVE: "unsure"}
 """Badge class per verdict call (an inconclusive call, whatever its count of repeats, is ``unsure``)."""
 
 BADGE_CSS = ".badge.unsure { background: #dde6f6; color: #1c3f73; border: 1px dashed #5a7bb0; }"
@@ -180,7 +182,7 @@ def _fairness_note(comparison: Comparison) -> str:
 
 def _badge(call: str | None) -> Raw:
     css = VERDICT_CSS.get(call_kind(call) or "", "none")
-    return Raw(f'<span class="badge {css}">{esc(call or "no verdict")}</span>')
+    return Raw(f'<span class="badge {css}">{esc(call or Call.NO_VERDICT)}</span>')
 
 
 def _call(comp: ArmComparison) -> str | None:
@@ -303,7 +305,7 @@ def _verdict_fact(summary: Summary, comparison: Comparison) -> str:
             continue
         upto = _upto(comp)
         where = "" if upto is None else f" up to stage {names[upto] if upto < len(names) else upto}"
-        calls.append(f"{arm}: {_call(comp) or 'no verdict'}{where}")
+        calls.append(f"{arm}: {_call(comp) or Call.NO_VERDICT}{where}")
     return "; ".join(calls) or "no sharing arm"
 
 

@@ -43,6 +43,7 @@ from bench_plugin.report.warm_start import warm_start_line
 from bench_plugin.results.facts import BackendFacts
 from bench_plugin.results.plan import PlanDocument
 from bench_plugin.results.summary import Comparison, Provenance, Summary
+from bench_plugin.results.words import Call
 
 SPREAD_NOTE = ("Figures are mean ± 95% CI half-width over repeats (Student t; none with one repeat). Ratios to "
                "the control (1.71x [0.90, 3.20]) are geometric means with their 95% CI [lo, hi], computed on the "
@@ -176,7 +177,7 @@ def _verdict_section(summary: Summary, comparison: Comparison) -> list[str]:
              "| arm | sharing | verdict | worth it up to stage | operating boundary |", "|---|---|---|---|---|"]
     for arm, comp in comparison.arms.items():
         upto = comp.verdict.worth_it_up_to_stage if comp.verdict else None
-        call = "control" if comp.is_control else f"**{_cell(comp.verdict.call if comp.verdict else None)}**"
+        call = Call.CONTROL if comp.is_control else f"**{_cell(comp.verdict.call if comp.verdict else None)}**"
         lines.append(f"| {arm} | {_cell(comp.sharing)} | {call} | "
                      f"{_cell(labels.get(upto, upto) if upto is not None else None)} | "
                      f"{_cell(boundary_short(comp.boundary))} |")

@@ -20,7 +20,6 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from bench_plugin.analysis.boundary import REACHED
 from bench_plugin.analysis.intervals import samples_needed
 from bench_plugin.analysis.summary import is_searched
 from bench_plugin.report.basis import FIGURES as PERCENTILES
@@ -42,6 +41,7 @@ from bench_plugin.report.figures import (
     style,
 )
 from bench_plugin.results.summary import ArmClassFigures, ArmStageFigures, Comparison, Spread, StageComparison, Summary
+from bench_plugin.results.words import BoundaryStatus
 
 _DODGE = 0.02
 """Sideways nudge between arms, as a share of the x range."""
@@ -204,7 +204,7 @@ def _boundaries(ax: Axes, cls: str, comparison: Comparison, styles: dict[str, Ar
         return marked
     for arm, comp in comparison.arms.items():
         b = comp.boundary
-        if b.status != REACHED or cls not in b.offered or arm not in styles:
+        if b.status != BoundaryStatus.REACHED or cls not in b.offered or arm not in styles:
             continue
         ax.axvline(b.offered[cls], color=styles[arm].colour, linestyle=":", linewidth=1.6)
         ax.annotate(f"boundary {arm}", xy=(b.offered[cls], 1.0), xycoords=("data", "axes fraction"),
@@ -304,7 +304,7 @@ def latency_plot(summary: Summary, cls: str, styles: dict[str, ArmStyle], compar
     plot_id = plot_id or f"latency-{cls}"
     svg, hollow = _latency_svg(summary, cls, styles, comparison, keys, plot_id, bases or Bases(summary))
     has_boundary = compared(comparison) and any(
-        a.boundary.status == REACHED and cls in a.boundary.offered for a in comparison.arms.values())
+        a.boundary.status == BoundaryStatus.REACHED and cls in a.boundary.offered for a in comparison.arms.values())
     caption = (f"How {cls} latency grows with its offered load, per arm (mean over repeats; bars: 95% CI over "
                "repeats, or with one repeat its order-statistic interval). Read the P95 panel against the dashed "
                "SLO line: the arm whose line crosses it first degrades first.")

@@ -23,6 +23,7 @@ from bench_plugin.results.facts import BackendFacts
 from bench_plugin.results.record import CampaignRecord
 from bench_plugin.results.store import FailureGroup, StageRecord, TrialRecord
 from bench_plugin.results.summary import Provenance, Summary
+from bench_plugin.results.words import StageStatus
 
 
 class Raw(str):
@@ -74,7 +75,7 @@ def errors_table(trials: Sequence[TrialRecord], failures: Sequence[FailureGroup]
     listed = {(r[0], r[3]) for r in rows}
     for trial in trials:
         for st in trial.stages:
-            if st.status != "completed" and (trial.id, _stage_name(st, st.index)) not in listed:
+            if st.status != StageStatus.COMPLETED and (trial.id, _stage_name(st, st.index)) not in listed:
                 rows.append([trial.id, trial.arm, trial.repeat, _stage_name(st, st.index), st.status,
                              ", ".join(st.offered), "-", 0, st.reason or "-"])
     if not rows:

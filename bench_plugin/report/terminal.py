@@ -16,8 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench_plugin.analysis.answer import CONTROL, SEARCHED
-from bench_plugin.analysis.boundary import NOT_MEASURED
+from bench_plugin.analysis.answer import SEARCHED
 from bench_plugin.report import cut_short, envelope
 from bench_plugin.report.clock import campaign_clock
 from bench_plugin.report.comparison import boundary_short, spread_text
@@ -32,6 +31,7 @@ from bench_plugin.results.summary import (
     StageSummary,
     Summary,
 )
+from bench_plugin.results.words import BoundaryStatus, Call, CampaignState
 
 FIGURES: tuple[tuple[str, str, str], ...] = (("latency_p95_ms", "slowdown_p95", "P95"),
                                             ("ttft_p95_ms", "slowdown_ttft_p95", "TTFT P95"),
@@ -49,7 +49,7 @@ def render_answer(summary: Summary, report: Path | None = None) -> str:
             f"control: {comparison.control or 'none'})")
     lines = [head]
     status = summary.status
-    if status.status != "completed":
+    if status.status != CampaignState.COMPLETED:
         when = f" at {campaign_clock(summary, status.ended_s)}" if status.ended_s is not None else ""
         lines.append(f"  {status.status.upper()}{when}: {status.reason or 'no reason was recorded'}"
                      + ("; the figures below are of what ran before" if summary.trials else ""))
@@ -85,13 +85,14 @@ def per_device_text(answer: Answer, control: str | None) -> str:
 
 def _arm(summary: Summary, name: str, arm: ArmComparison, control: str | None) -> list[str]:
     answer = arm.answer
-    call = CONTROL if arm.is_control else (arm.verdict.call if arm.verdict else "no verdict")
+    call = Call.CONTROL if arm.is_control else (arm.verdict.call if arm.verdict else Call.NO_VERDICT)
     parts = [f"  {name}: {call.upper() if not arm.is_control else call}"]
     if answer is not None and (figure := per_device_text(answer, control)):
         there = answer.limiting if answer.limiting != arm.boundary.limiting else None
         parts.append(figure + (f"; there {there}" if there else ""))
     boundary = arm.boundary  # one that could not be measured says why in its own sentence
-    parts.append(boundary.text if boundary.status == NOT_MEASURED else f"boundary {boundary_short(boundary)}")
+    parts.append(boundary.text if boundary.status == BoundaryStatus.NOT_MEASURED
+                 else f"boundary {boundary_short(boundary)}")
     out = ["; ".join(parts)]
     figures = {stage.index: stage for stage in summary.arms[name].stages} if name in summary.arms else {}
     for stage in arm.stages:

@@ -47,6 +47,7 @@ from bench_plugin.report.placement import where_label
 from bench_plugin.report.telemetry import draw_panel, panels_with_data, process_names
 from bench_plugin.results.pod_events import PodEvent
 from bench_plugin.results.store import ClassRequests, TelemetrySeries, TrialRecord
+from bench_plugin.results.words import StageStatus
 
 TICK_RESOLUTION = 5000
 """Failed-request ticks closer than 1/TICK_RESOLUTION of the trial are drawn once: below a pixel apart
@@ -128,13 +129,13 @@ def _stage_panel(ax: Axes, trial: TrialRecord, t0: float) -> None:
         ax.broken_barh([(start, width)], (0.1, 0.8), facecolor=STAGE_STATUS_COLOURS.get(st.status, "#dddddd"),
                        edgecolor="#888888", linewidth=0.6)
         label = st.name or f"stage {st.index}"
-        if st.status != "completed":
-            skipped = sum(1 for o in trial.stages if o.segment == st.segment and o.status == "skipped")
+        if st.status != StageStatus.COMPLETED:
+            skipped = sum(1 for o in trial.stages if o.segment == st.segment and o.status == StageStatus.SKIPPED)
             label += "\n" + STAGE_STATUS_LABELS.get(st.status, st.status).replace(" (", "\n(")
             if skipped:
                 label += f"\n+{skipped} skipped"
         ax.text(start + width / 2, 0.5, label, ha="center", va="center", fontsize=7.5, clip_on=True)
-    statuses += ["skipped"] if any(s.status == "skipped" for s in trial.stages) else []
+    statuses += [StageStatus.SKIPPED] if any(s.status == StageStatus.SKIPPED for s in trial.stages) else []
     ax.set_ylim(0, 1)
     ax.set_yticks([])
     ax.grid(False)

@@ -57,6 +57,7 @@ from bench_plugin.results.store import (
 from bench_plugin.results.summary import GeneratorUse, HostLoad
 from bench_plugin.results.telemetry_rows import TelemetryRow
 from bench_plugin.results.timeline import Entry
+from bench_plugin.results.words import StageStatus, TrialStatus
 from bench_plugin.scenario import Arm
 
 logger = logging.getLogger(__name__)
@@ -189,7 +190,7 @@ class Recorder:
         self._execute(
             "INSERT OR REPLACE INTO trials (id, position, arm, repeat, arm_config, status) VALUES (?,?,?,?,?,?)",
             (trial_id, position, arm.name, repeat, json.dumps(arm.model_dump(mode="json"), sort_keys=True),
-             "planned"),
+             TrialStatus.PLANNED),
         )
 
     def trial_started(self, trial_id: int) -> None:
@@ -198,8 +199,8 @@ class Recorder:
         # on. Without one (every row of the earlier attempt superseded), it starts now.
         now = time.time()
         self._execute("UPDATE trials SET started_s=CASE WHEN EXISTS (SELECT 1 FROM segments WHERE trial=?) "
-                      "THEN COALESCE(started_s, ?) ELSE ? END, status='running' WHERE id=?",
-                      (trial_id, now, now, trial_id))
+                      "THEN COALESCE(started_s, ?) ELSE ? END, status=? WHERE id=?",
+                      (trial_id, now, now, TrialStatus.RUNNING, trial_id))
 
     def trial_ended(self, trial_id: int, status: str, reason: str | None = None) -> None:
         """Close a trial: ``completed``, ``failed``, ``interrupted``."""
@@ -295,9 +296,9 @@ class Recorder:
         """Open a stage row (status ``running``): its nominal load, planned length and open-loop arrival counts."""
         self._execute(
             "INSERT OR REPLACE INTO stages (trial, segment, stage, name, offered, arrival, started_s, status, "
-            "planned_s, arrivals) VALUES (?,?,?,?,?,?,?, 'running', ?, ?)",
-            (trial, segment, stage, name, json.dumps(offered), json.dumps(arrival), started_s, planned_s,
-             json.dumps(dict(arrivals)) if arrivals is not None else None),
+            "planned_s, arrivals) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            (trial, segment, stage, name, json.dumps(offered), json.dumps(arrival), started_s, StageStatus.RUNNING,
+             planned_s, json.dumps(dict(arrivals)) if arrivals is not None else None),
         )
 
     def stage_checked(self, trial: int, segment: int, stage: int, generators: Mapping[str, GeneratorUse],
@@ -318,7 +319,7 @@ class Recorder:
         try:
             self.commit()
         except StoreWriteError as exc:
-            status, reason = "interrupted", f"its samples could not be written: {exc}"
+            status, reason = StageStatus.INTERRUPTED, f"its samples could not be written: {exc}"
             raise
         finally:
             self._close_stage(trial, segment, stage, ended_s, status, reason)
@@ -335,13 +336,14 @@ class Recorder:
         """Mark a stage that ended (completed or rolled back) as ``interrupted``: the run was stopped while some
         of its requests were still in flight, so its slowest answers are missing (each is a ``cancelled``
         sample) and its figures would judge the load by the rest."""
-        self._execute("UPDATE stages SET status='interrupted', reason=? WHERE trial=? AND segment=? AND stage=? "
-                      "AND status IN ('completed', 'aborted')", (reason, trial, segment, stage))
+        self._execute("UPDATE stages SET status=?, reason=? WHERE trial=? AND segment=? AND stage=? "
+                      "AND status IN (?, ?)", (StageStatus.INTERRUPTED, reason, trial, segment, stage,
+                                               StageStatus.COMPLETED, StageStatus.ABORTED))
 
     def stage_invalid(self, trial: int, segment: int, stage: int, reason: str) -> None:
         """Mark a stage whose load was not the stated one (its accounting failed; loadgen/ledger.py)."""
-        self._execute("UPDATE stages SET status='invalid', reason=? WHERE trial=? AND segment=? AND stage=?",
-                      (reason, trial, segment, stage))
+        self._execute("UPDATE stages SET status=?, reason=? WHERE trial=? AND segment=? AND stage=?",
+                      (StageStatus.INVALID, reason, trial, segment, stage))
 
     def stage_skipped(
         self, trial: int, segment: int, stage: int, name: str | None, offered: dict[str, float],
@@ -350,8 +352,8 @@ class Recorder:
         """Record a stage that did not run (a lower stage was rolled back)."""
         self._execute(
             "INSERT OR REPLACE INTO stages (trial, segment, stage, name, offered, arrival, status, reason) "
-            "VALUES (?,?,?,?,?,?, 'skipped', ?)",
-            (trial, segment, stage, name, json.dumps(offered), json.dumps(arrival), reason),
+            "VALUES (?,?,?,?,?,?,?,?)",
+            (trial, segment, stage, name, json.dumps(offered), json.dumps(arrival), StageStatus.SKIPPED, reason),
         )
 
     def note(self, entry: Entry, trial: int | None = None) -> None:

@@ -48,6 +48,7 @@ from bench_plugin.results.timeline import (
     TimelineError,
     parse,
 )
+from bench_plugin.results.words import TrialStatus
 from bench_plugin.scenario import Arm, class_rank
 
 E = TypeVar("E", bound=Entry)
@@ -380,7 +381,7 @@ def _column(row: sqlite3.Row, name: str) -> Any:
 def read_trials(db: sqlite3.Connection) -> list[TrialRecord]:
     """Every trial that started, in run order, with its segments and stages."""
     trials = []
-    for row in db.execute("SELECT * FROM trials WHERE status != 'planned' ORDER BY position"):
+    for row in db.execute("SELECT * FROM trials WHERE status != ? ORDER BY position", (TrialStatus.PLANNED,)):
         trial = TrialRecord(
             id=row["id"], position=row["position"], arm=row["arm"], repeat=row["repeat"],
             arm_config=_arm(row["id"], row["arm_config"]), status=row["status"], reason=row["reason"],

@@ -51,6 +51,7 @@ from bench_plugin.results.facts import BackendFacts, Recorded
 from bench_plugin.results.placement import ClassPlacement
 from bench_plugin.results.server_figures import LatencyGrowth, LatencySplit, ServerStats, Sparse
 from bench_plugin.results.spread import Judged, MeanPeak, Model, Spread
+from bench_plugin.results.words import JUDGED_STATUSES, GeneratorLimit
 
 SCHEMA: Literal["bench_plugin.summary/2"] = "bench_plugin.summary/2"
 """The schema this code writes and the only one it reads."""
@@ -230,7 +231,7 @@ class LoadGenerators(Model):
 class GeneratorCheck(Model):
     """What the self-check made of a stage's load generator (analysis/selfcheck.py)."""
 
-    kind: Literal["cpu-bound", "stalled"] | None = None
+    kind: GeneratorLimit | None = None
     """Why the stage is generator-limited, where it is: ``cpu-bound`` (a process short of CPU, or a loop behind
     on its work: more load-generating processes help) or ``stalled`` (an operation held the event loop while
     the CPU was idle: more processes do not). None: judged."""
@@ -258,10 +259,6 @@ class HostLoad(Model):
     others_cores: float | None
     busy: bool
     reason: str | None
-
-
-JUDGED_STATUSES: frozenset[str] = frozenset({"completed", "aborted", "skipped"})
-"""Stage statuses that say something about the load (see TrialSummary.judged_stage)."""
 
 
 class ClassInterruption(Model):

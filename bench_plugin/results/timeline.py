@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from bench_plugin.results.placement import ClassPlacement
 from bench_plugin.results.server_rows import ServerSource
 from bench_plugin.results.summary import DisruptionStep, ProbeDecision, Resume, SearchResult, first_problem
+from bench_plugin.results.words import Phase
 
 
 class TimelineError(Exception):
@@ -146,7 +147,7 @@ class SearchStep(Entry):
     passed: bool
     """What the search took it for: the decision, or its point estimate when undecided."""
     ray: str = "mix"
-    phase: str = "probe"
+    phase: str = Phase.PROBE
     """``probe`` or ``sustain`` (the hold of the found boundary)."""
     decision: ProbeDecision | None = None
     """The counts and confidence bounds it was decided on (None in stores before statistical decisions)."""

@@ -31,7 +31,6 @@ import gevent
 
 from bench_plugin.analysis.objectives import ClassObjectives
 from bench_plugin.analysis.probe import (
-    UNDECIDED,
     decide,
     extension_futile,
     failed_stage,
@@ -40,7 +39,7 @@ from bench_plugin.analysis.probe import (
     set_aside,
     taken_as_passed,
 )
-from bench_plugin.analysis.search import SUSTAIN, RaySearches, borrowed_start, prior_bracket, segment_rays
+from bench_plugin.analysis.search import RaySearches, borrowed_start, prior_bracket, segment_rays
 from bench_plugin.analysis.selfcheck import check_stage
 from bench_plugin.analysis.summary import PROTOCOL_FAILURE, class_stats
 from bench_plugin.loadgen.arrivals import OPEN_LOOP, arrival_offsets
@@ -61,6 +60,7 @@ from bench_plugin.results.timeline import (
     ServerLost,
     StageAccounting,
 )
+from bench_plugin.results.words import CampaignState, Phase, ProbeOutcome, StageStatus, TrialStatus
 from bench_plugin.run.disruption import StageDisruption
 from bench_plugin.run.hooks import BenchEvents
 from bench_plugin.run.liveness import (
@@ -166,7 +166,7 @@ class Conductor:
         """What stopped the run, if it is stopped (the plugin names the signal where it knows it)."""
         self._urls: dict[str, str] = {}
         """Class -> the current segment's endpoint."""
-        self.status = "running"
+        self.status: CampaignState = CampaignState.RUNNING
         self.reason: str | None = None
         self.finished = False
 
@@ -184,19 +184,22 @@ class Conductor:
             for trial in self.trials:
                 if trial.id not in self.done.trials:
                     self._trial(trial)
-            self.status = "completed"
+            self.status = CampaignState.COMPLETED
         except CampaignFailed as exc:
-            self.status, self.reason = "failed", str(exc)
+            self.status, self.reason = CampaignState.FAILED, str(exc)
         except ApplyError as exc:  # releasing a trial's servers failed (raised from its finally, past _trial)
-            self.status, self.reason = "failed", f"releasing what the arm started failed: {exc}"
+            self.status, self.reason = CampaignState.FAILED, f"releasing what the arm started failed: {exc}"
         except StageInvalid as exc:
-            self.status, self.reason = "failed", f"{exc}; the campaign stopped there (what was measured is kept)"
+            self.status = CampaignState.FAILED
+            self.reason = f"{exc}; the campaign stopped there (what was measured is kept)"
         except WorkerQuit as exc:
-            self.status, self.reason = "interrupted", f"{exc}; the campaign stopped there (what was measured is kept)"
+            self.status = CampaignState.INTERRUPTED
+            self.reason = f"{exc}; the campaign stopped there (what was measured is kept)"
         except StoreWriteError as exc:  # the disk is full, say: stop, keeping what was committed
-            self.status, self.reason = "failed", f"{exc}; the campaign stopped there (what was committed is kept)"
+            self.status = CampaignState.FAILED
+            self.reason = f"{exc}; the campaign stopped there (what was committed is kept)"
         except gevent.GreenletExit:
-            self.status, self.reason = "interrupted", f"the run was stopped ({self.stop_cause})"
+            self.status, self.reason = CampaignState.INTERRUPTED, f"the run was stopped ({self.stop_cause})"
             raise
         finally:
             try:
@@ -213,23 +216,23 @@ class Conductor:
 
     def _trial(self, trial: Trial) -> None:
         self.moments.trial_started(trial)
-        status, reason = "completed", None
+        status, reason = TrialStatus.COMPLETED, None
         try:
             self.backend.observe(trial.arm, trial.id, partial(self.recorder.pod_event, trial.id))
             for segment, classes in enumerate(self.backend.segments(trial.arm, self.class_names)):
                 if (trial.id, segment) not in self.done.segments:
                     self._segment(trial, segment, classes)
         except (ApplyError, NotReady, ProtocolFailure, ServerGone) as exc:
-            status, reason = "failed", str(exc)
+            status, reason = TrialStatus.FAILED, str(exc)
             raise CampaignFailed(f"trial {trial.id} (arm {trial.arm.name}, repeat {trial.repeat}): {exc}") from None
         except StageInvalid as exc:
-            status, reason = "invalid", str(exc)
+            status, reason = TrialStatus.INVALID, str(exc)
             raise
         except WorkerQuit as exc:
-            status, reason = "interrupted", str(exc)
+            status, reason = TrialStatus.INTERRUPTED, str(exc)
             raise
         except gevent.GreenletExit:
-            status, reason = "interrupted", "the run was stopped"
+            status, reason = TrialStatus.INTERRUPTED, "the run was stopped"
             raise
         finally:
             self.backend.release()
@@ -300,7 +303,7 @@ class Conductor:
             if rolled_back is not None:
                 self._skip(trial, segment, classes, index, stage, f"stage {rolled_back} was rolled back")
                 continue
-            if self._stage(trial, segment, classes, index, stage, urls) == "aborted":
+            if self._stage(trial, segment, classes, index, stage, urls) == StageStatus.ABORTED:
                 rolled_back = index
 
     def _search(self, trial: Trial, segment: int, classes: list[str], urls: dict[str, str], spec: Search) -> None:
@@ -322,9 +325,9 @@ class Conductor:
             phase, load = search.phase, search.offered(scale)
             objectives = {name: ClassObjectives(self.scenario.classes.get(name).slo,
                                                 self.scenario.classes.get(name).error_budget) for name in load}
-            duration = spec.stage_length_s(load, hold=phase == SUSTAIN)
-            label = ("" if search.ray == "mix" else f"{search.ray} ") + f"x{scale:.4g}" + (" hold" if phase == SUSTAIN
-                                                                                            else "")
+            duration = spec.stage_length_s(load, hold=phase == Phase.SUSTAIN)
+            label = (("" if search.ray == "mix" else f"{search.ray} ") + f"x{scale:.4g}"
+                     + (" hold" if phase == Phase.SUSTAIN else ""))
             pooled: list[Sample] = []
             stages: list[int] = []
             aside: list[int] = []  # stages the load generator fell behind in, set aside and run again
@@ -338,7 +341,7 @@ class Conductor:
                 status = self._stage(trial, segment, classes, index, stage, urls)
                 self._drain(trial, segment)  # the slowest requests of the stage decide it: wait for them
                 lag = self._generator_limit(self.judged[1], objectives, duration)
-                if status != "completed":  # rolled back
+                if status != StageStatus.COMPLETED:  # rolled back
                     decision = failed_stage(spec.confidence, [*stages, index], f"its stage was {status}")
                 else:
                     decision = decide([*pooled, *self.judged[1]], objectives, spec.confidence, [*stages, index])
@@ -352,9 +355,9 @@ class Conductor:
                 stages.append(index)
                 index += 1
                 behind = behind or lag
-                if decision.outcome != UNDECIDED or len(stages) > spec.max_extensions or spent:
+                if decision.outcome != ProbeOutcome.UNDECIDED or len(stages) > spec.max_extensions or spent:
                     break
-                skip = spec.skip_futile_holds if phase == SUSTAIN else spec.skip_futile_extensions
+                skip = spec.skip_futile_holds if phase == Phase.SUSTAIN else spec.skip_futile_extensions
                 if skip and extension_futile(
                         decision, len(stages), spec.max_extensions + 1 - len(stages)):
                     decision = decision.model_copy(update={"futile": True})
@@ -365,8 +368,8 @@ class Conductor:
             passed = taken_as_passed(decision)
             self.recorder.note(SearchStep(segment=segment, stage=stages[-1], scale=scale, passed=passed,
                                           ray=search.ray, phase=phase, decision=decision), trial.id)
-            search.record(scale, passed, decided=decision.outcome != UNDECIDED, runs=len(stages) + len(aside),
-                          limited=limited)
+            search.record(scale, passed, decided=decision.outcome != ProbeOutcome.UNDECIDED,
+                          runs=len(stages) + len(aside), limited=limited)
             if search.propose() is None:  # this ray is done: its outcome now, so a resume can keep it
                 self._ended(trial, segment, search.result(segment))
                 reported.add(search.ray)
@@ -443,7 +446,7 @@ class Conductor:
         self.recorder.stage_skipped(trial.id, segment, index, stage.name, offered, arrival, reason)
 
     def _stage(self, trial: Trial, segment: int, classes: list[str], index: int, stage: Stage,
-               urls: dict[str, str]) -> str:
+               urls: dict[str, str]) -> StageStatus:
         offered, arrival = self._offered(classes, stage)
         try:
             self.fleet.wait_for_senders([n for n in classes if offered[n] > 0], LOAD_GENERATORS_TIMEOUT_S)
@@ -459,28 +462,28 @@ class Conductor:
         arrivals = _arrivals(assignment)
         self.moments.stage_started(trial, segment, index, stage.name, offered, arrival, assignment.start_s,
                                    assignment.end_s, assignment.duration_s, arrivals)
-        status: str = "interrupted"  # until the stage has run
+        status = StageStatus.INTERRUPTED  # until the stage has run
         reason: str | None = "the stage could not start"
         window, disruption = None, None
         try:  # from here on the stage row exists: whatever stops the run closes it (a stop can come while announcing)
             try:
                 ledger = self.fleet.announce(assignment, arrivals)
             except NoLoadGenerators as exc:
-                status, reason = "invalid", str(exc)
+                status, reason = StageStatus.INVALID, str(exc)
                 raise CampaignFailed(str(exc)) from None
             window = self.host.start()
             disruption = StageDisruption.begin(self.scenario, self.backend, self.recorder, trial, segment, index,
                                                 classes, start)
             status, reason = self._watch(assignment, ledger)
-            if status != "completed":
+            if status != StageStatus.COMPLETED:
                 self.fleet.stop_stage(assignment.key)
                 logger.warning("trial %d stage %d %s: %s", trial.id, index, status, reason)
         except gevent.GreenletExit:
-            status, reason = "interrupted", "the run was stopped during this stage"
+            status, reason = StageStatus.INTERRUPTED, "the run was stopped during this stage"
             self.fleet.stop_stage(assignment.key)
             raise
         except StoreWriteError:
-            status, reason = "interrupted", "writing the results failed during this stage"
+            status, reason = StageStatus.INTERRUPTED, "writing the results failed during this stage"
             self.fleet.stop_stage(assignment.key)
             raise
         finally:
@@ -491,19 +494,20 @@ class Conductor:
             self.telemetry.stage_ended(trial.id, segment, index, start, ended)
             self.tally = None
             if disruption is not None:
-                disruption.end(stopped=status == "interrupted")
+                disruption.end(stopped=status == StageStatus.INTERRUPTED)
         gone = reason is not None and reason.startswith(SERVER_GONE)
-        self.unverified.append((assignment.key, status in ("aborted", "interrupted") or gone))  # stopped early
+        stopped_early = status in (StageStatus.ABORTED, StageStatus.INTERRUPTED) or gone
+        self.unverified.append((assignment.key, stopped_early))
         if gone and reason is not None:
             self._drain(trial, segment)  # keep what was measured up to the server's exit, then stop
             raise ServerGone(f"stage {index}: {reason.removeprefix(SERVER_GONE)}")
         if reason is not None and reason.startswith(PROTOCOL_FAILURE):
             self._drain(trial, segment)  # keep what was measured, then stop: every stage would measure the same
             raise ProtocolFailure(reason.removeprefix(PROTOCOL_FAILURE))
-        if status == "invalid":
+        if status == StageStatus.INVALID:
             self._drain(trial, segment)  # keep what the remaining workers measured, then stop
             raise StageInvalid(f"trial {trial.id} stage {index} is invalid: {reason}")
-        if status == "interrupted":
+        if status == StageStatus.INTERRUPTED:
             self._drain(trial, segment)  # keep what the remaining workers measured, then stop
             raise WorkerQuit(f"trial {trial.id} stage {index}: {reason}")
         self._answered(trial, segment, index, tally)
@@ -544,7 +548,7 @@ class Conductor:
         load = self._class_load(name, self._urls[name], 0.0)
         return self.probers[name](load, probe_item(name, self.request_sets[name]))
 
-    def _watch(self, assignment: StageAssignment, ledger: StageLedger) -> tuple[str, str | None]:
+    def _watch(self, assignment: StageAssignment, ledger: StageLedger) -> tuple[StageStatus, str | None]:
         """Sleep through the stage, checking the rollback conditions and the load generators twice a second."""
         while (remaining := assignment.end_s - time.time()) > 0:
             gevent.sleep(min(0.5, remaining))
@@ -552,20 +556,21 @@ class Conductor:
                 raise StoreWriteError(self.recorder.failure)
             gone = self._exited(list(assignment.classes))
             if gone is not None:
-                return "invalid", SERVER_GONE + gone + " mid-stage"
+                return StageStatus.INVALID, SERVER_GONE + gone + " mid-stage"
             lost = self.fleet.lost(ledger)
             if lost and all(why == QUIT for why in lost.values()):
-                return "interrupted", "; ".join(f"worker {w} quit mid-stage" for w in sorted(lost))
+                return StageStatus.INTERRUPTED, "; ".join(f"worker {w} quit mid-stage" for w in sorted(lost))
             if lost:
-                return "invalid", "; ".join(f"worker {w} was lost mid-stage ({why})" for w, why in sorted(lost.items()))
+                return StageStatus.INVALID, "; ".join(f"worker {w} was lost mid-stage ({why})"
+                                                     for w, why in sorted(lost.items()))
             assert self.tally is not None
             failure = self.tally.protocol_failure()
             if failure is not None:
-                return "aborted", PROTOCOL_FAILURE + failure
+                return StageStatus.ABORTED, PROTOCOL_FAILURE + failure
             reason = self.guard.check(self.tally, self.fleet.in_flight_of(assignment.key))
             if reason is not None:
-                return "aborted", reason
-        return "completed", None
+                return StageStatus.ABORTED, reason
+        return StageStatus.COMPLETED, None
 
     def _drain(self, trial: Trial, segment: int) -> None:
         """Wait for what is in flight before the servers go, then check each stage's accounting.

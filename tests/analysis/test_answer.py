@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 from bench_plugin.analysis.answer import NEXT_STEPS, arm_answer, decisive_stage
-from bench_plugin.analysis.boundary import BELOW, NOT_REACHED, REACHED
 from bench_plugin.analysis.significance import ratio_figure
 from bench_plugin.analysis.statistics import spread
-from bench_plugin.analysis.verdict import GENERATOR_LIMITED, LOSS, TRADE_OFF, WORTH_IT
 from bench_plugin.results.summary import (
     Answer,
     ArmComparison,
@@ -17,6 +15,7 @@ from bench_plugin.results.summary import (
     TrialSummary,
     Verdict,
 )
+from bench_plugin.results.words import BoundaryStatus, Call
 
 CONDITIONS = Conditions(backend="local", devices=[], driver=None, sharing="mps", control_sharing=None, load_range={},
                         arrival={}, repeats=3)
@@ -36,9 +35,10 @@ def stage(index: int, call: str | None, ratios: list[float], breaches: tuple[str
                            generator_limited=["shared repeat 1: send lag"] if generator_limited else [])
 
 
-def arm(stages: list[StageComparison], call: str, status: str = REACHED, is_control: bool = False) -> ArmComparison:
+def arm(stages: list[StageComparison], call: str, status: str = BoundaryStatus.REACHED,
+        is_control: bool = False) -> ArmComparison:
     boundary = Boundary(status=status, text="", stage_position=spread([1.0]), offered=HIGH,
-                        limiting="llm p95" if status != NOT_REACHED else None)
+                        limiting="llm p95" if status != BoundaryStatus.NOT_REACHED else None)
     verdict = None if is_control else Verdict(call=call, text="", worth_it_up_to_stage=None, conditions=CONDITIONS)
     return ArmComparison(sharing="mps", is_control=is_control, devices_charged=spread([1.0]), boundary=boundary,
                          stages=stages, verdict=verdict)
@@ -56,27 +56,29 @@ def answer(comparison: ArmComparison, trials: list[TrialSummary] | None = None) 
 
 
 def test_worth_it_rests_on_the_highest_stage_of_its_run_from_the_lowest() -> None:
-    shared = arm([stage(0, WORTH_IT, [2.0, 2.1, 1.9]), stage(1, WORTH_IT, [1.5, 1.6, 1.4]),
-                  stage(2, TRADE_OFF, [1.2, 1.3, 1.1], ("llm p95 1.2x its SLO (1200 ms vs 1000 ms)",))], WORTH_IT)
+    shared = arm([stage(0, Call.WORTH_IT, [2.0, 2.1, 1.9]), stage(1, Call.WORTH_IT, [1.5, 1.6, 1.4]),
+                  stage(2, Call.TRADE_OFF, [1.2, 1.3, 1.1], ("llm p95 1.2x its SLO (1200 ms vs 1000 ms)",))],
+                 Call.WORTH_IT)
     assert decisive_stage(shared) is shared.stages[1]
     got = answer(shared)
-    assert got.call == WORTH_IT and got.at == "stage 1" and got.ratio is not None
+    assert got.call == Call.WORTH_IT and got.at == "stage 1" and got.ratio is not None
     assert got.ratio.mean is not None and abs(got.ratio.mean - 1.5) < 0.01
     assert got.control_per_device is not None and got.control_per_device.mean == 10.0
     assert got.next_step == NEXT_STEPS["none"]
 
 
 def test_a_trade_off_names_what_broke_there_in_short() -> None:
-    shared = arm([stage(0, TRADE_OFF, [2.0, 2.0, 2.0], ("llm p95 3.06x its SLO (9176 ms vs 3000 ms) (mean)",
-                                                        "llm tpot p95 2.88x its SLO (72 ms vs 25 ms)"))], TRADE_OFF)
+    shared = arm([stage(0, Call.TRADE_OFF, [2.0, 2.0, 2.0], ("llm p95 3.06x its SLO (9176 ms vs 3000 ms) (mean)",
+                                                             "llm tpot p95 2.88x its SLO (72 ms vs 25 ms)"))],
+                 Call.TRADE_OFF)
     got = answer(shared)
     assert got.at == "stage 0" and got.limiting == "llm p95 3.06x its SLO, llm tpot p95 2.88x its SLO"
 
 
 def test_next_steps_in_their_order() -> None:
-    ok = [stage(0, LOSS, [0.5, 0.6, 0.55])]
+    ok = [stage(0, Call.LOSS, [0.5, 0.6, 0.55])]
     # 1. an unfinished trial comes first, even with a generator-limited stage
-    limited = arm([stage(0, GENERATOR_LIMITED, [1.0, 1.1, 0.9], generator_limited=True)], LOSS)
+    limited = arm([stage(0, Call.GENERATOR_LIMITED, [1.0, 1.1, 0.9], generator_limited=True)], Call.LOSS)
     assert answer(limited, [trial("interrupted")]).next_step == NEXT_STEPS["unfinished"]
     # 2. a load generator that fell behind
     assert answer(limited).next_step == NEXT_STEPS["generator"]
@@ -84,15 +86,15 @@ def test_next_steps_in_their_order() -> None:
     one = arm([stage(0, "inconclusive (1 repeat)", [1.5])], "inconclusive (1 repeat)")
     assert answer(one).next_step == NEXT_STEPS["repeats"].format(n=1)
     # 4. a boundary outside the loads measured
-    above = answer(arm(ok, LOSS, status=NOT_REACHED)).next_step
+    above = answer(arm(ok, Call.LOSS, status=BoundaryStatus.NOT_REACHED)).next_step
     assert above == NEXT_STEPS["above"].format(load="llm 8 req/s, embedding 40 req/s")
-    below = answer(arm(ok, LOSS, status=BELOW)).next_step
+    below = answer(arm(ok, Call.LOSS, status=BoundaryStatus.BELOW_LOWEST)).next_step
     assert below == NEXT_STEPS["below"].format(load="llm 2 req/s, embedding 10 req/s")
     # 5. no significant difference from the control
-    unsure = arm([stage(0, LOSS, [0.8, 1.3, 1.0])], LOSS)
+    unsure = arm([stage(0, Call.LOSS, [0.8, 1.3, 1.0])], Call.LOSS)
     assert answer(unsure).next_step == NEXT_STEPS["spread"].format(n=3)
     # 6. none
-    assert answer(arm(ok, LOSS)).next_step == NEXT_STEPS["none"]
+    assert answer(arm(ok, Call.LOSS)).next_step == NEXT_STEPS["none"]
 
 
 def test_the_control_of_a_sweep_has_no_figure_of_its_own() -> None:

@@ -7,16 +7,9 @@ import math
 import pytest
 from analysis_builders import objectives, stage, stats, trial
 
-from bench_plugin.analysis.boundary import (
-    BELOW,
-    NOT_REACHED,
-    REACHED,
-    arm_boundary,
-    load_order,
-    repeat_boundary,
-    searched_limit,
-)
+from bench_plugin.analysis.boundary import arm_boundary, load_order, repeat_boundary, searched_limit
 from bench_plugin.results.summary import SearchProbe, TrialSummary
+from bench_plugin.results.words import BoundaryStatus
 
 OBJ = objectives(p95=1000.0, budget=0.01)
 
@@ -31,7 +24,7 @@ def ramp(repeat: int, p95s: list[float], **kw: float) -> TrialSummary:
 def test_a_planted_knee_between_stages_2_and_3_is_found_at_its_fraction() -> None:
     # llm P95/SLO is 0.8 at stage 2 and 1.4 at stage 3: linear in between, it reaches 1 a third of the way
     b = repeat_boundary(ramp(1, [200, 300, 800, 1400, 2000]), [0, 1, 2, 3, 4], OBJ)
-    assert b is not None and b.status == REACHED
+    assert b is not None and b.status == BoundaryStatus.REACHED
     assert b.stage_position == pytest.approx(2 + 1 / 3)
     assert b.offered == pytest.approx({"llm": 3 + 1 / 3, "embedding": 2 * (3 + 1 / 3)})
     assert b.limiting == "llm p95" and b.between == [2, 3]
@@ -50,7 +43,7 @@ def test_mean_and_interval_over_repeats() -> None:
     trials = [ramp(1, [100, 800, 1600]), ramp(2, [100, 900, 1300]), ramp(3, [100, 700, 1300])]
     b = arm_boundary(trials, OBJ)
     # fractions 0.2/0.8, 0.1/0.4, 0.3/0.6 past stage 1
-    assert b.status == REACHED
+    assert b.status == BoundaryStatus.REACHED
     assert b.stage_position.values == pytest.approx([1.25, 1.25, 1.5])
     assert b.stage_position.mean == pytest.approx(4 / 3)
     assert b.stage_position.ci95 is not None and b.limiting == "llm p95"
@@ -60,10 +53,11 @@ def test_mean_and_interval_over_repeats() -> None:
 
 def test_every_stage_passing_means_not_reached_and_stage_0_failing_means_below() -> None:
     up = arm_boundary([ramp(1, [100, 200]), ramp(2, [100, 300])], OBJ)
-    assert up.status == NOT_REACHED and up.stage_position.mean == 1.0 and up.limiting is None
+    assert up.status == BoundaryStatus.NOT_REACHED and up.stage_position.mean == 1.0 and up.limiting is None
     assert "above the highest load measured" in up.text
     down = arm_boundary([ramp(1, [1100, 1200])], OBJ)
-    assert down.status == BELOW and down.limiting == "llm p95" and "below the lowest load" in down.text
+    assert down.status == BoundaryStatus.BELOW_LOWEST and down.limiting == "llm p95"
+    assert "below the lowest load" in down.text
 
 
 def test_the_error_budget_and_ttft_limit_too() -> None:
@@ -84,7 +78,7 @@ def test_a_rolled_back_or_skipped_stage_fails_and_later_passes_do_not_count() ->
                                                                             status="aborted"),
                             stage(2, {}, skipped=("llm",), status="skipped")])
     b = repeat_boundary(rolled, [0, 1, 2], OBJ)
-    assert b and b.status == REACHED and b.stage_position == pytest.approx(0.5) and b.between == [0, 1]
+    assert b and b.status == BoundaryStatus.REACHED and b.stage_position == pytest.approx(0.5) and b.between == [0, 1]
     skipped = trial("a", 1, [stage(0, {"llm": stats(10.0, 500.0), "asr": stats(1.0, 100.0)}),
                              stage(1, {"llm": stats(10.0, 600.0)}, skipped=("asr",), status="skipped")])
     b = repeat_boundary(skipped, [0, 1], OBJ)
@@ -98,14 +92,14 @@ def test_an_interrupted_stage_is_not_judged() -> None:
     t = ramp(1, [100, 200, 5000])
     t.stages[2].status = "interrupted"
     b = repeat_boundary(t, [0, 1, 2], OBJ)
-    assert b and b.status == NOT_REACHED and b.note == "measured up to stage 1 only"
+    assert b and b.status == BoundaryStatus.NOT_REACHED and b.note == "measured up to stage 1 only"
     text = arm_boundary([t], OBJ).text  # the highest stage judged is 1, not the interrupted 2, and it says so
     assert "up to stage 1 (" in text and "the stages above it did not run to their end" in text, text
 
 
 def test_repeats_that_disagree_are_said_to() -> None:
     b = arm_boundary([ramp(1, [100, 200]), ramp(2, [100, 1400])], OBJ)
-    assert b.status == REACHED and "Repeats disagree" in b.text
+    assert b.status == BoundaryStatus.REACHED and "Repeats disagree" in b.text
     assert sorted(b.stage_position.values) == pytest.approx([0.9 / 1.3, 1.0])
 
 

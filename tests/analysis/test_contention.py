@@ -8,17 +8,9 @@ import pytest
 from analysis_builders import objectives, stage, stats, trial
 
 from bench_plugin.analysis.contention import jain, stage_contention
-from bench_plugin.analysis.significance import (
-    HIGHER,
-    LOWER,
-    NO_DIFFERENCE,
-    NO_PAIRS,
-    ONE_REPEAT,
-    describe,
-    figure,
-    ratio_figure,
-)
+from bench_plugin.analysis.significance import NO_PAIRS, ONE_REPEAT, describe, figure, ratio_figure
 from bench_plugin.analysis.statistics import COMPLEMENT, RATIO
+from bench_plugin.results.words import Significance
 
 OBJ = objectives(p95=1000.0, budget=0.05)
 
@@ -46,9 +38,9 @@ def test_normalised_throughput_gain_fairness_and_loss_by_hand() -> None:
     assert s.control_goodput_per_device and s.control_goodput_per_device.mean == pytest.approx(10.0)
     assert s.goodput_per_device_ratio and s.goodput_per_device_ratio.mean == pytest.approx(1.2)
     # identical repeats: a zero-width interval that excludes no change
-    assert llm.normalised_throughput.call == LOWER and llm.throughput_loss.call == HIGHER
-    assert s.goodput_per_device_ratio.call == HIGHER
-    assert s.consolidation_gain.no_change == 2.0 and s.consolidation_gain.call == LOWER
+    assert llm.normalised_throughput.call == Significance.LOWER and llm.throughput_loss.call == Significance.HIGHER
+    assert s.goodput_per_device_ratio.call == Significance.HIGHER
+    assert s.consolidation_gain.no_change == 2.0 and s.consolidation_gain.call == Significance.LOWER
     assert llm.slowdown_ttft_p95 is not None and llm.slowdown_ttft_p95.mean is None  # no TTFT measured
     assert emb.slowdown_ttft_p95 is None  # not an llm
 
@@ -59,9 +51,9 @@ def test_arms_that_differ_only_by_noise_show_no_significant_difference() -> None
     arm = [t for r, (a, b) in enumerate(reversed(noise), 1) for t in two_classes("b", r, a, b)]
     s = stage_contention(0, arm, control, OBJ)
     for c in s.classes.values():
-        assert c.normalised_throughput and c.normalised_throughput.call == NO_DIFFERENCE
+        assert c.normalised_throughput and c.normalised_throughput.call == Significance.NO_DIFFERENCE
         assert not c.normalised_throughput.significant
-    assert s.goodput_per_device_ratio and s.goodput_per_device_ratio.call == NO_DIFFERENCE
+    assert s.goodput_per_device_ratio and s.goodput_per_device_ratio.call == Significance.NO_DIFFERENCE
 
 
 def test_pairs_by_repeat_number_not_by_position() -> None:
@@ -77,7 +69,7 @@ def test_one_repeat_is_never_significant_and_says_so() -> None:
     s = stage_contention(0, two_classes("b", 1, 5.0, 5.0), two_classes("a", 1, 10.0, 10.0), OBJ)
     fig = s.classes["llm"].normalised_throughput
     assert fig and fig.mean == pytest.approx(0.5)
-    assert (fig.significant, fig.call, fig.reason) == (False, NO_DIFFERENCE, ONE_REPEAT)
+    assert (fig.significant, fig.call, fig.reason) == (False, Significance.NO_DIFFERENCE, ONE_REPEAT)
 
 
 def test_the_control_gets_its_own_figures_and_no_ratios() -> None:
@@ -110,28 +102,28 @@ def test_jain_index_by_hand() -> None:
 
 
 def test_significance_follows_the_interval() -> None:
-    assert figure([1.18, 1.2, 1.22], 1.0).call == HIGHER  # mean 1.2 ± 0.05
-    assert figure([0.8, 0.9, 0.85], 1.0).call == LOWER
-    assert figure([0.9, 1.1, 1.0], 1.0).call == NO_DIFFERENCE
-    assert figure([-0.2, -0.1, -0.15], 0.0).call == LOWER
+    assert figure([1.18, 1.2, 1.22], 1.0).call == Significance.HIGHER  # mean 1.2 ± 0.05
+    assert figure([0.8, 0.9, 0.85], 1.0).call == Significance.LOWER
+    assert figure([0.9, 1.1, 1.0], 1.0).call == Significance.NO_DIFFERENCE
+    assert figure([-0.2, -0.1, -0.15], 0.0).call == Significance.LOWER
     assert figure([], 1.0).mean is None
 
 
 def test_ratio_significance_is_judged_on_the_log_scale() -> None:
     # Right-skewed ratios: the arithmetic interval reaches below 1, the log-scale one does not.
     values = [2.23, 1.45, 2.0]
-    assert figure(values, 1.0).call == NO_DIFFERENCE
+    assert figure(values, 1.0).call == Significance.NO_DIFFERENCE
     fig = ratio_figure(values)
     logs = [math.log(v) for v in values]
     m = sum(logs) / 3
     half = 4.302653 * math.sqrt(sum((x - m) ** 2 for x in logs) / 2) / math.sqrt(3)
     assert fig.spread.lo == pytest.approx(math.exp(m - half), rel=1e-5) and math.exp(m - half) > 1
-    assert (fig.call, fig.significant, fig.no_change) == (HIGHER, True, 1.0)
+    assert (fig.call, fig.significant, fig.no_change) == (Significance.HIGHER, True, 1.0)
     # And the other way: arithmetically "lower", but on the log scale the interval still holds 1.
-    assert figure([0.52, 0.79, 0.64], 1.0).call == LOWER
-    assert ratio_figure([0.52, 0.79, 0.64]).call == NO_DIFFERENCE
+    assert figure([0.52, 0.79, 0.64], 1.0).call == Significance.LOWER
+    assert ratio_figure([0.52, 0.79, 0.64]).call == Significance.NO_DIFFERENCE
     assert ratio_figure([0.5, 2.0]).mean == pytest.approx(1.0)  # halving and doubling cancel out
-    assert ratio_figure([0.14, 4.70, 0.29]).call == NO_DIFFERENCE
+    assert ratio_figure([0.14, 4.70, 0.29]).call == Significance.NO_DIFFERENCE
 
 
 def test_ratio_figures_are_geometric_and_the_loss_follows_from_them() -> None:
@@ -151,7 +143,7 @@ def test_ratio_figures_are_geometric_and_the_loss_follows_from_them() -> None:
     assert s.consolidation_gain.mean == pytest.approx(math.sqrt(1.5 * 3.0))
     assert s.goodput_per_device_ratio.spread.kind == RATIO
     d = norm.model_dump(mode="json")
-    assert (d["kind"], d["ci95"], d["n"], d["call"]) == ("ratio", None, 2, NO_DIFFERENCE)
+    assert (d["kind"], d["ci95"], d["n"], d["call"]) == ("ratio", None, 2, Significance.NO_DIFFERENCE)
     assert 0 < d["lo"] < 1 < d["hi"]
     assert describe(norm).startswith("1.00x (geometric mean of 2 repeats, 95% CI [0.00")
 

@@ -10,15 +10,15 @@ from __future__ import annotations
 from analysis_builders import stage, stats
 
 from bench_plugin.analysis.envelope import envelope_rays, ray_repeat
-from bench_plugin.analysis.search import FOUND
 from bench_plugin.results.summary import SearchProbe, SearchResult, TrialSummary
+from bench_plugin.results.words import SearchStatus
 
 MIX = {"llm": 2.0, "embedding": 10.0, "asr": 2.0}
 EMBEDDING = {"embedding": 10.0}
 RAYS = {"mix": MIX, "embedding": EMBEDDING}
 
 
-def result(segment: int, ray: str, mix: dict[str, float], estimate: float | None, status: str = FOUND,
+def result(segment: int, ray: str, mix: dict[str, float], estimate: float | None, status: str = SearchStatus.FOUND,
            ) -> SearchResult:
     lo = None if estimate is None else estimate * 0.9
     hi = None if estimate is None else estimate * 1.1
@@ -50,7 +50,7 @@ def test_without_its_probes_a_segment_still_does_not_lend_a_ray_to_a_mix_it_does
 def test_an_ended_mix_ray_is_its_own_boundary() -> None:
     trial = shared_trial([result(0, "embedding", EMBEDDING, 4.12), result(0, "mix", MIX, 1.5)])
     found = ray_repeat(trial, MIX)
-    assert found is not None and found[0].scale == 1.5 and found[0].status == FOUND
+    assert found is not None and found[0].scale == 1.5 and found[0].status == SearchStatus.FOUND
 
 
 def test_a_ray_still_being_searched_has_no_scale_but_keeps_the_load_it_held() -> None:

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from analysis_builders import objectives, stage, stats, trial
 
-from bench_plugin.analysis.boundary import BELOW, NOT_MEASURED, arm_boundary
+from bench_plugin.analysis.boundary import arm_boundary
 from bench_plugin.analysis.summary import class_stats, protocol_failure, sole_error
 from bench_plugin.results.samples import Sample, pack_gaps, protocol_signature
+from bench_plugin.results.words import BoundaryStatus
 from bench_plugin.run.rollback import PROTOCOL_MIN_REQUESTS, StageTally
 
 
@@ -54,10 +55,10 @@ def test_the_boundary_of_an_arm_that_measured_only_a_protocol_error_is_not_measu
     first = stage(0, {"llm": failed})
     first.protocol_failure = protocol_failure({"llm": failed})
     boundary = arm_boundary([trial("shared", 1, [first, stage(1, {"llm": stats(p95=2000.0)})])], goals)
-    assert boundary.status == NOT_MEASURED and "Unexpected fields" in boundary.text, boundary
+    assert boundary.status == BoundaryStatus.NOT_MEASURED and "Unexpected fields" in boundary.text, boundary
     # the same errors without the protocol reading were the old, wrong answer: a boundary below the lowest stage
     plain = stage(0, {"llm": stats(0.0, None, requests=40, errors=40)})
-    assert arm_boundary([trial("shared", 1, [plain])], goals).status == BELOW
+    assert arm_boundary([trial("shared", 1, [plain])], goals).status == BoundaryStatus.BELOW_LOWEST
 
 
 def test_the_campaign_stops_a_stage_once_a_class_keeps_failing_with_one_protocol_error() -> None:

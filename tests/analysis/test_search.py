@@ -8,16 +8,8 @@ from itertools import pairwise
 import pytest
 
 from bench_plugin.analysis.search import (
-    ABOVE_MAXIMUM,
-    BELOW_MINIMUM,
     BUDGET_SPENT,
-    CONFIRMED,
-    FOUND,
-    GENERATOR_LIMITED,
     MAX_SUSTAINS,
-    NOT_HELD,
-    PROBE,
-    SUSTAIN,
     BoundarySearch,
     RaySearches,
     borrowed_start,
@@ -28,6 +20,7 @@ from bench_plugin.analysis.search import (
     segment_rays,
 )
 from bench_plugin.results.summary import BorrowedBracket, ProbeDecision, SearchProbe, SearchResult
+from bench_plugin.results.words import Hold, Phase, SearchStatus
 
 
 def run(search: BoundarySearch, threshold: float) -> list[float]:
@@ -44,7 +37,7 @@ def test_finds_a_known_threshold_within_the_requested_precision() -> None:
     asked = run(search, 3.7)
     assert asked[:3] == [1.0, 2.0, 4.0]  # bracketing by doubling, then bisecting [2, 4]
     result = search.result(segment=0)
-    assert result.status == FOUND and result.lo is not None and result.hi is not None
+    assert result.status == SearchStatus.FOUND and result.lo is not None and result.hi is not None
     assert result.lo < 3.7 <= result.hi
     assert result.precision is not None and result.precision <= 0.05
     assert result.estimate == pytest.approx((result.lo + result.hi) / 2)
@@ -73,10 +66,10 @@ def test_a_boundary_above_the_maximum_or_below_the_minimum_is_said_so() -> None:
     up = BoundarySearch({"asr": 1.0}, start=1.0, maximum=10.0, precision=0.1)
     assert run(up, 100.0) == [1.0, 2.0, 4.0, 8.0, 10.0]
     found = up.result(segment=0)
-    assert found.status == ABOVE_MAXIMUM and found.lo == 10.0 and found.hi is None
+    assert found.status == SearchStatus.ABOVE_MAXIMUM and found.lo == 10.0 and found.hi is None
     down = BoundarySearch({"asr": 1.0}, start=1.0, maximum=10.0, precision=0.1)
     assert run(down, 0.0) == [1.0, 0.5, 0.25, 0.125]
-    assert down.result(segment=0).status == BELOW_MINIMUM and down.result(segment=0).lo is None
+    assert down.result(segment=0).status == SearchStatus.BELOW_MINIMUM and down.result(segment=0).lo is None
 
 
 def test_a_failing_start_brackets_downwards_then_bisects() -> None:
@@ -84,7 +77,7 @@ def test_a_failing_start_brackets_downwards_then_bisects() -> None:
     asked = run(search, 1.5)
     assert asked[:3] == [4.0, 2.0, 1.0]
     result = search.result(segment=0)
-    assert result.status == FOUND and result.lo is not None and result.lo < 1.5 <= (result.hi or 0)
+    assert result.status == SearchStatus.FOUND and result.lo is not None and result.lo < 1.5 <= (result.hi or 0)
 
 
 def test_only_the_proposed_scale_can_be_recorded_and_bad_settings_are_refused() -> None:
@@ -100,13 +93,14 @@ def test_only_the_proposed_scale_can_be_recorded_and_bad_settings_are_refused() 
 
 def test_a_found_boundary_is_held_once_and_confirmed() -> None:
     search = BoundarySearch({"llm": 1.0}, start=1.0, maximum=64.0, precision=0.1, sustain=True)
-    while (scale := search.propose()) is not None and search.phase == PROBE:
+    while (scale := search.propose()) is not None and search.phase == Phase.PROBE:
         search.record(scale, scale < 3.7)
-    assert search.phase == SUSTAIN and scale == search.lo
+    assert search.phase == Phase.SUSTAIN and scale == search.lo
     search.record(scale, True)
     assert search.propose() is None
     result = search.result(segment=0)
-    assert result.status == FOUND and result.sustain == CONFIRMED and result.lo is not None and result.lo < 3.7
+    assert result.status == SearchStatus.FOUND and result.sustain == Hold.CONFIRMED
+    assert result.lo is not None and result.lo < 3.7
 
 
 def test_a_boundary_that_does_not_hold_is_searched_again_below_it() -> None:
@@ -114,14 +108,14 @@ def test_a_boundary_that_does_not_hold_is_searched_again_below_it() -> None:
     search = BoundarySearch({"llm": 1.0}, start=1.0, maximum=64.0, precision=0.1, sustain=True)
     held = []
     while (scale := search.propose()) is not None:
-        if search.phase == SUSTAIN:
+        if search.phase == Phase.SUSTAIN:
             held.append(scale)
             search.record(scale, scale < 3.3)
         else:
             search.record(scale, scale < 3.7)
     result = search.result(segment=0)
     assert len(held) == 2 and held[0] > 3.3 > held[1]
-    assert result.sustain == CONFIRMED and result.lo == held[1]
+    assert result.sustain == Hold.CONFIRMED and result.lo == held[1]
     assert result.hi is not None and result.hi <= held[0] and (result.hi - result.lo) / result.hi <= 0.1
 
 
@@ -129,10 +123,10 @@ def test_a_boundary_that_never_holds_stops_unconfirmed() -> None:
     search = BoundarySearch({"llm": 1.0}, start=1.0, maximum=64.0, precision=0.1, sustain=True)
     holds = 0
     while (scale := search.propose()) is not None:
-        holds += search.phase == SUSTAIN
-        search.record(scale, search.phase == PROBE and scale < 3.7)
+        holds += search.phase == Phase.SUSTAIN
+        search.record(scale, search.phase == Phase.PROBE and scale < 3.7)
     result = search.result(segment=0)
-    assert holds == MAX_SUSTAINS and result.sustain == NOT_HELD
+    assert holds == MAX_SUSTAINS and result.sustain == Hold.FAILED
 
 
 def test_undecided_probes_and_extension_runs_are_counted() -> None:
@@ -140,7 +134,8 @@ def test_undecided_probes_and_extension_runs_are_counted() -> None:
     search.record(1.0, True, decided=False, runs=3)
     search.record(2.0, True)
     result = search.result(segment=0)
-    assert result.status == ABOVE_MAXIMUM and result.runs == 4 and result.undecided == 1 and result.sustain is None
+    assert result.status == SearchStatus.ABOVE_MAXIMUM and result.runs == 4
+    assert result.undecided == 1 and result.sustain is None
 
 
 def test_the_least_known_ray_runs_next_and_a_budget_stops_every_ray() -> None:
@@ -157,7 +152,7 @@ def test_the_least_known_ray_runs_next_and_a_budget_stops_every_ray() -> None:
         search.record(scale, scale < thresholds[search.ray])
     assert chosen[:2] == ["mix", "llm"], "both brackets are open: the first ray, then the other (still open)"
     results = {r.ray: r for r in searches.results(segment=0)}
-    assert results["mix"].status == results["llm"].status == FOUND
+    assert results["mix"].status == results["llm"].status == SearchStatus.FOUND
     budget = RaySearches(rays, 1.0, 64.0, 0.05, budget=5)
     while (search := budget.propose()) is not None:
         scale = search.propose()
@@ -189,7 +184,8 @@ def test_a_probe_its_load_generator_left_unjudged_ends_the_search_at_the_bracket
     search.record(16.0, False, runs=2, limited=BEHIND)
     result = search.result(segment=0)
     assert search.propose() is None
-    assert (result.status, result.lo, result.hi, result.estimate, result.runs) == (GENERATOR_LIMITED, 8.0, None, 8.0, 6)
+    assert (result.status, result.lo, result.hi, result.estimate, result.runs) == \
+        (SearchStatus.GENERATOR_LIMITED, 8.0, None, 8.0, 6)
     assert result.stopped == f"the load generator fell behind at x16 ({BEHIND})" and result.sustain is None
 
 
@@ -200,10 +196,11 @@ def test_a_ray_its_load_generator_stopped_leaves_the_others_searching() -> None:
         assert scale is not None
         search.record(scale, scale < 3.0, limited=BEHIND if search.ray == "embedding" and scale >= 2 else None)
     llm, embedding = rays.results(segment=0)
-    assert llm.status == FOUND and embedding.status == GENERATOR_LIMITED and embedding.lo == 1.0
+    assert llm.status == SearchStatus.FOUND
+    assert embedding.status == SearchStatus.GENERATOR_LIMITED and embedding.lo == 1.0
 
 
-def probe(scale: float, passed: bool, *, phase: str = PROBE, outcome: str | None = None,
+def probe(scale: float, passed: bool, *, phase: str = Phase.PROBE, outcome: str | None = None,
           note: str | None = None) -> SearchProbe:
     outcome = outcome or ("pass" if passed else "fail")
     return SearchProbe(segment=0, ray="mix", phase=phase, scale=scale, passed=passed, stages=[],
@@ -216,7 +213,7 @@ JUDGED = {"status", "lo", "hi", "estimate", "precision", "sustain", "undecided",
 
 def passes_shorter(scale: float, phase: str) -> bool:
     """A probe passes below 3.7, a hold (a longer stage) below 3.3."""
-    return scale < (3.3 if phase == SUSTAIN else 3.7)
+    return scale < (3.3 if phase == Phase.SUSTAIN else 3.7)
 
 
 def judged_and_live(make: Callable[[], BoundarySearch], unjudged_at: int
@@ -263,7 +260,7 @@ def test_a_warm_start_that_still_holds_closes_its_bracket_in_two_probes() -> Non
     cold = BoundarySearch({"llm": 1.0}, start=1.0, maximum=64.0, precision=0.1)
     run(cold, 5.3)
     first = cold.result(segment=0)
-    assert first.status == FOUND and first.lo is not None and first.hi is not None
+    assert first.status == SearchStatus.FOUND and first.lo is not None and first.hi is not None
     warm = BoundarySearch({"llm": 1.0}, start=1.0, maximum=64.0, precision=0.1, prior=(first.lo, first.hi))
     assert run(warm, 5.3) == [first.lo, first.hi]
     assert warm.result(segment=0).model_dump() == {**first.model_dump(), "runs": 2}
@@ -279,7 +276,7 @@ def test_a_warm_start_rests_on_its_own_probes_wherever_the_boundary_moved(thresh
     run(cold, threshold)
     result, reference = warm.result(segment=0), cold.result(segment=0)
     assert asked[0] == 4.6 and result.status == reference.status
-    if result.status == FOUND:
+    if result.status == SearchStatus.FOUND:
         assert result.lo is not None and result.hi is not None and result.precision is not None
         assert result.lo < threshold <= result.hi and result.precision <= 0.1
     if threshold >= 4.6:
@@ -293,7 +290,7 @@ def test_a_warm_start_that_misses_steps_by_the_precision_then_faster() -> None:
     10%), each next step the square of the last, up to ``growth``: a boundary 5% below the prior lo is bracketed at
     the first step, one far below in a few more, as is one far above."""
     near = BoundarySearch({"llm": 1.0}, start=1.0, maximum=64.0, precision=0.1, prior=(4.6, 5.0))
-    assert run(near, 4.4) == [4.6, pytest.approx(4.6 * 0.9)] and near.result(segment=0).status == FOUND
+    assert run(near, 4.4) == [4.6, pytest.approx(4.6 * 0.9)] and near.result(segment=0).status == SearchStatus.FOUND
     far = BoundarySearch({"llm": 1.0}, start=1.0, maximum=64.0, precision=0.1, prior=(4.6, 5.0))
     asked = run(far, 1.0)
     ratios = [b / a for a, b in pairwise(asked)]
@@ -306,10 +303,10 @@ def test_a_warm_start_that_misses_steps_by_the_precision_then_faster() -> None:
 
 def test_a_warm_start_from_an_open_bracket_looks_at_its_one_end() -> None:
     above = BoundarySearch({"llm": 1.0}, start=1.0, maximum=8.0, precision=0.1, prior=(8.0, None))
-    assert run(above, 100.0) == [8.0] and above.result(segment=0).status == ABOVE_MAXIMUM
+    assert run(above, 100.0) == [8.0] and above.result(segment=0).status == SearchStatus.ABOVE_MAXIMUM
     below = BoundarySearch({"llm": 1.0}, start=1.0, maximum=8.0, precision=0.1, prior=(None, 0.125))
     asked = run(below, 0.01)
-    assert asked[0] == 0.125 and below.result(segment=0).status == BELOW_MINIMUM
+    assert asked[0] == 0.125 and below.result(segment=0).status == SearchStatus.BELOW_MINIMUM
 
 
 def test_the_bracket_borrowed_is_the_latest_of_a_search_that_ended_on_its_own() -> None:
@@ -318,10 +315,11 @@ def test_the_bracket_borrowed_is_the_latest_of_a_search_that_ended_on_its_own() 
                             estimate=None, precision=None, runs=3, fixed_sweep_runs=9)
 
     assert prior_bracket([]) is None
-    assert prior_bracket([ended(FOUND, 2.0, 2.2), ended(FOUND, 2.4, 2.6)]) == (2.4, 2.6)
-    assert prior_bracket([ended(FOUND, 2.0, 2.2), ended(GENERATOR_LIMITED, 2.4, None)]) == (2.0, 2.2)
-    assert prior_bracket([ended(FOUND, 2.0, 2.2), ended("bisecting", 2.4, 3.0)]) == (2.0, 2.2)
-    assert prior_bracket([ended(BELOW_MINIMUM, None, 0.125)]) == (None, 0.125)
+    assert prior_bracket([ended(SearchStatus.FOUND, 2.0, 2.2), ended(SearchStatus.FOUND, 2.4, 2.6)]) == (2.4, 2.6)
+    stopped = ended(SearchStatus.GENERATOR_LIMITED, 2.4, None)
+    assert prior_bracket([ended(SearchStatus.FOUND, 2.0, 2.2), stopped]) == (2.0, 2.2)
+    assert prior_bracket([ended(SearchStatus.FOUND, 2.0, 2.2), ended("bisecting", 2.4, 3.0)]) == (2.0, 2.2)
+    assert prior_bracket([ended(SearchStatus.BELOW_MINIMUM, None, 0.125)]) == (None, 0.125)
 
 
 def test_the_bracket_another_campaign_starts_from_is_any_the_search_left() -> None:
@@ -331,8 +329,9 @@ def test_the_bracket_another_campaign_starts_from_is_any_the_search_left() -> No
         return SearchResult(segment=0, classes=["llm"], mix={"llm": 1.0}, status=status, lo=lo, hi=hi,
                             estimate=None, precision=None, runs=3, fixed_sweep_runs=9)
 
-    assert left_bracket([ended(FOUND, 2.0, 2.2), ended(GENERATOR_LIMITED, 2.4, None)], []) == (2.4, None)
-    assert left_bracket([ended(FOUND, 2.0, 2.2)], [(8.0, False)]) == (2.0, 2.2)
+    stopped = ended(SearchStatus.GENERATOR_LIMITED, 2.4, None)
+    assert left_bracket([ended(SearchStatus.FOUND, 2.0, 2.2), stopped], []) == (2.4, None)
+    assert left_bracket([ended(SearchStatus.FOUND, 2.0, 2.2)], [(8.0, False)]) == (2.0, 2.2)
     assert left_bracket([], [(1.0, True), (2.0, True), (4.0, False), (3.0, False), (2.5, True), (5.0, True)]) \
         == (2.5, 3.0)
     assert left_bracket([], [(1.0, False), (0.5, False)]) == (None, 0.5)
@@ -356,7 +355,7 @@ def run_phased(search: BoundarySearch, threshold: float, hold_threshold: float) 
     while (scale := search.propose()) is not None:
         phase = search.phase
         asked.append((scale, phase))
-        search.record(scale, scale < (hold_threshold if phase == SUSTAIN else threshold))
+        search.record(scale, scale < (hold_threshold if phase == Phase.SUSTAIN else threshold))
     return asked
 
 
@@ -366,12 +365,12 @@ def test_a_warm_start_holds_its_prior_lo_first_and_does_not_hold_it_again() -> N
     cold = BoundarySearch({"llm": 1.0}, start=1.0, maximum=64.0, precision=0.1, sustain=True)
     asked = run_phased(cold, 5.3, 5.3)
     first = cold.result(segment=0)
-    assert asked[-1] == (first.lo, SUSTAIN) and first.sustain == CONFIRMED
+    assert asked[-1] == (first.lo, Phase.SUSTAIN) and first.sustain == Hold.CONFIRMED
     warm = BoundarySearch({"llm": 1.0}, start=1.0, maximum=64.0, precision=0.1, sustain=True,
                           prior=(first.lo, first.hi))
-    assert warm.propose() == first.lo and warm.phase == SUSTAIN
+    assert warm.propose() == first.lo and warm.phase == Phase.SUSTAIN
     assert warm.result(segment=0).sustain is None, "not held until the search ends there"
-    assert run_phased(warm, 5.3, 5.3) == [(first.lo, SUSTAIN), (first.hi, PROBE)]
+    assert run_phased(warm, 5.3, 5.3) == [(first.lo, Phase.SUSTAIN), (first.hi, Phase.PROBE)]
     assert warm.result(segment=0).model_dump() == {**first.model_dump(), "runs": 2}
 
 
@@ -387,17 +386,17 @@ def test_a_warm_start_that_holds_first_ends_held_wherever_the_boundary_moved(thr
     cold = BoundarySearch({"llm": 1.0}, start=1.0, maximum=64.0, precision=0.1, sustain=True)
     run_phased(cold, threshold, hold_threshold)
     result, reference = warm.result(segment=0), cold.result(segment=0)
-    assert asked[0] == (4.6, SUSTAIN) and result.status == reference.status
-    holds = [scale for scale, phase in asked if phase == SUSTAIN]
+    assert asked[0] == (4.6, Phase.SUSTAIN) and result.status == reference.status
+    holds = [scale for scale, phase in asked if phase == Phase.SUSTAIN]
     assert len(holds) == len(set(holds)), "no scale is held twice"
-    if result.status == FOUND:
+    if result.status == SearchStatus.FOUND:
         assert result.lo is not None and result.hi is not None and result.precision is not None
         assert result.precision <= 0.1 and result.hi >= min(threshold, hold_threshold)
-    if result.sustain == CONFIRMED:  # its lo held: by the opening hold or by its own
+    if result.sustain == Hold.CONFIRMED:  # its lo held: by the opening hold or by its own
         assert result.lo in holds and result.lo is not None and result.lo < hold_threshold
     else:  # as a cold search does, it stops unconfirmed after two failed holds of its own (the opening one aside)
-        assert result.sustain == NOT_HELD and sum(s >= hold_threshold for s in holds[1:]) == MAX_SUSTAINS
-    if result.status == ABOVE_MAXIMUM:
+        assert result.sustain == Hold.FAILED and sum(s >= hold_threshold for s in holds[1:]) == MAX_SUSTAINS
+    if result.status == SearchStatus.ABOVE_MAXIMUM:
         assert result.lo == 64.0 and holds[-1] == 64.0
 
 
@@ -407,15 +406,17 @@ def test_an_opening_hold_that_fails_is_a_failed_probe_not_a_failed_hold() -> Non
     warm = BoundarySearch({"llm": 1.0}, start=1.0, maximum=64.0, precision=0.1, sustain=True, prior=(4.6, 5.0))
     asked = run_phased(warm, 2.1, 2.1)
     result = warm.result(segment=0)
-    assert asked[:2] == [(4.6, SUSTAIN), (pytest.approx(4.6 * 0.9), PROBE)] and asked[-1][1] == SUSTAIN
-    assert result.status == FOUND and result.sustain == CONFIRMED and result.lo is not None and result.lo < 2.1
+    assert asked[:2] == [(4.6, Phase.SUSTAIN), (pytest.approx(4.6 * 0.9), Phase.PROBE)]
+    assert asked[-1][1] == Phase.SUSTAIN
+    assert result.status == SearchStatus.FOUND and result.sustain == Hold.CONFIRMED
+    assert result.lo is not None and result.lo < 2.1
 
 
 def test_a_warm_start_above_the_maximum_is_held_once() -> None:
     above = BoundarySearch({"llm": 1.0}, start=1.0, maximum=8.0, precision=0.1, sustain=True, prior=(8.0, None))
-    assert run_phased(above, 100.0, 100.0) == [(8.0, SUSTAIN)]
+    assert run_phased(above, 100.0, 100.0) == [(8.0, Phase.SUSTAIN)]
     result = above.result(segment=0)
-    assert result.status == ABOVE_MAXIMUM and result.sustain == CONFIRMED and result.runs == 1
+    assert result.status == SearchStatus.ABOVE_MAXIMUM and result.sustain == Hold.CONFIRMED and result.runs == 1
 
 
 @pytest.mark.parametrize("unjudged_at", [1, 2, 3])
@@ -424,5 +425,5 @@ def test_a_warm_search_judged_afterwards_ends_as_the_live_search_ends(unjudged_a
     after, expected, _, probes = judged_and_live(
         lambda: BoundarySearch({"llm": 1.0}, start=1.0, maximum=64.0, precision=0.1, sustain=True, prior=(3.0, 4.0)),
         unjudged_at)
-    assert probes[0].phase == SUSTAIN and probes[0].passed
+    assert probes[0].phase == Phase.SUSTAIN and probes[0].passed
     assert after.model_dump(include=JUDGED) == expected.model_dump(include=JUDGED)

@@ -21,9 +21,10 @@ from bench_plugin.analysis.selfcheck import (
     processes_needed,
 )
 from bench_plugin.analysis.summary import class_stats
-from bench_plugin.analysis.verdict import GENERATOR_LIMITED, stage_verdict
+from bench_plugin.analysis.verdict import stage_verdict
 from bench_plugin.results.samples import Sample
 from bench_plugin.results.summary import GeneratorUse
+from bench_plugin.results.words import Call
 
 T0 = 1_000.0
 CAUSE = "blocker.poll (blocker.py:7) via bench_plugin.telemetry.source.PollingSource.poll_once (source.py:160)"
@@ -164,7 +165,7 @@ def test_the_verdicts_advice_follows_the_kind() -> None:
                         2) for r in (1, 2)]
         mine[0].stages[0].generator_limited = reason
         found = stage_verdict(stage_contention(0, mine, theirs, obj))
-        assert found.call == GENERATOR_LIMITED
+        assert found.call == Call.GENERATOR_LIMITED
         return found.reasons
 
     stalled = verdict(f"stalled: send lag P99 14.0 ms for llm (limit 10 ms) while the event loop was blocked in "

@@ -10,18 +10,10 @@ from bench_plugin.analysis.comparison import build_comparison
 from bench_plugin.analysis.contention import stage_contention
 from bench_plugin.analysis.significance import ratio_figure
 from bench_plugin.analysis.statistics import spread
-from bench_plugin.analysis.verdict import (
-    LOSS,
-    NOT_COMPARED,
-    TRADE_OFF,
-    WORTH_IT,
-    StageVerdict,
-    inconclusive,
-    is_inconclusive,
-    stage_verdict,
-)
+from bench_plugin.analysis.verdict import StageVerdict, inconclusive, is_inconclusive, stage_verdict
 from bench_plugin.results.record import StoredScenario
 from bench_plugin.results.summary import Capacity, PlacedClass, Provenance, RepeatCapacity, TrialSummary
+from bench_plugin.results.words import Call
 
 OBJ = objectives(p95=1000.0, budget=0.05)
 NOISE = (0.0, 0.1, -0.1)
@@ -46,14 +38,14 @@ def verdict_of(mine: list[TrialSummary], control: list[TrialSummary]) -> StageVe
 
 def test_worth_it_when_goodput_per_device_rises_and_every_class_keeps_its_slo() -> None:
     v = verdict_of(arm("shared", 9.0, 400.0, 1), arm("exclusive", 10.0, 300.0, 2))
-    assert v.call == WORTH_IT and v.pairs == 3
+    assert v.call == Call.WORTH_IT and v.pairs == 3
     assert v.reasons[0] == ("goodput per device 18 vs 10 req/s within SLO, 1.80x the control's (geometric mean of "
                             "3 repeats, 95% CI [1.80, 1.80]: higher)")
 
 
 def test_trade_off_when_it_rises_but_a_class_breaks_its_slo() -> None:
     v = verdict_of(arm("shared", 9.0, 400.0, 1, p95_llm=210.0), arm("exclusive", 10.0, 300.0, 2))
-    assert v.call == TRADE_OFF
+    assert v.call == Call.TRADE_OFF
     assert any(r.startswith("llm p95 2.10x its SLO (2100 ms vs 1000 ms)") for r in v.reasons)
 
 
@@ -62,17 +54,17 @@ def test_trade_off_when_errors_exceed_the_budget() -> None:
     for t in shared:
         t.stages[0].classes["embedding"] = stats(9.0, 400.0, errors=10)
     v = verdict_of(shared, arm("exclusive", 10.0, 300.0, 2))
-    assert v.call == TRADE_OFF and any("embedding error rate 10.0% vs its budget 5.0%" in r for r in v.reasons)
+    assert v.call == Call.TRADE_OFF and any("embedding error rate 10.0% vs its budget 5.0%" in r for r in v.reasons)
 
 
 def test_loss_when_goodput_per_device_shows_no_significant_difference() -> None:
     v = verdict_of(arm("mps", 10.0, 300.0, 2), arm("exclusive", 10.0, 300.0, 2))
-    assert v.call == LOSS and "no significant difference" in v.reasons[0]
+    assert v.call == Call.LOSS and "no significant difference" in v.reasons[0]
 
 
 def test_loss_when_goodput_per_device_falls() -> None:
     v = verdict_of(arm("mps", 6.0, 300.0, 2), arm("exclusive", 10.0, 300.0, 2))
-    assert v.call == LOSS and v.reasons[0].endswith(": lower)")
+    assert v.call == Call.LOSS and v.reasons[0].endswith(": lower)")
 
 
 def test_one_repeat_is_inconclusive_never_a_loss() -> None:
@@ -96,14 +88,14 @@ def test_one_pair_is_inconclusive_even_when_each_arm_has_more_repeats() -> None:
 
 def test_two_pairs_are_enough_to_call_a_loss() -> None:
     v = verdict_of(arm("mps", 6.0, 300.0, 2, repeats=2), arm("exclusive", 10.0, 300.0, 2, repeats=2))
-    assert v.call == LOSS and v.pairs == 2
+    assert v.call == Call.LOSS and v.pairs == 2
 
 
 def test_no_goodput_in_some_repeat_is_a_loss_not_a_geometric_mean_over_the_rest() -> None:
     shared = arm("shared", 9.0, 400.0, 1)
     shared[0].stages[0].classes = {n: stats(9.0, 400.0, goodput=0.0) for n in ("llm", "embedding")}
     v = verdict_of(shared, arm("exclusive", 10.0, 300.0, 2))
-    assert v.call == LOSS and v.pairs == 3
+    assert v.call == Call.LOSS and v.pairs == 3
     assert "1 of 3 repeats left out (a geometric mean needs positive ratios): 0 not positive" in v.reasons[0]
     assert v.reasons[1] == "no request of this arm met every SLO in 1 of 3 paired repeats (goodput per device 0)"
 
@@ -112,7 +104,7 @@ def test_not_compared_without_a_control_measurement() -> None:
     control = arm("exclusive", 10.0, 300.0, 2)
     for t in control:
         t.stages[0].status = "interrupted"
-    assert verdict_of(arm("shared", 9.0, 400.0, 1), control).call == NOT_COMPARED
+    assert verdict_of(arm("shared", 9.0, 400.0, 1), control).call == Call.NOT_COMPARED
 
 
 SCENARIO = StoredScenario.model_validate({"resolved": resolved(
@@ -130,9 +122,9 @@ def test_overall_worth_it_up_to_a_stage_then_a_trade_off_with_the_numbers_and_co
                        for name in ("llm", "embedding")}
     comparison = build_comparison([*control, *shared], SCENARIO, CONDITIONS, OBJ)
     result = comparison.arms["shared"]
-    assert [s.verdict for s in result.stages if s.verdict] == [WORTH_IT, WORTH_IT, TRADE_OFF]
+    assert [s.verdict for s in result.stages if s.verdict] == [Call.WORTH_IT, Call.WORTH_IT, Call.TRADE_OFF]
     v = result.verdict
-    assert v is not None and v.call == WORTH_IT and v.worth_it_up_to_stage == 1
+    assert v is not None and v.call == Call.WORTH_IT and v.worth_it_up_to_stage == 1
     assert v.text.startswith("shared against exclusive: worth it up to stage 1 (llm 2 req/s, embedding 4 req/s): "
                              "goodput per device 18 vs 10 req/s within SLO, 1.80x the control's")
     assert "; a trade-off above, at stage 2 (llm 3 req/s, embedding 6 req/s)" in v.text
@@ -147,7 +139,7 @@ def test_overall_loss_says_no_significant_difference() -> None:
     comparison = build_comparison([*arm("exclusive", 10.0, 300.0, 2), *arm("shared", 10.0, 300.0, 2)], SCENARIO,
                                   CONDITIONS, OBJ)
     v = comparison.arms["shared"].verdict
-    assert v is not None and v.call == LOSS and v.worth_it_up_to_stage is None
+    assert v is not None and v.call == Call.LOSS and v.worth_it_up_to_stage is None
     assert "a loss at stage 0" in v.text and "no significant difference" in v.text
 
 
@@ -157,7 +149,7 @@ def test_not_compared_says_which_side_was_skipped() -> None:
         del t.stages[0].classes["embedding"]  # offered but without figures: skipped after a rollback
         t.stages[0].status = "skipped"
     v = verdict_of(arm("shared", 9.0, 400.0, 1), control)
-    assert v.call == NOT_COMPARED and v.reasons[0].startswith("the control has no complete measurement")
+    assert v.call == Call.NOT_COMPARED and v.reasons[0].startswith("the control has no complete measurement")
 
 
 def test_a_one_repeat_campaign_is_inconclusive_overall_with_its_reasons() -> None:
@@ -181,8 +173,8 @@ def test_enough_repeats_at_one_stage_decide_the_arm_over_an_inconclusive_one() -
     for t in shared[1:]:
         t.stages[1].status = "interrupted"  # stage 1 measured in repeat 1 only
     result = build_comparison([*control, *shared], SCENARIO, CONDITIONS, OBJ).arms["shared"]
-    assert [s.verdict for s in result.stages if s.verdict] == [LOSS, inconclusive(1)]
-    assert result.verdict is not None and result.verdict.call == LOSS
+    assert [s.verdict for s in result.stages if s.verdict] == [Call.LOSS, inconclusive(1)]
+    assert result.verdict is not None and result.verdict.call == Call.LOSS
     assert "; inconclusive (1 repeat) above, at stage 1" in result.verdict.text
 
 
@@ -202,20 +194,19 @@ def test_a_searched_arm_with_one_repeat_is_inconclusive() -> None:
                            "1.00 for exclusive, 3.00x the control's (one repeat: no spread, so no significant "
                            "difference); 1 paired repeat has no spread")
     two = mine.model_copy(update={"capacity_per_device_ratio": ratio_figure([3.0, 2.9])})
-    assert capacity_text("shared", "exclusive", two, theirs)[0] == WORTH_IT
+    assert capacity_text("shared", "exclusive", two, theirs)[0] == Call.WORTH_IT
     low = mine.model_copy(update={"capacity_per_device_ratio": ratio_figure([0.5, 2.5])})
-    assert capacity_text("shared", "exclusive", low, theirs)[0] == LOSS
+    assert capacity_text("shared", "exclusive", low, theirs)[0] == Call.LOSS
 
 
 
 def test_a_generator_limited_stage_is_not_blamed_on_the_gpu() -> None:
-    from bench_plugin.analysis.verdict import GENERATOR_LIMITED
 
     shared, control = arm("mps", 6.0, 300.0, 2), arm("exclusive", 10.0, 300.0, 2)
-    assert verdict_of(shared, control).call == LOSS
+    assert verdict_of(shared, control).call == Call.LOSS
     control[1].stages[0].generator_limited = "send lag P99 42.0 ms for llm (limit 10 ms)"
     figures = stage_contention(0, shared, control, OBJ)
     assert figures.generator_limited == ["exclusive repeat 2: send lag P99 42.0 ms for llm (limit 10 ms)"]
     verdict = stage_verdict(figures)
-    assert verdict.call == GENERATOR_LIMITED
+    assert verdict.call == Call.GENERATOR_LIMITED
     assert "load generator fell behind" in verdict.reasons[0] and "exclusive repeat 2" in verdict.reasons[0]

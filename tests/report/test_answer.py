@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench_plugin.analysis.answer import CONTROL
-from bench_plugin.analysis.boundary import REACHED
 from bench_plugin.report.answer import sentence
 from bench_plugin.results.summary import Answer, load_summary
+from bench_plugin.results.words import BoundaryStatus, Call
 
 
 def test_the_control_names_what_gives_out_first_in_the_right_number(default_results: Path) -> None:
@@ -15,8 +14,8 @@ def test_the_control_names_what_gives_out_first_in_the_right_number(default_resu
     assert summary.comparison is not None
     control = summary.comparison.control
     name, comp = control, summary.comparison.arms[control]
-    answer = Answer(call=CONTROL, at=None, per_device=None, next_step="none")
-    comp.boundary.status, comp.boundary.offered = REACHED, {"llm": 10.0, "embedding": 50.0, "asr": 10.0}
+    answer = Answer(call=Call.CONTROL, at=None, per_device=None, next_step="none")
+    comp.boundary.status, comp.boundary.offered = BoundaryStatus.REACHED, {"llm": 10.0, "embedding": 50.0, "asr": 10.0}
     comp.boundary.limiting = "llm p95"
     assert sentence(name, comp, answer, control).startswith(
         f"{control} is the control: every SLO holds up to about llm 10 req/s, embedding 50 req/s, asr 10 req/s, "

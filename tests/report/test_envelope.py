@@ -7,13 +7,13 @@ from pathlib import Path
 
 from harness import search_campaign_store
 
-from bench_plugin.analysis.search import FOUND, GENERATOR_LIMITED
 from bench_plugin.analysis.statistics import spread
 from bench_plugin.report.envelope import envelope_plot, rows
 from bench_plugin.report.markdown import render_report, render_summary
 from bench_plugin.report.outputs import summarise
 from bench_plugin.report.terminal import render_answer
 from bench_plugin.results.summary import CriterionFit, Envelope, EnvelopeFit, EnvelopeRay, RayRepeat, Summary
+from bench_plugin.results.words import SearchStatus
 
 
 def ray(status: str, brackets: list[tuple[float, float | None]]) -> EnvelopeRay:
@@ -30,10 +30,11 @@ def scale_cell(envelope_ray: EnvelopeRay) -> str:
 
 def test_one_repeat_shows_the_bracket_the_search_left() -> None:
     """With no spread over repeats, the uncertainty is the search's own bracket: the load held and the one broken."""
-    assert scale_cell(ray(FOUND, [(1.25, 1.5)])) == "1.38 (one repeat: held at 1.25, broke at 1.5)"
-    assert scale_cell(ray(FOUND, [(1.25, 1.5), (1.5, 1.75)])) == "1.5 ± 1.6"  # repeats: their 95% CI instead
+    assert scale_cell(ray(SearchStatus.FOUND, [(1.25, 1.5)])) == "1.38 (one repeat: held at 1.25, broke at 1.5)"
+    # repeats: their 95% CI instead
+    assert scale_cell(ray(SearchStatus.FOUND, [(1.25, 1.5), (1.5, 1.75)])) == "1.5 ± 1.6"
     # no boundary found: no bracket to give
-    assert scale_cell(ray(GENERATOR_LIMITED, [(2.0, None)])) == "2 (one repeat) (generator-limited)"
+    assert scale_cell(ray(SearchStatus.GENERATOR_LIMITED, [(2.0, None)])) == "2 (one repeat) (generator-limited)"
 
 
 def with_envelope(tmp_path: Path) -> tuple[Summary, str]:
@@ -43,7 +44,7 @@ def with_envelope(tmp_path: Path) -> tuple[Summary, str]:
     mix, alone = {"llm": 2.0, "embedding": 10.0}, {"embedding": 10.0}
 
     def found(name: str, mix: dict[str, float], scale: float) -> EnvelopeRay:
-        return EnvelopeRay(name=name, mix=mix, status=FOUND, scale=spread([scale, scale * 1.1]),
+        return EnvelopeRay(name=name, mix=mix, status=SearchStatus.FOUND, scale=spread([scale, scale * 1.1]),
                            lo=spread([scale * 0.9, scale]), boundary={c: r * scale for c, r in mix.items()},
                            per_repeat=[])
 
