@@ -30,15 +30,7 @@ from typing import Any
 import gevent
 
 from bench_plugin.analysis.objectives import ClassObjectives
-from bench_plugin.analysis.probe import (
-    decide,
-    extension_futile,
-    failed_stage,
-    judge_lag,
-    limited_why,
-    set_aside,
-    taken_as_passed,
-)
+from bench_plugin.analysis.probe import limited_why, taken_as_passed
 from bench_plugin.analysis.search import RaySearches, borrowed_start, prior_bracket, segment_rays
 from bench_plugin.analysis.selfcheck import check_stage
 from bench_plugin.analysis.summary import PROTOCOL_FAILURE, class_stats
@@ -73,6 +65,7 @@ from bench_plugin.run.liveness import (
     warmup_failure,
 )
 from bench_plugin.run.moments import Moments
+from bench_plugin.run.probing import StageRun, run_probe
 from bench_plugin.run.readiness import NotReady, Prober, probe_item, wait_until_ready
 from bench_plugin.run.rollback import RollbackGuard, StageTally
 from bench_plugin.run.schedule import Done, Trial
@@ -308,7 +301,7 @@ class Conductor:
 
     def _search(self, trial: Trial, segment: int, classes: list[str], urls: dict[str, str], spec: Search) -> None:
         """Stages proposed by the adaptive boundary search along each ray, each probe decided before the next is
-        chosen: an undecided one is run again at its load, its samples pooled (analysis/probe.py)."""
+        chosen (run/probing.py): an undecided one is run again at its load, its samples pooled."""
         rays = segment_rays(spec.rays(), classes)
         searches = RaySearches(rays, spec.start_scale, spec.max_scale, spec.precision, growth=spec.growth,
                                minimum=spec.min_scale, sustain=spec.sustain_duration_s > 0, budget=spec.budget,
@@ -328,42 +321,10 @@ class Conductor:
             duration = spec.stage_length_s(load, hold=phase == Phase.SUSTAIN)
             label = (("" if search.ray == "mix" else f"{search.ray} ") + f"x{scale:.4g}"
                      + (" hold" if phase == Phase.SUSTAIN else ""))
-            pooled: list[Sample] = []
-            stages: list[int] = []
-            aside: list[int] = []  # stages the load generator fell behind in, set aside and run again
-            behind: str | None = None  # why the load generator fell behind in some pooled stage of the probe
-            while True:
-                ran = len(stages) + len(aside)
-                name = label if not ran else f"{label} again {ran}"
-                stage = Stage.model_validate({"duration_s": duration, "name": name,
-                                              "load": {c: load.get(c, 0.0) for c in classes}})
-                self.judged, self.judged_use = ((trial.id, segment, index), []), None
-                status = self._stage(trial, segment, classes, index, stage, urls)
-                self._drain(trial, segment)  # the slowest requests of the stage decide it: wait for them
-                lag = self._generator_limit(self.judged[1], objectives, duration)
-                if status != StageStatus.COMPLETED:  # rolled back
-                    decision = failed_stage(spec.confidence, [*stages, index], f"its stage was {status}")
-                else:
-                    decision = decide([*pooled, *self.judged[1]], objectives, spec.confidence, [*stages, index])
-                spent = searches.budget is not None and searches.runs + ran + 1 >= searches.budget
-                if not spent and set_aside(decision, lag, len(aside)):
-                    logger.warning("trial %d stage %d set aside and run again: %s", trial.id, index, lag)
-                    aside.append(index)
-                    index += 1
-                    continue
-                pooled += self.judged[1]
-                stages.append(index)
-                index += 1
-                behind = behind or lag
-                if decision.outcome != ProbeOutcome.UNDECIDED or len(stages) > spec.max_extensions or spent:
-                    break
-                skip = spec.skip_futile_holds if phase == Phase.SUSTAIN else spec.skip_futile_extensions
-                if skip and extension_futile(
-                        decision, len(stages), spec.max_extensions + 1 - len(stages)):
-                    decision = decision.model_copy(update={"futile": True})
-                    break
-            decision = judge_lag(decision, behind)  # a failure the generator's delays may have made: unjudged
-            decision = decision.model_copy(update={"set_aside": aside})
+            run_stage = partial(self._probe_stage, trial, segment, classes, urls, load, duration, objectives)
+            probe = run_probe(run_stage, spec, objectives, label, phase, index, runs_before=searches.runs,
+                              budget=searches.budget, trial=trial.id)
+            decision, stages, aside, index = probe.decision, probe.stages, probe.aside, probe.next_index
             limited = limited_why(decision)  # then the search stops there
             passed = taken_as_passed(decision)
             self.recorder.note(SearchStep(segment=segment, stage=stages[-1], scale=scale, passed=passed,
@@ -377,6 +338,18 @@ class Conductor:
         for result in searches.results(segment):
             if result.ray not in reported:  # stopped by the budget
                 self._ended(trial, segment, result)
+
+    def _probe_stage(self, trial: Trial, segment: int, classes: list[str], urls: dict[str, str],
+                     load: Mapping[str, float], duration: float, objectives: dict[str, ClassObjectives], index: int,
+                     name: str) -> StageRun:
+        """One stage of a search's probe (run/probing.py's ``run_stage``): run at ``load``, drained, and checked."""
+        stage = Stage.model_validate({"duration_s": duration, "name": name,
+                                      "load": {c: load.get(c, 0.0) for c in classes}})
+        self.judged, self.judged_use = ((trial.id, segment, index), []), None
+        status = self._stage(trial, segment, classes, index, stage, urls)
+        self._drain(trial, segment)  # the slowest requests of the stage decide it: wait for them
+        samples = self.judged[1]
+        return StageRun(status, samples, self._generator_limit(samples, objectives, duration))
 
     def _ended(self, trial: Trial, segment: int, result: SearchResult) -> None:
         """A ray's search ended: on the timeline, and kept for the warm starts of later repeats."""
