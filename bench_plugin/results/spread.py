@@ -1,7 +1,7 @@
 """The figure over repeats: summary.json's base model, its ``Spread`` (a mean, its 95% interval, the values), and a
 series' ``MeanPeak`` over a stage.
 
-Every section of summary.json (results/summary.py, results/server_figures.py) is a ``Model``; every figure over
+Every section of summary.json (results/summary/, results/server_figures.py) is a ``Model``; every figure over
 repeats is a ``Spread``, and every paired arm-against-control figure a ``Judged`` (analysis/statistics.py and
 analysis/significance.py make them).
 """

@@ -1,0 +1,114 @@
+"""summary.json's per-arm figures over repeats and each stage's comparison with the control."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import Field
+
+from bench_plugin.results.server_figures import LatencySplit, Sparse
+from bench_plugin.results.spread import Judged, Model, Spread
+from bench_plugin.results.summary.classes import PerClass
+
+
+class ArmClassFigures(Model):
+    """One class at one stage of one arm, over its repeats."""
+
+    throughput_rps: Spread
+    latency_p50_ms: Spread
+    latency_p95_ms: Spread
+    error_rate: Spread
+    normalised_throughput: Spread | None
+    """Throughput over the control's, paired by repeat (a ratio); None for the control."""
+    ttft_p95_ms: Spread | None = None
+    tpot_p95_ms: Spread | None = None
+    itl_p95_ms: Spread | None = None
+    """LLM: inter-token latency P95 over repeats (ClassStats.itl_ms); None where no chunk times were kept."""
+
+
+class ArmStageFigures(Model):
+    """One stage of one arm: its nominal and realised load and each class's figures over repeats."""
+
+    index: int
+    offered: PerClass
+    realised: PerClass = Field(default_factory=dict)
+    classes: dict[str, ArmClassFigures] = Field(default_factory=dict)
+
+
+class PendingTime(Model):
+    """How long pods waited to be scheduled over an arm's repeats: per trial, the longest Pending of its pods."""
+
+    spread: Spread
+    """Mean and 95% interval over the repeats; ``values`` has one per trial, in run order."""
+    max_s: float | None
+    """The longest over every repeat."""
+
+
+class ArmPods(Model):
+    """An arm's scheduling over the repeats whose pods were watched."""
+
+    trials: int
+    pending: PendingTime
+    classes: dict[str, PendingTime] = Field(default_factory=dict)
+    """Class -> the same, over that class's pods."""
+    reasons: dict[str, int] = Field(default_factory=dict)
+    """Every distinct FailedScheduling reason -> attempts that gave it over every repeat, most first."""
+    preempted: int = 0
+    """Pods preempted, over every repeat."""
+    evicted: int = 0
+    """Pods evicted, over every repeat."""
+    preempting: int = 0
+    """Pods of the cluster's other work that the arm's pods preempted, over every repeat."""
+
+
+class ArmFigures(Model):
+    """One arm's figures, stage by stage."""
+
+    stages: list[ArmStageFigures]
+    pods: ArmPods | None = None
+    """Its scheduling over repeats; None where no trial of the arm had its pods watched."""
+
+
+class ClassComparison(Sparse):
+    """One class at one stage of one arm against the control."""
+
+    SPARSE: ClassVar[frozenset[str]] = frozenset({"latency_split"})
+
+    normalised_throughput: Judged | None = None
+    throughput_loss: Judged | None = None
+    slowdown_p95: Judged | None = None
+    slowdown_ttft_p95: Judged | None = None
+    slowdown_tpot_p95: Judged | None = None
+    slo_attainment: Spread
+    goodput_rps: Spread
+    meets_slo: bool
+    within_error_budget: bool
+    breaches: list[str] = Field(default_factory=list)
+    latency_split: LatencySplit | None = None
+    """Where the latency the arm adds goes: client, server queue, server compute, the rest (analysis/queueing.py);
+    absent for the control, where the servers said nothing, and in files written before it."""
+
+
+class StageComparison(Model):
+    """One stage of one arm against the control: figures, flags and, for a non-control arm, the verdict."""
+
+    index: int
+    offered: PerClass
+    """Class -> the load the stage really offered (realised)."""
+    repeats: int
+    classes: dict[str, ClassComparison]
+    generator_limited: list[str] = Field(default_factory=list)
+    """``<arm> repeat r: <why>`` for each run (of this arm or the control) whose load generator fell behind."""
+    host_busy: list[str] = Field(default_factory=list)
+    """``<arm> repeat r: <why>`` for each run measured while the host was busy with other work."""
+    protocol_failure: list[str] = Field(default_factory=list)
+    """``<arm> repeat r: <why>`` for each run in which some class's requests all failed with one protocol error."""
+    goodput_per_device: Spread
+    paired_repeats: int = 0
+    """Repeats with this stage judged in both the arm and the control."""
+    consolidation_gain: Judged | None = None
+    fairness: Spread | None = None
+    control_goodput_per_device: Spread | None = None
+    goodput_per_device_ratio: Judged | None = None
+    verdict: str | None = None
+    reasons: list[str] = Field(default_factory=list)
