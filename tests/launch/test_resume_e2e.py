@@ -640,5 +640,10 @@ def test_a_later_repeat_starts_where_the_earlier_left_its_bracket_across_a_resum
         assert {r.ray: (r.status, r.lo) for r in trial.search} == {
             "mix": ("above the maximum", 4.0), "asr-alone": ("above the maximum", 4.0)}
     stages = [(s.index, s.name, s.status, s.reason) for s in two.stages]
-    assert sum(r.runs for r in two.search) == len(two.stages) == 2, stages
+    # a stage its load generator fell behind in is set aside and run again (analysis/probe.py): on a busy host it
+    # is the instrument's re-run, named "again", and counted in its search's runs
+    aside = sorted(i for p in two.probes if p.decision is not None for i in p.decision.set_aside)
+    kept = sorted(name.split(" again ")[0] for i, name, _, _ in stages if i not in aside)
+    assert kept == ["asr-alone x4", "x4"], stages
+    assert sum(r.runs for r in two.search) == len(two.stages) == 2 + len(aside), stages
     assert without_resumes(summary) == without_resumes(as_one_run(results, tmp_path / "as-one-run"))
