@@ -172,7 +172,8 @@ def test_a_stage_its_load_generator_fell_behind_in_is_set_aside_and_run_again(tm
     probes = trial["probes"]
     (lapsed,) = [p for p in probes if p["set_aside"]]
     assert lapsed["scale"] in (1.0, 2.0) and lapsed["set_aside"] == [1] and 1 not in lapsed["stages"], lapsed
-    assert lapsed["stages"][-1] == 2 and lapsed["decision"]["set_aside"] == [1] and lapsed["passed"], lapsed
+    # the rerun is the next stage (an extension may follow it where a busy host left the rerun undecided)
+    assert 2 in lapsed["stages"] and lapsed["decision"]["set_aside"] == [1] and lapsed["passed"], lapsed
     # the hog's loop is busy 95% of the stage: CPU-bound where it got its core, stalled where the host held it back
     lapse = trial["stages"][1]["generator_limited"] or ""
     assert lapse.startswith(("CPU-bound: ", "stalled: ")), lapse
