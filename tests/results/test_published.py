@@ -43,10 +43,13 @@ def test_the_published_light_load_run_sent_every_request_within_2_ms_at_p99() ->
 GENERATOR = Path(__file__).resolve().parents[2] / "docs" / "results" / "h200-generator"
 
 
-def test_the_published_embedding_search_found_the_servers_boundary_with_no_stage_generator_limited() -> None:
-    """docs/results/h200-generator/embedding-solo: the default command (2 workers, sized by the plugin)
-    searched the embedding class alone on the H200 to a boundary that the server set, not the sender."""
-    summary = load_summary(GENERATOR / "embedding-solo" / "summary.json")
+@pytest.mark.parametrize("run", ["embedding-solo", "2026-12-06/embedding-solo"])
+def test_the_published_embedding_search_found_the_servers_boundary_with_no_stage_generator_limited(run: str) -> None:
+    """docs/results/h200-generator/embedding-solo and its rerun of 2026-12-06: the default command (2 workers,
+    sized by the plugin) searched the embedding class alone on the H200 to a boundary that the server set, not the
+    sender. A stage's send lag P99 over 10 ms is allowed only where the self-check found the event loop's stalls
+    behind it and said so (a stalls note), and kept its verdict."""
+    summary = load_summary(GENERATOR / run / "summary.json")
     assert summary.status.status == "completed"
     assert summary.load_generators is not None and summary.load_generators.sizing is not None
     assert summary.load_generators.sizing.decided == "auto" and summary.load_generators.sizing.processes >= 2
@@ -55,7 +58,8 @@ def test_the_published_embedding_search_found_the_servers_boundary_with_no_stage
     for stage in stages:
         assert stage.generator_limited is None, (stage.index, stage.generator_limited)
         p99 = stage.classes["embedding"].send_lag_ms["p99"]
-        assert p99 is not None and p99 < 10.0, (stage.index, p99)
+        excused = stage.generator_check is not None and (stage.generator_check.note or "").startswith("stalls:")
+        assert p99 is not None and (p99 < 10.0 or excused), (stage.index, p99)
     boundary = summary.comparison.arms["exclusive"].boundary
     assert boundary is not None and boundary.status == "found" and boundary.limiting == "embedding p95"
     # the server, not the sender, set it: offered well past the boundary, it served no more than at it
