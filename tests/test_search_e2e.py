@@ -147,7 +147,7 @@ def test_a_probe_its_load_generator_fell_behind_in_stops_the_search_unjudged(tmp
         "nothing ran after the unjudged probe"
     assert result["runs"] == len(trial["stages"]), "a stage set aside counts as a run"
     boundary = summary["comparison"]["arms"]["synthetic"]["boundary"]
-    assert boundary["status"] == "generator-limited" and boundary["limiting"] is None
+    assert boundary["status"] == "generator-limited" and boundary["limiting"] == []
     markdown = (results / "report.md").read_text()
     assert "the load generator fell behind first" in markdown and "Next: rerun with more load generators" in markdown
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 from bench_plugin.analysis.boundary import format_offered
 from bench_plugin.analysis.queueing import answer_growth
 from bench_plugin.analysis.verdict import MIN_PAIRS
+from bench_plugin.results.limits import Limit
 from bench_plugin.results.summary import Answer, ArmComparison, Judged, Spread, StageComparison, TrialSummary
 from bench_plugin.results.words import BoundaryStatus, Call, SearchStatus, Significance, TrialStatus
 
@@ -87,14 +88,15 @@ def decisive_stage(comparison: ArmComparison) -> StageComparison | None:
             or next((s for s in stages if s.goodput_per_device_ratio is not None), None))
 
 
-def _limiting(stage: StageComparison | None) -> str | None:
-    """The classes past an SLO or error budget at ``stage`` (``llm p95, tpot p95``), or None."""
+def _limiting(stage: StageComparison | None) -> list[Limit]:
+    """The classes past an SLO or error budget at ``stage``, with the figures that broke (``llm p95 3.06x its
+    SLO``); empty where none is."""
     if stage is None:
-        return None
-    broken = [breach.split(" (")[0] for c in stage.classes.values() for breach in c.breaches]
-    broken += [name for name, c in stage.classes.items() if not (c.meets_slo and c.within_error_budget)
-               and not c.breaches]
-    return ", ".join(broken) or None
+        return []
+    broken = [limit for c in stage.classes.values() for limit in c.limits or []]
+    broken += [Limit(workload=name) for name, c in stage.classes.items() if not (c.meets_slo and c.within_error_budget)
+               and not c.limits]
+    return broken
 
 
 def next_step(comparison: ArmComparison, trials: list[TrialSummary], ratio: Judged | None,

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from bench_plugin.analysis.objectives import ClassObjectives, Criterion, class_criteria
 from bench_plugin.analysis.statistics import spread
+from bench_plugin.results.limits import SKIPPED, Limit, limits_text
 from bench_plugin.results.summary import Boundary, RepeatBoundary, Spread, StageSummary, TrialSummary
 from bench_plugin.results.words import BoundaryStatus, StageStatus
 
@@ -35,7 +36,7 @@ class StageMargin:
     index: int
     offered: dict[str, float]
     criteria: tuple[Criterion, ...]
-    failed_outright: tuple[str, ...] = ()
+    failed_outright: tuple[Limit, ...] = ()
     """Reasons the stage fails whatever its ratios: a class skipped after a rollback, a rollback."""
 
     @property
@@ -54,15 +55,15 @@ class StageMargin:
 def stage_margin(stage: StageSummary, objectives: dict[str, ClassObjectives]) -> StageMargin:
     """The criteria of a judged stage."""
     criteria: list[Criterion] = []
-    outright: list[str] = []
+    outright: list[Limit] = []
     for name in stage.offered:
         stats = stage.classes.get(name)
         if stats is None:
-            outright.append(f"{name} skipped after a rollback")
+            outright.append(Limit(workload=name, note=SKIPPED))
         elif name in objectives:
             criteria.extend(class_criteria(name, stats, objectives[name]))
     if stage.status == StageStatus.ABORTED:
-        outright.append(f"rolled back: {stage.reason}")
+        outright.append(Limit(note=f"rolled back: {stage.reason}"))
     return StageMargin(stage.index, stage.load, tuple(criteria), tuple(outright))  # the realised load
 
 
@@ -85,26 +86,29 @@ def load_order(trials: list[TrialSummary]) -> list[int]:
     return sorted(offered, key=level)
 
 
-def _crossing(low: StageMargin, high: StageMargin) -> tuple[float, str]:
-    """The fraction of the way from ``low`` (passing) to ``high`` (failing) where a ratio reaches 1."""
+def _crossing(low: StageMargin, high: StageMargin) -> tuple[float, list[Limit]]:
+    """The fraction of the way from ``low`` (passing) to ``high`` (failing) where a ratio reaches 1, and the
+    criterion that reaches it first (of equals, the first by name)."""
     if high.failed_outright and not any(not c.passed for c in high.criteria):
-        return 0.0, high.failed_outright[0]
+        return 0.0, [high.failed_outright[0]]
     below = {c.label: c.ratio for c in low.criteria}
-    best: tuple[float, str] = (1.0, "")
+    best: tuple[float, str, Criterion | None] = (1.0, "", None)
     for c in high.criteria:
         if c.passed:
             continue
         start = below.get(c.label, 1.0)  # a criterion new at the failing stage: no slope to interpolate
         t = 0.0 if math.isinf(c.ratio) else (1.0 - start) / (c.ratio - start)
-        best = min(best, (t, c.label))
-    return best
+        if (t, c.label) < best[:2]:
+            best = (t, c.label, c)
+    return best[0], [best[2].as_limit()] if best[2] is not None else []
 
 
-def _worst(stage: StageMargin) -> str | None:
+def _worst(stage: StageMargin) -> list[Limit]:
+    """What failed worst at ``stage``: its first outright failure, else its criterion of the largest ratio."""
     if stage.failed_outright:
-        return stage.failed_outright[0]
+        return [stage.failed_outright[0]]
     worst = max(stage.criteria, key=lambda c: c.ratio, default=None)
-    return worst.label if worst is not None else None
+    return [worst.as_limit()] if worst is not None else []
 
 
 def repeat_boundary(trial: TrialSummary, order: list[int], objectives: dict[str, ClassObjectives]
@@ -118,7 +122,7 @@ def repeat_boundary(trial: TrialSummary, order: list[int], objectives: dict[str,
         if stage.protocol_failure:  # it measured the protocol, not the load: no boundary from it or above
             if not margins:
                 return RepeatBoundary(repeat=trial.repeat, status=BoundaryStatus.NOT_MEASURED, stage_position=0.0,
-                                      offered=stage.offered, limiting=None,
+                                      offered=stage.offered,
                                       note=f"stage {index}: {stage.protocol_failure}")
             break
         margins.append(stage_margin(stage, objectives))
@@ -128,8 +132,7 @@ def repeat_boundary(trial: TrialSummary, order: list[int], objectives: dict[str,
     cut = f"measured up to stage {margins[-1].index} only" if len(margins) < len(order) else None
     if first_fail is None:
         return RepeatBoundary(repeat=trial.repeat, status=BoundaryStatus.NOT_REACHED,
-                              stage_position=float(len(margins) - 1), offered=margins[-1].offered, limiting=None,
-                              note=cut)
+                              stage_position=float(len(margins) - 1), offered=margins[-1].offered, note=cut)
     if first_fail == 0:
         return RepeatBoundary(repeat=trial.repeat, status=BoundaryStatus.BELOW_LOWEST, stage_position=0.0,
                               offered=margins[0].offered, limiting=_worst(margins[0]))
@@ -137,25 +140,25 @@ def repeat_boundary(trial: TrialSummary, order: list[int], objectives: dict[str,
     t, limiting = _crossing(low, high)
     offered = {n: low.offered.get(n, 0.0) + t * (high.offered.get(n, 0.0) - low.offered.get(n, 0.0))
                for n in high.offered}
-    note = f"stage {high.index} failed outright ({high.failed_outright[0]})" if high.failed_outright else None
+    note = f"stage {high.index} failed outright ({high.failed_outright[0].text()})" if high.failed_outright else None
     return RepeatBoundary(repeat=trial.repeat, status=BoundaryStatus.REACHED, stage_position=first_fail - 1 + t,
                           offered=offered, limiting=limiting, between=[low.index, high.index], note=note)
 
 
-def searched_limit(trials: list[TrialSummary], objectives: dict[str, ClassObjectives]) -> str | None:
+def searched_limit(trials: list[TrialSummary], objectives: dict[str, ClassObjectives]) -> list[Limit]:
     """In a search of the whole mix: what broke first above the boundary. Per repeat, the worst criterion of
     its lowest failing load (stages a probe set aside, its load generator behind, left out); over repeats, the
-    most common (None when no repeat had a failing load)."""
-    found: Counter[str] = Counter()
+    most common (empty when no repeat had a failing load)."""
+    found: Counter[tuple[Limit, ...]] = Counter()
     for trial in trials:
         left_out = {i for probe in trial.probes
                     for i in ([*probe.stages, *probe.set_aside] if probe.ray != "mix" else probe.set_aside)}
         failing = [m for stage in trial.stages if stage.index not in left_out
                    and (judged := trial.judged_stage(stage.index)) is not None
                    and not (m := stage_margin(judged, objectives)).passed]
-        if failing and (worst := _worst(min(failing, key=lambda m: sum(m.offered.values())))) is not None:
-            found[worst] += 1
-    return found.most_common(1)[0][0] if found else None
+        if failing and (worst := _worst(min(failing, key=lambda m: sum(m.offered.values())))):
+            found[tuple(worst)] += 1
+    return list(found.most_common(1)[0][0]) if found else []
 
 
 def format_offered(offered: dict[str, float], arrival: dict[str, str] | None = None) -> str:
@@ -174,24 +177,24 @@ def arm_boundary(trials: list[TrialSummary], objectives: dict[str, ClassObjectiv
     found = [b for t in trials if (b := repeat_boundary(t, order, objectives)) is not None]
     if not found:
         return Boundary(status=BoundaryStatus.NOT_MEASURED, text="No stage of this arm could be judged.",
-                        stage_position=spread([]), offered={}, limiting=None, stage_order=order)
+                        stage_position=spread([]), offered={}, stage_order=order)
     if all(b.status == BoundaryStatus.NOT_MEASURED for b in found):
         return Boundary(status=BoundaryStatus.NOT_MEASURED, text=f"Not measured: {found[0].note}.",
-                        stage_position=spread([]), offered={}, limiting=None, stage_order=order, per_repeat=found)
+                        stage_position=spread([]), offered={}, stage_order=order, per_repeat=found)
     found = [b for b in found if b.status != BoundaryStatus.NOT_MEASURED]
     statuses = Counter(b.status for b in found)
     status = found[0].status if len(statuses) == 1 else BoundaryStatus.REACHED
     names = list(dict.fromkeys(n for b in found for n in b.offered))
     offered = {n: sum(b.offered.get(n, 0.0) for b in found) / len(found) for n in names}
-    limits = Counter(b.limiting for b in found if b.limiting)
-    limiting = limits.most_common(1)[0][0] if limits else None
+    limits = Counter(tuple(b.limiting) for b in found if b.limiting)
+    limiting = list(limits.most_common(1)[0][0]) if limits else []
     position = spread([b.stage_position for b in found])
     text = _text(status, position, offered, limiting, statuses, order, arrival)
     return Boundary(status=status, text=text, stage_position=position, offered=offered, limiting=limiting,
                     stage_order=order, per_repeat=found)
 
 
-def _text(status: str, position: Spread, offered: dict[str, float], limiting: str | None,
+def _text(status: str, position: Spread, offered: dict[str, float], limiting: list[Limit],
           statuses: Counter[str], order: list[int], arrival: dict[str, str] | None) -> str:
     load = format_offered(offered, arrival)
     ci = f" ± {position.ci95:.2f}" if position.ci95 is not None else " (one repeat: no spread)"
@@ -201,11 +204,11 @@ def _text(status: str, position: Spread, offered: dict[str, float], limiting: st
                 f"({load}): the boundary is above the highest load measured"
                 + (", and the stages above it did not run to their end." if highest != order[-1] else "."))
     elif status == BoundaryStatus.BELOW_LOWEST:
-        text = (f"Already at the lowest stage ({load}), limited by {limiting}: the boundary is below the lowest "
-                "load measured.")
+        text = (f"Already at the lowest stage ({load}), limited by {limits_text(limiting)}: the boundary is below "
+                "the lowest load measured.")
     else:
         text = (f"Every class meets its SLOs and error budget up to stage position {position.mean:.2f}{ci} "
-                f"(about {load}), limited by {limiting}.")
+                f"(about {load}), limited by {limits_text(limiting)}.")
     if len(statuses) > 1:
         mix = ", ".join(f"{status} in {n}" for status, n in statuses.items())
         text += (f" Repeats disagree ({mix}); a repeat with no failing stage counts at the highest stage, "

@@ -25,6 +25,7 @@ from bench_plugin.analysis.selfcheck import advice
 from bench_plugin.analysis.significance import describe, ratio_figure
 from bench_plugin.analysis.statistics import spread
 from bench_plugin.analysis.verdict import CONTROLS, MIN_PAIRS, inconclusive, too_few
+from bench_plugin.results.limits import Limit
 from bench_plugin.results.summary import Capacity, RepeatCapacity, SearchResult, TrialSummary
 from bench_plugin.results.words import ENDED_SEARCHES, Call, SearchStatus, Significance
 from bench_plugin.scenario import class_rank
@@ -57,9 +58,10 @@ def mix_results(trial: TrialSummary) -> list[SearchResult]:
     return [r for r in trial.search if r.ray == "mix"]
 
 
-def limiting_class(trials: list[TrialSummary], along: dict[str, float] | None = None) -> str | None:
+def limiting_class(trials: list[TrialSummary], along: dict[str, float] | None = None) -> list[Limit]:
     """Where each class was searched alone (an exclusive arm): the class whose boundary is the lowest, when
-    every repeat that found one agrees; None otherwise, and for a search of the whole mix. A repeat counts once
+    every repeat that found one agrees (the classes, where several tie); empty otherwise, and for a search of the
+    whole mix. A repeat counts once
     it has a capacity along ``along`` (every class searched to an end: :func:`_repeat`)."""
     found = set()
     for trial in trials:
@@ -71,8 +73,8 @@ def limiting_class(trials: list[TrialSummary], along: dict[str, float] | None = 
         if repeat is None or repeat.scale is None:
             continue
         lowest = min(estimates)
-        found.add(", ".join(name for r in results if r.estimate == lowest for name in r.classes))
-    return found.pop() if len(found) == 1 else None
+        found.add(tuple(Limit(workload=name) for r in results if r.estimate == lowest for name in r.classes))
+    return list(found.pop()) if len(found) == 1 else []
 
 
 def _repeat(trial: TrialSummary, along: dict[str, float] | None = None) -> RepeatCapacity | None:

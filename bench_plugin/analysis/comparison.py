@@ -18,6 +18,7 @@ from bench_plugin.analysis.objectives import ClassObjectives
 from bench_plugin.analysis.statistics import spread
 from bench_plugin.analysis.verdict import StageVerdict, overall_verdict, stage_verdict
 from bench_plugin.results.facts import BackendFacts
+from bench_plugin.results.limits import limits_text
 from bench_plugin.results.placement import ClassPlacement
 from bench_plugin.results.record import StoredScenario
 from bench_plugin.results.summary import (
@@ -166,10 +167,11 @@ def _searched_arm(arm: Arm, mine: list[TrialSummary], reference: list[TrialSumma
         capacity.per_repeat[0].status)
     offered = capacity.offered if capacity else {}
     bounded = status == SearchStatus.GENERATOR_LIMITED  # no boundary found: nothing limits it yet
-    alone = None if bounded else limiting_class(mine, mix)  # each class searched alone: the lowest one
-    limiting = None if bounded else alone or searched_limit(mine, objectives)
+    alone = [] if bounded else limiting_class(mine, mix)  # each class searched alone: the lowest one
+    limiting = [] if bounded else alone or searched_limit(mine, objectives)
     text = (f"boundary at {format_offered(offered)} (scale {capacity.scale.mean:.3g} of the mix; "
-            f"search status: {status}" + (f"; limited by {alone}, each class searched alone" if alone else "")
+            f"search status: {status}"
+            + (f"; limited by {limits_text(alone)}, each class searched alone" if alone else "")
             + ")" if capacity and capacity.scale.mean is not None
             else f"no boundary found (search status: {status})")
     if capacity is not None:

@@ -32,6 +32,7 @@ from bench_plugin.analysis.objectives import ClassObjectives, Criterion, class_c
 from bench_plugin.analysis.queueing import latency_split
 from bench_plugin.analysis.significance import Judged, complement_figure, ratio_figure
 from bench_plugin.analysis.statistics import Spread, spread
+from bench_plugin.results.limits import ERROR_RATE, NOT_MEASURED, Limit, skipped_note
 from bench_plugin.results.summary import ClassComparison, ClassStats, StageComparison, StageSummary, TrialSummary
 from bench_plugin.scenario import WORKLOAD_CLASSES
 
@@ -87,11 +88,14 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None or b == 0 else a / b
 
 
-def _breaches(name: str, runs: list[ClassStats | None], objectives: ClassObjectives) -> tuple[str, ...]:
-    """Criteria that failed in some repeat: the mean measured value over repeats, and how often."""
+def _breaches(name: str, runs: list[ClassStats | None], objectives: ClassObjectives
+              ) -> tuple[tuple[str, ...], tuple[Limit, ...]]:
+    """Criteria that failed in some repeat: the mean measured value over repeats, and how often; in words (the
+    stage's reasons) and as items (what the answer names)."""
     n = len(runs)
     skipped = sum(1 for s in runs if s is None)
-    out = [f"{name} skipped after a rollback in {skipped} of {n} repeats"] if skipped else []
+    limits = [Limit(workload=name, note=skipped_note(skipped, n))] if skipped else []
+    out = [limits[0].text()] if skipped else []
     per_criterion: dict[str, list[Criterion]] = {}
     for stats in runs:
         for c in class_criteria(name, stats, objectives) if stats else []:
@@ -100,10 +104,11 @@ def _breaches(name: str, runs: list[ClassStats | None], objectives: ClassObjecti
         failed = sum(1 for c in criteria if not c.passed)
         if failed:
             measured = [c.measured for c in criteria if c.measured is not None]
-            mean = sum(measured) / len(measured) if measured else None
-            text = Criterion(name, criteria[0].name, mean, criteria[0].limit).describe()
-            out.append(f"{text} (mean; over the limit in {failed} of {n} repeats)")
-    return tuple(out)
+            mean = Criterion(name, criteria[0].name, sum(measured) / len(measured) if measured else None,
+                             criteria[0].limit)
+            out.append(f"{mean.describe()} (mean; over the limit in {failed} of {n} repeats)")
+            limits.append(mean.breach())
+    return tuple(out), tuple(limits)
 
 
 def judge_class(name: str, runs: list[ClassStats | None], objectives: ClassObjectives | None) -> ClassComparison:
@@ -112,13 +117,17 @@ def judge_class(name: str, runs: list[ClassStats | None], objectives: ClassObjec
     criteria = [c for s in measured for c in (class_criteria(name, s, objectives) if objectives else [])]
     # A skipped stage failed (it came after a rollback); a stage never judged cannot be said to pass.
     judged = bool(runs) and len(measured) == len(runs)
-    breaches = _breaches(name, runs, objectives) if objectives else ()
+    breaches, limits = _breaches(name, runs, objectives) if objectives else ((), ())
+    if not runs:
+        limits = (Limit(workload=name, note=NOT_MEASURED),)
+        breaches = (limits[0].text(),)
     return ClassComparison(
         slo_attainment=spread([s.slo_attainment for s in measured]),
         goodput_rps=spread([s.goodput_rps for s in measured]),
-        meets_slo=judged and all(c.passed for c in criteria if c.name != "error rate"),
-        within_error_budget=judged and all(c.passed for c in criteria if c.name == "error rate"),
-        breaches=list(breaches) if runs else [f"{name} not measured at this stage"],
+        meets_slo=judged and all(c.passed for c in criteria if c.name != ERROR_RATE),
+        within_error_budget=judged and all(c.passed for c in criteria if c.name == ERROR_RATE),
+        breaches=list(breaches),
+        limits=list(limits) or None,
     )
 
 

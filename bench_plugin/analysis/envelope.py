@@ -23,6 +23,7 @@ from bench_plugin.analysis.capacity import combined_status
 from bench_plugin.analysis.probe import limited_why, limiting_check
 from bench_plugin.analysis.search import same_direction
 from bench_plugin.analysis.statistics import spread
+from bench_plugin.results.limits import Limit
 from bench_plugin.results.summary import EnvelopeRay, RayRepeat, SearchResult, TrialSummary
 from bench_plugin.results.words import ENDED_SEARCHES, SearchStatus
 
@@ -61,9 +62,9 @@ def _scaled(value: float | None, factor: float) -> float | None:
     return None if value is None else value * factor
 
 
-def ray_repeat(trial: TrialSummary, mix: dict[str, float]) -> tuple[RayRepeat, str | None] | None:
-    """The trial's boundary along ``mix`` and the class or criterion that sets it (None: the ray was not
-    searched in this trial)."""
+def ray_repeat(trial: TrialSummary, mix: dict[str, float]) -> tuple[RayRepeat, list[Limit]] | None:
+    """The trial's boundary along ``mix`` and the criterion (or classes) that set it, empty where none did (None:
+    the ray was not searched in this trial)."""
     by_segment: dict[int, list[SearchResult]] = {}
     for result in trial.search:
         by_segment.setdefault(result.segment, []).append(result)
@@ -90,20 +91,21 @@ def ray_repeat(trial: TrialSummary, mix: dict[str, float]) -> tuple[RayRepeat, s
         undecided=sum(r.undecided for r, _ in found), stopped=next((r.stopped for r, _ in found if r.stopped), None))
     # nothing broke along the ray (or it was not searched to its end)
     if not complete or repeat.status != SearchStatus.FOUND:
-        return repeat, None
-    return repeat, _probe_limit(trial, limiting) or (", ".join(limiting.classes) if len(scaled) > 1 else None)
+        return repeat, []
+    return repeat, _probe_limit(trial, limiting) or (
+        [Limit(workload=c) for c in limiting.classes] if len(scaled) > 1 else [])
 
 
-def _probe_limit(trial: TrialSummary, result: SearchResult) -> str | None:
+def _probe_limit(trial: TrialSummary, result: SearchResult) -> list[Limit]:
     """The worst criterion of the lowest failing probe of ``result``'s search (its segment and ray)."""
     failing = [p for p in trial.probes if p.segment == result.segment and p.ray == result.ray and not p.passed
                and p.decision is not None and limited_why(p.decision) is None]
     if not failing:
-        return None
+        return []
     lowest = min(failing, key=lambda p: p.scale)
     assert lowest.decision is not None
     worst = limiting_check(lowest.decision)
-    return None if worst is None else f"{worst.workload} {worst.criterion}"
+    return [] if worst is None else [Limit(workload=worst.workload, figure=worst.criterion)]
 
 
 def envelope_rays(trials: list[TrialSummary], rays: dict[str, dict[str, float]],
@@ -116,13 +118,13 @@ def envelope_rays(trials: list[TrialSummary], rays: dict[str, dict[str, float]],
             continue
         repeats = [r for r, _ in found]
         statuses = Counter(r.status for r in repeats)
-        limits = Counter(limit for _, limit in found if limit)
+        limits = Counter(tuple(limit) for _, limit in found if limit)
         scale = spread([r.scale for r in repeats])
         out.append(EnvelopeRay(
             name=name, mix=dict(mix), held_out=name in held_out,
             status=statuses.most_common(1)[0][0] if len(statuses) == 1 else ", ".join(sorted(statuses)),
             scale=scale, lo=spread([r.lo for r in repeats]),
             boundary={} if scale.mean is None else {c: r * scale.mean for c, r in mix.items()},
-            limit=limits.most_common(1)[0][0] if limits else None, per_repeat=repeats,
+            limit=list(limits.most_common(1)[0][0]) if limits else [], per_repeat=repeats,
         ))
     return out

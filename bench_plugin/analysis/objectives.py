@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from bench_plugin.results.limits import ERROR_RATE, NO_SUCCESS, Limit
 from bench_plugin.results.record import StoredScenario
 from bench_plugin.results.samples import Sample
 from bench_plugin.results.summary import ClassStats
@@ -91,6 +92,19 @@ class Criterion:
     def passed(self) -> bool:
         """Within the limit (ratio at most 1)."""
         return self.ratio <= 1.0
+
+    def as_limit(self) -> Limit:
+        """The criterion as what limits: its class and figure."""
+        return Limit(workload=self.workload, figure=self.name)
+
+    def breach(self) -> Limit:
+        """The criterion as what limits, with by how much: :meth:`describe`'s words before the figures in
+        brackets."""
+        if self.name == ERROR_RATE:
+            return Limit(workload=self.workload, figure=self.name, measured=self.measured, budget=self.limit)
+        if self.measured is None:
+            return Limit(workload=self.workload, figure=self.name, note=NO_SUCCESS)
+        return Limit(workload=self.workload, figure=self.name, times=self.ratio)
 
     def describe(self) -> str:
         """Plain words: ``llm p95 2.10x its SLO (4200 ms vs 2000 ms)``."""

@@ -31,6 +31,7 @@ from itertools import combinations
 
 import numpy as np
 
+from bench_plugin.results.limits import HIGHEST_TRIED, Limit
 from bench_plugin.results.plan import ArmPlan, GroupPlan, PlanDocument, TrafficPlan
 from bench_plugin.results.summary import CriterionFit, EnvelopeFit, EnvelopeRay, Summary
 from bench_plugin.results.words import ENDED_SEARCHES, SearchStatus
@@ -165,13 +166,14 @@ def arm_plan(arm: str, sharing: str | None, fit: EnvelopeFit | None, rays: list[
                        note=f"its envelope model does not cover {', '.join(unknown)}")
     labels = {id(row): name for name, row in rows.items()}
     groups: list[GroupPlan] = []
+    first: list[Limit]
     grow, first = math.inf, []
     for c, floor in sorted(floored.items(), key=lambda kv: class_rank(kv[0])):
         n = max(1, math.ceil(wanted[c] * (1 + headroom) / floor - EPS))
         groups.append(GroupPlan(classes=[c], gpus=n, load={c: wanted[c]}, used=wanted[c] / n / floor,
                                 limited_by=f"{c} held alone at {floor:.3g} req/s", floor=floor))
         if (g := n * floor / wanted[c]) < grow - EPS:
-            grow, first = g, [f"{c} at its highest load tried"]
+            grow, first = g, [Limit(workload=c, note=HIGHEST_TRIED)]
         del wanted[c]
     for device in fit.devices:
         classes = sorted((c for c in device if c in wanted), key=class_rank)
@@ -186,12 +188,19 @@ def arm_plan(arm: str, sharing: str | None, fit: EnvelopeFit | None, rays: list[
             return ArmPlan(arm=arm, sharing=sharing, gpus=None,
                            note=f"by its model no number of GPUs holds {', '.join(classes)} within the SLOs")
         if g < grow - EPS:
-            grow, first = g, sorted(labels[id(r)] for r in program.binding(counts, carried))
+            grow, first = g, [_criterion(labels[id(r)], r) for r in sorted(program.binding(counts, carried),
+                                                                            key=lambda r: labels[id(r)])]
         groups += _groups(counts, carried, g, mine, labels)
     extrapolation = _extrapolation([g for g in groups if g.floor is None], fit, rays, rows, headroom)
     return ArmPlan(arm=arm, sharing=sharing, gpus=sum(g.gpus for g in groups), groups=groups,
-                   growth=None if math.isinf(grow) else grow, first_limit=" and ".join(first) or None,
+                   growth=None if math.isinf(grow) else grow, first_limit=first,
                    extrapolation=extrapolation)
+
+
+def _criterion(name: str, row: CriterionFit) -> Limit:
+    """The envelope model's criterion ``name`` (its key in EnvelopeFit.criteria: ``<class> <figure>``, as
+    analysis/envelope_model.label writes it) as what limits a plan."""
+    return Limit(workload=row.workload, figure=name.removeprefix(f"{row.workload} ") or None)
 
 
 def _groups(counts: dict[tuple[str, ...], int], carried: dict[tuple[str, ...], dict[str, float]], g: float,

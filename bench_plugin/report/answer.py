@@ -15,6 +15,7 @@ from bench_plugin.report.comparison import boundary_short, call_kind, error_bars
 from bench_plugin.report.figures import ArmStyle, DataMarks, Plot, figure_svg, new_figure, style
 from bench_plugin.report.latency_split import growth_text, stage_names
 from bench_plugin.report.tables import esc, table
+from bench_plugin.results.limits import limits_text
 from bench_plugin.results.summary import Answer, ArmComparison, Judged, Summary
 from bench_plugin.results.words import BoundaryStatus, Call, SearchStatus, Significance
 
@@ -39,14 +40,14 @@ def _extent(comp: ArmComparison) -> str:
     """How far the arm keeps every SLO, in words."""
     b = comp.boundary
     load = format_offered(b.offered) if b.offered else ""
-    several = b.limiting is not None and ("," in b.limiting or " and " in b.limiting)  # a list of criteria
-    limit = f", where {b.limiting} {'give' if several else 'gives'} out first" if b.limiting else ""
+    limiting = limits_text(b.limiting)
+    limit = f", where {limiting} {'give' if len(b.limiting) > 1 else 'gives'} out first" if b.limiting else ""
     if b.status in (BoundaryStatus.NOT_REACHED, SearchStatus.ABOVE_MAXIMUM):
         return f"every SLO held at every load measured{f', up to {load}' if load else ''}"
     if b.status == SearchStatus.GENERATOR_LIMITED:
         return f"every SLO held{f' at about {load}' if load else ''}, where the load generator fell behind first"
     if b.status in (BoundaryStatus.BELOW_LOWEST, SearchStatus.BELOW_MINIMUM):
-        return f"an SLO broke already at the lowest load measured{f' ({b.limiting})' if b.limiting else ''}"
+        return f"an SLO broke already at the lowest load measured{f' ({limiting})' if b.limiting else ''}"
     if load:
         return f"every SLO holds up to about {load}{limit}"
     return f"its boundary is {b.status}"
@@ -73,7 +74,7 @@ def sentence(name: str, comp: ArmComparison, answer: Answer, control: str | None
         text = f"{name} is worth it: it serves {figures or 'more within SLO per device'}; {_extent(comp)}."
     elif call == Call.TRADE_OFF:
         text = (f"{name} is a trade-off: it serves {figures or 'more per device'}, but "
-                f"{answer.limiting or 'some class breaks its SLO'}.")
+                f"{limits_text(answer.limiting) or 'some class breaks its SLO'}.")
     elif call == Call.LOSS:
         how = ("less than" if ratio is not None and ratio.call == Significance.LOWER else
                "no significantly more than" if ratio is not None and ratio.call != Significance.HIGHER
@@ -118,7 +119,7 @@ def rows(summary: Summary) -> list[list[str]]:
         if answer.at and per != "-":
             per += " at its boundary" if answer.at == SEARCHED else f" at {answer.at}"
         out.append([name, answer.call, per, ratio, boundary_short(comp.boundary, limited=False),
-                    answer.limiting or "-", answer.next_step])
+                    limits_text(answer.limiting) or "-", answer.next_step])
     return out
 
 

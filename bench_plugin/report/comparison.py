@@ -24,6 +24,7 @@ from bench_plugin.analysis.boundary import format_offered
 from bench_plugin.analysis.statistics import fixed
 from bench_plugin.analysis.verdict import is_inconclusive
 from bench_plugin.report.clock import campaign_clock
+from bench_plugin.results.limits import limits_text
 from bench_plugin.results.summary import Boundary, Comparison, Judged, Spread, Summary
 from bench_plugin.results.words import BoundaryStatus, Call, SearchStatus
 
@@ -106,7 +107,7 @@ def boundary_text(boundary: Boundary) -> str:
 
 def boundary_short(boundary: Boundary, limited: bool = True) -> str:
     """An arm's boundary in a table cell: where it is and (with ``limited``) what limits it."""
-    limit = f"; limited by {boundary.limiting}" if boundary.limiting and limited else ""
+    limit = f"; limited by {limits_text(boundary.limiting)}" if boundary.limiting and limited else ""
     if boundary.status == BoundaryStatus.REACHED and boundary.offered:
         about = ", ".join(f"{name} {load:.3g}" for name, load in boundary.offered.items())
         return f"reached at about {about}{limit}"

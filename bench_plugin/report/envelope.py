@@ -18,6 +18,7 @@ import numpy as np
 from bench_plugin.analysis.envelope_model import predicted_scale
 from bench_plugin.report.figures import ArmStyle, DataMarks, Layout, Plot, figure_svg, grid, new_figure, style
 from bench_plugin.report.tables import esc, table
+from bench_plugin.results.limits import limits_text
 from bench_plugin.results.summary import Envelope, EnvelopeFit, EnvelopeRay, Summary
 from bench_plugin.results.words import Hold, SearchStatus
 
@@ -88,7 +89,7 @@ def rows(envelope: Envelope) -> list[list[str]]:
     out = []
     for ray in envelope.rays:
         out.append([ray.name + (" (held out)" if ray.held_out else ""), _mix(ray.mix), _boundary(ray), _scale(ray),
-                    "-" if ray.lo.mean is None else f"{ray.lo.mean:.3g}", _held(ray), ray.limit or "-",
+                    "-" if ray.lo.mean is None else f"{ray.lo.mean:.3g}", _held(ray), limits_text(ray.limit) or "-",
                     _predicted(ray, envelope.model)])
     return out
 
@@ -156,7 +157,7 @@ def terminal(summary: Summary) -> list[str]:
         for ray in envelope.rays:
             tag = " (held out)" if ray.held_out else ""
             lines.append(f"    {ray.name}{tag}: {_boundary(ray)}, scale {_scale(ray)}; "
-                         f"breaks first: {ray.limit or '-'}; model {_predicted(ray, envelope.model)}")
+                         f"breaks first: {limits_text(ray.limit) or '-'}; model {_predicted(ray, envelope.model)}")
         if envelope.model is not None:
             lines.append(f"    model valid for {envelope.model.validated}")
     return lines

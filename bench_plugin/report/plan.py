@@ -8,7 +8,11 @@ envelope model outside where the model was validated.
 from __future__ import annotations
 
 from bench_plugin.report.tables import esc, table
+from bench_plugin.results.limits import limits_text
 from bench_plugin.results.plan import ArmPlan, GroupPlan, PlanDocument, TrafficPlan
+
+AND = " and "
+"""Between the criteria that break first together."""
 
 
 def traffic_text(traffic: dict[str, float]) -> str:
@@ -37,8 +41,8 @@ def growth_text(plan: ArmPlan) -> str:
     """``absorbs +31% traffic before it needs another GPU; embedding p95 breaks first``."""
     if plan.growth is None:
         return ""
-    verb = "break" if plan.first_limit and " and " in plan.first_limit else "breaks"  # analysis/packing.py joins them
-    first = f"; {plan.first_limit} {verb} first" if plan.first_limit else ""
+    verb = "break" if len(plan.first_limit) > 1 else "breaks"
+    first = f"; {limits_text(plan.first_limit, AND)} {verb} first" if plan.first_limit else ""
     return f"absorbs {plan.growth - 1:+.0%} traffic before it needs another GPU{first}"
 
 
@@ -116,8 +120,8 @@ def _rows(plan: TrafficPlan, control: str | None) -> list[list[str]]:
             "-" if arm.saved_gpus is None or arm.arm == control else f"{arm.saved_gpus:+d}",
             "-" if arm.cost is None else money(arm.cost),
             "; ".join(group_text(g) for g in arm.groups) if arm.groups else (arm.note or "-"),
-            "-" if arm.growth is None else f"{arm.growth - 1:+.0%}" + (f" ({arm.first_limit})" if arm.first_limit
-                                                                       else ""),
+            "-" if arm.growth is None else f"{arm.growth - 1:+.0%}" + (
+                f" ({limits_text(arm.first_limit, AND)})" if arm.first_limit else ""),
             "; ".join(arm.extrapolation) or "no",
         ])
     return rows

@@ -23,6 +23,7 @@ from bench_plugin.report.comparison import boundary_short, spread_text
 from bench_plugin.report.generators import generators_line
 from bench_plugin.report.latency_split import growth_text, stage_names
 from bench_plugin.report.warm_start import warm_start_line
+from bench_plugin.results.limits import limits_text
 from bench_plugin.results.summary import (
     Answer,
     ArmClassFigures,
@@ -88,7 +89,7 @@ def _arm(summary: Summary, name: str, arm: ArmComparison, control: str | None) -
     call = Call.CONTROL if arm.is_control else (arm.verdict.call if arm.verdict else Call.NO_VERDICT)
     parts = [f"  {name}: {call.upper() if not arm.is_control else call}"]
     if answer is not None and (figure := per_device_text(answer, control)):
-        there = answer.limiting if answer.limiting != arm.boundary.limiting else None
+        there = limits_text(answer.limiting) if answer.limiting != arm.boundary.limiting else None
         parts.append(figure + (f"; there {there}" if there else ""))
     boundary = arm.boundary  # one that could not be measured says why in its own sentence
     parts.append(boundary.text if boundary.status == BoundaryStatus.NOT_MEASURED

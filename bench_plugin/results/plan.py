@@ -11,11 +11,15 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 
+from bench_plugin.results.limits import AndLimits
 from bench_plugin.results.summary import Model, PerClass, SummaryError, first_problem
 
-SCHEMA: Literal["bench_plugin.plan/1"] = "bench_plugin.plan/1"
+SCHEMA: Literal["bench_plugin.plan/2"] = "bench_plugin.plan/2"
+"""The schema this code writes: ``plan/1`` held ``first_limit`` as one string (" and " between the criteria),
+/2 as a list of results/limits.Limit items. A /1 file reads into the same items, and renders as it did."""
+READS = ("bench_plugin.plan/1", SCHEMA)
 FILENAME = "plan.json"
 
 
@@ -51,8 +55,9 @@ class ArmPlan(Model):
     saved_cost: float | None = None
     growth: float | None = None
     """The factor by which every class's traffic can grow before this plan needs another GPU (1.3: +30%)."""
-    first_limit: str | None = None
-    """The criterion (or criteria) that break first when the traffic grows past ``growth``."""
+    first_limit: AndLimits = Field(default_factory=list)
+    """The criteria that break first when the traffic grows past ``growth`` (a class held alone: the class, at its
+    highest load tried); empty without a growth."""
     extrapolation: list[str] = Field(default_factory=list)
     """Why the plan rests on the model outside where it was validated; empty when it does not."""
     note: str | None = None
@@ -71,7 +76,7 @@ class TrafficPlan(Model):
 class PlanDocument(Model):
     """plan.json."""
 
-    schema_: Literal["bench_plugin.plan/1"] = Field(default=SCHEMA, alias="schema")
+    schema_: Literal["bench_plugin.plan/1", "bench_plugin.plan/2"] = Field(default=SCHEMA, alias="schema")
     campaign: str
     headroom: float
     """Each GPU is loaded to at most its boundary / (1 + headroom)."""
@@ -79,6 +84,12 @@ class PlanDocument(Model):
     """Cost of one GPU (per hour, or any unit), or None."""
     method: str
     plans: list[TrafficPlan]
+
+    @field_validator("schema_", mode="after")
+    @classmethod
+    def _now(cls, schema: str) -> Literal["bench_plugin.plan/2"]:
+        """A /1 file's ``first_limit`` was read into /2's form: it is now a /2 document."""
+        return SCHEMA
 
 
 def write_plan(path: Path, document: PlanDocument) -> None:
@@ -92,9 +103,10 @@ def read_plan(path: Path) -> PlanDocument:
         data: Any = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise SummaryError(f"{path}: cannot read it: {exc}") from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+    if not isinstance(data, dict) or data.get("schema") not in READS:
         schema = data.get("schema") if isinstance(data, dict) else None
-        raise SummaryError(f"{path}: schema {schema!r} is not {SCHEMA!r}, the one this bench-plugin reads")
+        raise SummaryError(f"{path}: schema {schema!r} is not one this bench-plugin reads "
+                           f"({', '.join(map(repr, READS))})")
     try:
         return PlanDocument.model_validate(data)
     except ValidationError as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from bench_plugin.analysis.answer import NEXT_STEPS, arm_answer, decisive_stage
 from bench_plugin.analysis.significance import ratio_figure
 from bench_plugin.analysis.statistics import spread
+from bench_plugin.results.limits import Limit, limits_text
 from bench_plugin.results.summary import (
     Answer,
     ArmComparison,
@@ -24,10 +25,10 @@ LOW = {"llm": 2.0, "embedding": 10.0}
 
 
 def stage(index: int, call: str | None, ratios: list[float], breaches: tuple[str, ...] = (),
-          generator_limited: bool = False) -> StageComparison:
+          generator_limited: bool = False, limits: tuple[Limit, ...] = ()) -> StageComparison:
     kept = not breaches
     llm = ClassComparison(slo_attainment=spread([1.0]), goodput_rps=spread([1.0]), meets_slo=kept,
-                          within_error_budget=True, breaches=list(breaches))
+                          within_error_budget=True, breaches=list(breaches), limits=list(limits) or None)
     return StageComparison(index=index, offered={"llm": 2.0 * (index + 1)}, repeats=len(ratios), classes={"llm": llm},
                            goodput_per_device=spread([10.0 * r for r in ratios]),
                            control_goodput_per_device=spread([10.0] * len(ratios)),
@@ -68,11 +69,16 @@ def test_worth_it_rests_on_the_highest_stage_of_its_run_from_the_lowest() -> Non
 
 
 def test_a_trade_off_names_what_broke_there_in_short() -> None:
-    shared = arm([stage(0, Call.TRADE_OFF, [2.0, 2.0, 2.0], ("llm p95 3.06x its SLO (9176 ms vs 3000 ms) (mean)",
-                                                             "llm tpot p95 2.88x its SLO (72 ms vs 25 ms)"))],
-                 Call.TRADE_OFF)
+    broke = (Limit(workload="llm", figure="p95", times=9176 / 3000), Limit(workload="llm", figure="tpot p95",
+                                                                          times=72 / 25))
+    breaches = ("llm p95 3.06x its SLO (9176 ms vs 3000 ms) (mean)", "llm tpot p95 2.88x its SLO (72 ms vs 25 ms)")
+    shared = arm([stage(0, Call.TRADE_OFF, [2.0, 2.0, 2.0], breaches, limits=broke)], Call.TRADE_OFF)
     got = answer(shared)
-    assert got.at == "stage 0" and got.limiting == "llm p95 3.06x its SLO, llm tpot p95 2.88x its SLO"
+    assert got.at == "stage 0" and got.limiting == list(broke)
+    assert limits_text(got.limiting) == "llm p95 3.06x its SLO, llm tpot p95 2.88x its SLO"
+    # a class past its SLO with no breach recorded is named as a class
+    bare = answer(arm([stage(0, Call.TRADE_OFF, [2.0, 2.0, 2.0], ("llm over",))], Call.TRADE_OFF))
+    assert bare.limiting == [Limit(workload="llm")]
 
 
 def test_next_steps_in_their_order() -> None:

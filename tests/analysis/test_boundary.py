@@ -8,10 +8,12 @@ import pytest
 from analysis_builders import objectives, stage, stats, trial
 
 from bench_plugin.analysis.boundary import arm_boundary, load_order, repeat_boundary, searched_limit
+from bench_plugin.results.limits import SKIPPED, Limit, limits_text
 from bench_plugin.results.summary import SearchProbe, TrialSummary
 from bench_plugin.results.words import BoundaryStatus
 
 OBJ = objectives(p95=1000.0, budget=0.01)
+LLM_P95 = Limit(workload="llm", figure="p95")
 
 
 def ramp(repeat: int, p95s: list[float], **kw: float) -> TrialSummary:
@@ -27,7 +29,7 @@ def test_a_planted_knee_between_stages_2_and_3_is_found_at_its_fraction() -> Non
     assert b is not None and b.status == BoundaryStatus.REACHED
     assert b.stage_position == pytest.approx(2 + 1 / 3)
     assert b.offered == pytest.approx({"llm": 3 + 1 / 3, "embedding": 2 * (3 + 1 / 3)})
-    assert b.limiting == "llm p95" and b.between == [2, 3]
+    assert b.limiting == [LLM_P95] and b.between == [2, 3]
 
 
 def test_a_convex_knee_is_bracketed_and_estimated_on_the_safe_side() -> None:
@@ -46,17 +48,17 @@ def test_mean_and_interval_over_repeats() -> None:
     assert b.status == BoundaryStatus.REACHED
     assert b.stage_position.values == pytest.approx([1.25, 1.25, 1.5])
     assert b.stage_position.mean == pytest.approx(4 / 3)
-    assert b.stage_position.ci95 is not None and b.limiting == "llm p95"
+    assert b.stage_position.ci95 is not None and b.limiting == [LLM_P95]
     assert b.offered["llm"] == pytest.approx(2 + 1 / 3)
     assert "limited by llm p95" in b.text
 
 
 def test_every_stage_passing_means_not_reached_and_stage_0_failing_means_below() -> None:
     up = arm_boundary([ramp(1, [100, 200]), ramp(2, [100, 300])], OBJ)
-    assert up.status == BoundaryStatus.NOT_REACHED and up.stage_position.mean == 1.0 and up.limiting is None
+    assert up.status == BoundaryStatus.NOT_REACHED and up.stage_position.mean == 1.0 and up.limiting == []
     assert "above the highest load measured" in up.text
     down = arm_boundary([ramp(1, [1100, 1200])], OBJ)
-    assert down.status == BoundaryStatus.BELOW_LOWEST and down.limiting == "llm p95"
+    assert down.status == BoundaryStatus.BELOW_LOWEST and down.limiting == [LLM_P95]
     assert "below the lowest load" in down.text
 
 
@@ -64,13 +66,14 @@ def test_the_error_budget_and_ttft_limit_too() -> None:
     t = trial("a", 1, [stage(0, {"embedding": stats(10.0, 100.0, requests=100, errors=0)}, {"embedding": 4.0}),
                        stage(1, {"embedding": stats(10.0, 100.0, requests=100, errors=2)}, {"embedding": 8.0})])
     b = repeat_boundary(t, [0, 1], OBJ)
-    assert b and b.stage_position == pytest.approx(0.5) and b.limiting == "embedding error rate"
+    assert b and b.stage_position == pytest.approx(0.5)
+    assert b.limiting == [Limit(workload="embedding", figure="error rate")]
     assert b.offered == pytest.approx({"embedding": 6.0})
     # TTFT ratio 0.2 -> 1.8 crosses at 0.5; P95 0.5 -> 1.1 only at 5/6: TTFT limits
     t = trial("a", 1, [stage(0, {"llm": stats(10.0, 500.0, ttft=100.0)}), stage(1, {"llm": stats(10.0, 1100.0,
                                                                                                   ttft=900.0)})])
     b = repeat_boundary(t, [0, 1], objectives(p95=1000.0, ttft=500.0))
-    assert b and b.stage_position == pytest.approx(0.5) and b.limiting == "llm ttft p95"
+    assert b and b.stage_position == pytest.approx(0.5) and b.limiting == [Limit(workload="llm", figure="ttft p95")]
 
 
 def test_a_rolled_back_or_skipped_stage_fails_and_later_passes_do_not_count() -> None:
@@ -82,7 +85,8 @@ def test_a_rolled_back_or_skipped_stage_fails_and_later_passes_do_not_count() ->
     skipped = trial("a", 1, [stage(0, {"llm": stats(10.0, 500.0), "asr": stats(1.0, 100.0)}),
                              stage(1, {"llm": stats(10.0, 600.0)}, skipped=("asr",), status="skipped")])
     b = repeat_boundary(skipped, [0, 1], OBJ)
-    assert b and b.stage_position == 0.0 and b.limiting == "asr skipped after a rollback"
+    assert b and b.stage_position == 0.0 and limits_text(b.limiting) == "asr skipped after a rollback"
+    assert b.limiting == [Limit(workload="asr", note=SKIPPED)]
     noisy = ramp(1, [100, 1200, 900])  # fails at stage 1, passes again at 2: the first failure decides
     b = repeat_boundary(noisy, [0, 1, 2], OBJ)
     assert b and b.between == [0, 1]
@@ -125,4 +129,4 @@ def test_what_broke_first_leaves_out_stages_set_aside_and_other_rays() -> None:
               SearchProbe(segment=0, ray="mix", phase="probe", scale=2.0, passed=False, stages=[2]),
               SearchProbe(segment=0, ray="asr", phase="probe", scale=1.0, passed=False, stages=[4], set_aside=[3])]
     one = trial("a", 1, stages).model_copy(update={"probes": probes})
-    assert searched_limit([one], OBJ) == "embedding p95"
+    assert searched_limit([one], OBJ) == [Limit(workload="embedding", figure="p95")]

@@ -58,7 +58,7 @@ def test_a_ray_still_being_searched_has_no_scale_but_keeps_the_load_it_held() ->
     found = ray_repeat(trial, MIX)
     assert found is not None
     repeat, limit = found
-    assert repeat.status == "bisecting" and repeat.scale is None and limit is None
+    assert repeat.status == "bisecting" and repeat.scale is None and limit == []
     assert repeat.lo is not None and abs(repeat.lo - 1.44) < 1e-9
     [ray] = envelope_rays([trial], {"mix": MIX}, [])
     assert ray.scale.mean is None and ray.boundary == {}

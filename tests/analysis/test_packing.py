@@ -12,6 +12,7 @@ from packing_truth import CLASSES, fewest_gpus, fewest_gpus_lp
 
 from bench_plugin.analysis.packing import arm_plan, best_arm, capacity_plans, held_alone, in_cone, with_costs
 from bench_plugin.analysis.statistics import spread
+from bench_plugin.results.limits import HIGHEST_TRIED, Limit, limits_text
 from bench_plugin.results.summary import CriterionFit, EnvelopeFit, EnvelopeRay, load_summary
 
 
@@ -63,7 +64,7 @@ def test_segregating_the_strict_class_beats_mixing_it_in() -> None:
     plan = arm_plan("shared", "mps", fit(cost, limits), RAYS, traffic, 0.0)
     assert plan.gpus == 2 and {tuple(g.classes): g.gpus for g in plan.groups} == {("embedding",): 1,
                                                                                   ("llm", "asr"): 1}
-    assert plan.growth == pytest.approx(1.0) and plan.first_limit is not None and "embedding p95" in plan.first_limit
+    assert plan.growth == pytest.approx(1.0) and Limit(workload="embedding", figure="p95") in plan.first_limit
     mixed_only = 0.45 + 0.40 + 0.45
     assert math.ceil(mixed_only / 0.4) == 4, "all three on every GPU would take 4"
 
@@ -77,7 +78,7 @@ def test_an_exclusive_arm_gives_each_class_gpus_of_its_own() -> None:
     assert plan.gpus == 5 and all(len(g.classes) == 1 for g in plan.groups)
     assert {g.classes[0]: g.gpus for g in plan.groups} == {"llm": 2, "embedding": 2, "asr": 1}
     assert plan.growth == pytest.approx(min(2 * 0.8 / 1.0, 2 * 0.5 / 0.75, 0.9 / 0.2))
-    assert plan.first_limit == "embedding p95"
+    assert plan.first_limit == [Limit(workload="embedding", figure="p95")]
 
 
 def test_a_class_that_held_the_searchs_maximum_alone_is_counted_at_that_load() -> None:
@@ -93,7 +94,8 @@ def test_a_class_that_held_the_searchs_maximum_alone_is_counted_at_that_load() -
     (asr,) = [g for g in plan.groups if g.classes == ["asr"]]
     assert asr.floor == 48.0 and asr.used == pytest.approx(25 / 48) and asr.load == {"asr": 50.0}
     assert plan.growth == pytest.approx(min(2 * 48 / 50, 0.8 / 0.4, 0.5 / 0.2))
-    assert plan.first_limit == "asr at its highest load tried" and not plan.extrapolation
+    assert plan.first_limit == [Limit(workload="asr", note=HIGHEST_TRIED)] and not plan.extrapolation
+    assert limits_text(plan.first_limit) == "asr at its highest load tried"
     unplanned = arm_plan("exclusive", "exclusive", model, RAYS, traffic, 0.2)
     assert unplanned.gpus is None and unplanned.note == "its envelope model does not cover asr"
 

@@ -7,6 +7,7 @@ from harness import search_campaign_store
 
 from bench_plugin.analysis.summary import measured
 from bench_plugin.report.outputs import summarise
+from bench_plugin.results.limits import Limit
 from bench_plugin.results.summary import Summary
 
 
@@ -47,7 +48,7 @@ def test_the_exclusive_controls_boundary_is_its_lowest_class_found_not_above_the
     lowest = min(trial.search, key=lambda r: r.estimate if r.estimate is not None else float("inf"))
     assert lowest.status == "found" and any(r.status == "above the maximum" for r in trial.search)
     assert control.boundary.status == "found"
-    assert control.boundary.limiting == ", ".join(lowest.classes)
-    assert f"limited by {control.boundary.limiting}, each class searched alone" in control.boundary.text
+    assert control.boundary.limiting == [Limit(workload=c) for c in lowest.classes]
+    assert f"limited by {', '.join(lowest.classes)}, each class searched alone" in control.boundary.text
     # the mix at the boundary lists the classes in their usual order
     assert list(control.boundary.offered) == ["llm", "embedding", "asr"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from bench_plugin.analysis.packing import best_arm, with_costs
 from bench_plugin.report.plan import best_text, growth_text, html_section, markdown, saved_text, terminal
+from bench_plugin.results.limits import parse_limit
 from bench_plugin.results.plan import ArmPlan, GroupPlan, PlanDocument, TrafficPlan
 
 TRAFFIC = {"llm": 20.0, "embedding": 100.0, "asr": 20.0}
@@ -14,7 +15,8 @@ def arm(name: str, gpus: int | None, growth: float | None = 1.3, first: str | No
     groups = [] if gpus is None else [GroupPlan(classes=list(TRAFFIC), gpus=gpus, load=dict(TRAFFIC), used=0.8,
                                                 limited_by=first or "embedding p95")]
     return ArmPlan(arm=name, sharing=None if name == "exclusive" else name, gpus=gpus, groups=groups, growth=growth,
-                   first_limit=first, extrapolation=extrapolation or [], note=None if gpus else "no model")
+                   first_limit=[parse_limit(f) for f in first.split(" and ")] if first else [],
+                   extrapolation=extrapolation or [], note=None if gpus else "no model")
 
 
 def traffic_plan(*arms: ArmPlan, gpu_cost: float | None = 2.5) -> TrafficPlan:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from bench_plugin.results.limits import Limit
 from bench_plugin.results.summary import load_summary
 
 SENDLAG = Path(__file__).resolve().parents[2] / "docs" / "results" / "h200-sendlag"
@@ -61,7 +62,8 @@ def test_the_published_embedding_search_found_the_servers_boundary_with_no_stage
         excused = stage.generator_check is not None and (stage.generator_check.note or "").startswith("stalls:")
         assert p99 is not None and (p99 < 10.0 or excused), (stage.index, p99)
     boundary = summary.comparison.arms["exclusive"].boundary
-    assert boundary is not None and boundary.status == "found" and boundary.limiting == "embedding p95"
+    assert boundary is not None and boundary.status == "found"
+    assert boundary.limiting == [Limit(workload="embedding", figure="p95")]
     # the server, not the sender, set it: offered well past the boundary, it served no more than at it
     served = {stage.offered["embedding"]: stage.classes["embedding"].throughput_rps.mean
               for stage in summary.arms["exclusive"].stages}

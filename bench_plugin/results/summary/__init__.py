@@ -37,6 +37,12 @@ version is refused with one line rather than read as something it is not. Versio
   And what each class's server said (``trials[].stages[].classes.<class>.server``: ServerStats) and where the
   latency an arm adds goes (``comparison.arms.<arm>.stages[].classes.<class>.latency_split``: LatencySplit);
   written only where set, so absent in files written before them and where no server said anything.
+- ``bench_plugin.summary/3``: what limits an arm is a list of typed items (results/limits.Limit), not one
+  string: ``comparison.arms.<arm>.boundary.limiting`` and its ``per_repeat[].limiting``, ``answer.limiting`` and
+  ``envelope.rays[].limit`` (empty lists where /2 had null); and each class's breaches at a stage as items too
+  (``stages[].classes.<class>.limits``, written only where some breach is). A /2 file still reads: its joined
+  strings read into the same items (their words joined with ", " make the string again), so it renders as it did;
+  written again, it is /3.
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from bench_plugin.results.spread import Judged, MeanPeak, Model, Spread
 from bench_plugin.results.summary.arms import (
@@ -105,8 +111,10 @@ from bench_plugin.results.summary.verdicts import (
     Verdict,
 )
 
-SCHEMA: Literal["bench_plugin.summary/2"] = "bench_plugin.summary/2"
-"""The schema this code writes and the only one it reads."""
+SCHEMA: Literal["bench_plugin.summary/3"] = "bench_plugin.summary/3"
+"""The schema this code writes."""
+READS = ("bench_plugin.summary/2", SCHEMA)
+"""The schemas this code reads: an older /2 file reads as the same document in /3's form."""
 
 
 class SummaryError(Exception):
@@ -116,7 +124,8 @@ class SummaryError(Exception):
 class Summary(Model):
     """The whole summary.json document."""
 
-    schema_: Literal["bench_plugin.summary/2"] = Field(default=SCHEMA, alias="schema")
+    schema_: Literal["bench_plugin.summary/2", "bench_plugin.summary/3"] = Field(default=SCHEMA, alias="schema")
+    """Read as either version; the document is /3's whatever it was read from (see :func:`_now`)."""
     scenario: ScenarioRef
     status: CampaignStatus
     overrides: Overrides | None = None
@@ -137,6 +146,12 @@ class Summary(Model):
     """The earlier campaign the searches started from (``--warm-start-from``); None where none was given."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    @field_validator("schema_", mode="after")
+    @classmethod
+    def _now(cls, schema: str) -> Literal["bench_plugin.summary/3"]:
+        """A /2 file's fields were read into /3's form (results/limits.py): it is now a /3 document."""
+        return SCHEMA
 
     def to_json(self) -> str:
         """The document as written to summary.json (indented, keys in model order)."""
@@ -168,10 +183,12 @@ def parse_summary(data: Any, where: str = "summary.json") -> Summary:
     if not isinstance(data, dict):
         raise SummaryError(f"{where}: not a summary (a JSON object was expected)")
     schema = data.get("schema")
-    if schema != SCHEMA:
+    if schema not in READS:
         hint = (" (written by an older bench-plugin: regenerate it with `bench-plugin report DIR`)"
-                if isinstance(schema, str) and schema.startswith("bench_plugin.summary/") else "")
-        raise SummaryError(f"{where}: schema {schema!r} is not {SCHEMA!r}, the one this bench-plugin reads{hint}")
+                if isinstance(schema, str) and schema.startswith("bench_plugin.summary/")
+                and schema < READS[0] else "")
+        raise SummaryError(f"{where}: schema {schema!r} is not one this bench-plugin reads "
+                           f"({', '.join(map(repr, READS))}){hint}")
     try:
         return Summary.model_validate(data)
     except ValidationError as exc:
@@ -179,6 +196,7 @@ def parse_summary(data: Any, where: str = "summary.json") -> Summary:
 
 
 __all__ = [
+    "READS",
     "SCHEMA",
     "Answer",
     "ArmClassFigures",

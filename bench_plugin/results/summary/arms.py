@@ -6,6 +6,7 @@ from typing import ClassVar
 
 from pydantic import Field
 
+from bench_plugin.results.limits import Limit
 from bench_plugin.results.server_figures import LatencySplit, Sparse
 from bench_plugin.results.spread import Judged, Model, Spread
 from bench_plugin.results.summary.classes import PerClass
@@ -72,7 +73,7 @@ class ArmFigures(Model):
 class ClassComparison(Sparse):
     """One class at one stage of one arm against the control."""
 
-    SPARSE: ClassVar[frozenset[str]] = frozenset({"latency_split"})
+    SPARSE: ClassVar[frozenset[str]] = frozenset({"latency_split", "limits"})
 
     normalised_throughput: Judged | None = None
     throughput_loss: Judged | None = None
@@ -84,6 +85,9 @@ class ClassComparison(Sparse):
     meets_slo: bool
     within_error_budget: bool
     breaches: list[str] = Field(default_factory=list)
+    limits: list[Limit] | None = None
+    """The breaches as typed items (the class, the figure and by how much), which the answer names; written only
+    where some breach is, so absent where the class kept every SLO and in files written before it."""
     latency_split: LatencySplit | None = None
     """Where the latency the arm adds goes: client, server queue, server compute, the rest (analysis/queueing.py);
     absent for the control, where the servers said nothing, and in files written before it."""

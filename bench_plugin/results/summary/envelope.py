@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from bench_plugin.results.limits import CommaLimits
 from bench_plugin.results.spread import Model, Spread
 from bench_plugin.results.summary.classes import PerClass
 
@@ -39,8 +40,9 @@ class EnvelopeRay(Model):
     """The highest passing scale over repeats: the load shown to keep every SLO."""
     boundary: PerClass
     """Class -> its load at the mean scale."""
-    limit: str | None = None
-    """What breaks first beyond it: the criterion (``embedding p95``) most repeats name, else None."""
+    limit: CommaLimits = Field(default_factory=list)
+    """What breaks first beyond it: the criterion (``embedding p95``) most repeats name, or the classes of the
+    lowest boundary where no probe named one; empty where nothing broke."""
     per_repeat: list[RayRepeat] = Field(default_factory=list)
 
 

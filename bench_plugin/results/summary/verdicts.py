@@ -6,6 +6,7 @@ from typing import ClassVar
 
 from pydantic import Field
 
+from bench_plugin.results.limits import CommaLimits
 from bench_plugin.results.server_figures import LatencyGrowth, Sparse
 from bench_plugin.results.spread import Judged, Model, Spread
 from bench_plugin.results.summary.arms import StageComparison
@@ -21,7 +22,8 @@ class RepeatBoundary(Model):
     status: str
     stage_position: float
     offered: PerClass
-    limiting: str | None
+    limiting: CommaLimits = Field(default_factory=list)
+    """What failed first: the worst criterion at the first failing stage (empty where none failed)."""
     between: list[int] | None = None
     note: str | None = None
 
@@ -34,7 +36,9 @@ class Boundary(Model):
     text: str
     stage_position: Spread
     offered: PerClass
-    limiting: str | None
+    limiting: CommaLimits = Field(default_factory=list)
+    """What limits it: the criterion most repeats name, or (each class searched alone) the classes whose
+    boundary is the lowest; empty where nothing does (no boundary)."""
     stage_order: list[int] = Field(default_factory=list)
     per_repeat: list[RepeatBoundary] = Field(default_factory=list)
 
@@ -89,8 +93,8 @@ class Answer(Sparse):
     """The control's figure at the same load (a sharing arm); None for the control itself."""
     ratio: Judged | None = None
     """``per_device`` over the control's, paired by repeat."""
-    limiting: str | None = None
-    """What limits the arm there: the class (and figure) past its SLO, or the boundary's limit."""
+    limiting: CommaLimits = Field(default_factory=list)
+    """What limits the arm there: the classes and figures past their SLOs at that stage, or the boundary's."""
     next_step: str
     """What would make the answer firmer or wider, or that none is needed (the rule: analysis/answer.py)."""
     growth: LatencyGrowth | None = None
