@@ -61,8 +61,8 @@ def mix_results(trial: TrialSummary) -> list[SearchResult]:
 def limiting_class(trials: list[TrialSummary], along: dict[str, float] | None = None) -> list[Limit]:
     """Where each class was searched alone (an exclusive arm): the class whose boundary is the lowest, when
     every repeat that found one agrees (the classes, where several tie); empty otherwise, and for a search of the
-    whole mix. A repeat counts once
-    it has a capacity along ``along`` (every class searched to an end: :func:`_repeat`)."""
+    whole mix. A repeat counts once it has a capacity along ``along`` (every class searched to an end:
+    :func:`_repeat`)."""
     found = set()
     for trial in trials:
         results = mix_results(trial)
