@@ -25,7 +25,7 @@ def backend_name(options: Namespace | None, scenario: Scenario, class_names: Ite
 
     ``class_names``: the classes whose ``--<class>-host`` counts; ``host``: Locust's ``--host``. An explicit host
     means the manual backend. Raises ValueError (one line) for a ``--backend`` that is not one, one that an
-    explicit host contradicts, and a disruption on any backend but kubernetes.
+    explicit host contradicts, and a disruption the backend cannot carry out.
     """
     chosen = getattr(options, "backend", None)
     if chosen is not None and chosen not in BACKENDS:
@@ -35,6 +35,8 @@ def backend_name(options: Namespace | None, scenario: Scenario, class_names: Ite
         raise ValueError(f"--backend {chosen}: an explicit host (--host, --<class>-host) means the manual backend; "
                          "drop one")
     name = "manual" if explicit_host else chosen or scenario.backend
-    if scenario.disruption is not None and name != "kubernetes":
-        raise ValueError(f"disruption (kind {scenario.disruption.kind}) needs the kubernetes backend, not {name}")
+    for spec in scenario.disruptions:
+        if name not in spec.backends():
+            raise ValueError(f"disruption (kind {spec.kind}) needs the {' or '.join(spec.backends())} backend, "
+                             f"not {name}")
     return str(name)

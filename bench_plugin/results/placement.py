@@ -13,9 +13,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
-OPTIONAL = frozenset({"cpus", "node", "numa_membind", "numa_node", "pod", "resources"})
+OPTIONAL = frozenset({"cpus", "node", "numa_membind", "numa_node", "pod", "resources", "server_url"})
 """Fields only one backend sets (the kubernetes backend's node, pod and resources; the local backend's CPU
-placement): written only where set to something (not None, {} or "")."""
+placement and front): written only where set to something (not None, {} or "")."""
 
 
 class ClassPlacement(BaseModel):
@@ -50,6 +50,9 @@ class ClassPlacement(BaseModel):
     """The class's pod, ``namespace/name`` (kubernetes backend)."""
     resources: dict[str, str] = Field(default_factory=dict)
     """The GPU resources the pod asked (requests equal limits), e.g. ``{"nvidia.com/gpu.shared": "1"}``."""
+    server_url: str | None = None
+    """The first server's own address where the class is reached through a front (local backend, an arm a
+    disruption hits: sharing/front.py); ``url`` is then the front's, which stays through every restart."""
     url: str
 
     @model_serializer(mode="plain")

@@ -446,8 +446,8 @@ class Conductor:
                 raise CampaignFailed(str(exc)) from None
             window = self.host.start()
             disruption = StageDisruption.begin(self.scenario, self.backend, self.recorder, trial, segment, index,
-                                                classes, start)
-            status, reason = self._watch(assignment, ledger)
+                                                classes, start, self.probe_at)
+            status, reason = self._watch(assignment, ledger, disrupted=disruption is not None)
             if status != StageStatus.COMPLETED:
                 self.fleet.stop_stage(assignment.key)
                 logger.warning("trial %d stage %d %s: %s", trial.id, index, status, reason)
@@ -518,11 +518,18 @@ class Conductor:
 
     def _probe(self, name: str) -> Sample:
         """Send class ``name`` its readiness request now, at the current segment's endpoint; its sample."""
-        load = self._class_load(name, self._urls[name], 0.0)
+        return self.probe_at(name, self._urls[name])
+
+    def probe_at(self, name: str, url: str) -> Sample:
+        """Send class ``name`` its readiness request now, at ``url`` (a server started anew mid-stage); its sample."""
+        load = self._class_load(name, url, 0.0)
         return self.probers[name](load, probe_item(name, self.request_sets[name]))
 
-    def _watch(self, assignment: StageAssignment, ledger: StageLedger) -> tuple[StageStatus, str | None]:
-        """Sleep through the stage, checking the rollback conditions and the load generators twice a second."""
+    def _watch(self, assignment: StageAssignment, ledger: StageLedger,
+               disrupted: bool = False) -> tuple[StageStatus, str | None]:
+        """Sleep through the stage, checking the rollback conditions and the load generators twice a second.
+
+        A ``disrupted`` stage is never rolled back: its errors and its latency spike are what it measures."""
         while (remaining := assignment.end_s - time.time()) > 0:
             gevent.sleep(min(0.5, remaining))
             if self.recorder.failure is not None:  # a write made outside this greenlet failed (a worker's event)
@@ -540,7 +547,7 @@ class Conductor:
             failure = self.tally.protocol_failure()
             if failure is not None:
                 return StageStatus.ABORTED, PROTOCOL_FAILURE + failure
-            reason = self.guard.check(self.tally, self.fleet.in_flight_of(assignment.key))
+            reason = None if disrupted else self.guard.check(self.tally, self.fleet.in_flight_of(assignment.key))
             if reason is not None:
                 return StageStatus.ABORTED, reason
         return StageStatus.COMPLETED, None

@@ -1,28 +1,44 @@
-"""Scenario model of a disruption: what happens to an arm's pods or nodes while a stage runs (kubernetes only).
+"""Scenario model of a disruption: what happens to an arm's servers, pods or nodes while a stage runs.
 
-One ``disruption:`` block applies to every trial of the arms it names (default: every arm, the control
-included, so each arm meets the same disruption and their interruptions compare). ``at_s`` seconds into
-stage ``stage`` the plugin restarts the classes' Deployments (``rollout-restart``), drains the nodes their
-pods run on (``drain``: cordon, evict through the eviction API, uncordon at the stage's end), or runs
-``command`` and, ``rejoin_after_s`` later, ``rejoin_command`` (``node-failure``: the plugin cannot fail a
-real node itself; a cloud CLI stopping and starting the VM does). The load keeps going throughout.
+A ``disruption:`` block (or a list of them, at most one per stage) applies to every trial of the arms it
+names (default: every arm, the control included, so each arm meets the same disruption and their
+interruptions compare). ``at_s`` seconds into stage ``stage``, for each class it names in turn:
+
+- ``rollout-restart`` (both backends): a new server is started beside the old one and, once it answers,
+  takes the new connections; the old one is then stopped (SIGTERM, ``grace_s`` to drain, then SIGKILL).
+  On kubernetes, the classes' Deployments are restarted as ``kubectl rollout restart`` does;
+- ``restart`` (local): the old server stops taking connections and is stopped (SIGTERM, ``grace_s`` to
+  drain, then SIGKILL), then a new one is started: a Recreate rollout;
+- ``kill`` (local): the old server is killed (SIGKILL) mid-work, then a new one is started: a crash;
+- ``drain`` (kubernetes): cordon the nodes the pods run on, evict through the eviction API, uncordon at
+  the stage's end;
+- ``node-failure`` (kubernetes): run ``command`` and, ``rejoin_after_s`` later, ``rejoin_command`` (the
+  plugin cannot fail a real node itself; a cloud CLI stopping and starting the VM does).
+
+The load keeps going throughout. On the local backend each class's requests go through a front
+(sharing/front.py) that moves to the new server when it is ready, as a Service does.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Discriminator, Field, Tag, model_validator
 
 from bench_plugin.scenario.base import PositiveFloat, StrictModel
 
-DISRUPTION_KINDS: tuple[str, ...] = ("rollout-restart", "drain", "node-failure")
+DISRUPTION_KINDS: tuple[str, ...] = ("rollout-restart", "restart", "kill", "drain", "node-failure")
+BACKEND_KINDS: dict[str, tuple[str, ...]] = {
+    "local": ("rollout-restart", "restart", "kill"),
+    "kubernetes": ("rollout-restart", "drain", "node-failure"),
+}
+"""The disruptions each backend can carry out."""
 
 
 class Disruption(StrictModel):
     """The top-level ``disruption:`` block."""
 
-    kind: Literal["rollout-restart", "drain", "node-failure"]
+    kind: Literal["rollout-restart", "restart", "kill", "drain", "node-failure"]
     at_s: float = Field(ge=0)
     """Seconds into the stage when it happens."""
     stage: int = Field(default=0, ge=0)
@@ -41,6 +57,9 @@ class Disruption(StrictModel):
     """node-failure: how long each command may run."""
     eviction_timeout_s: PositiveFloat = 30.0
     """drain: how long an eviction refused by a PodDisruptionBudget (HTTP 429) is retried."""
+    grace_s: PositiveFloat = 30.0
+    """local restart and rollout-restart: how long the old server may drain after SIGTERM before SIGKILL
+    (Kubernetes' default terminationGracePeriodSeconds)."""
 
     @model_validator(mode="after")
     def _consistent(self) -> Disruption:
@@ -51,7 +70,7 @@ class Disruption(StrictModel):
                 raise ValueError(f"disruption.{name} is required for kind node-failure")
             if not node_failure and value is not None:
                 raise ValueError(f"disruption.{name} is only for kind node-failure, not {self.kind}")
-            if isinstance(value, list) and (not value or not all(value)):
+            if isinstance(value, list) and (not value or not all(value)):  # an argv
                 raise ValueError(f"disruption.{name} must be a non-empty argv list of non-empty strings")
         for name in ("classes", "arms"):
             value = getattr(self, name)
@@ -59,6 +78,22 @@ class Disruption(StrictModel):
                 raise ValueError(f"disruption.{name} is empty; leave it out for all")
         return self
 
+    def backends(self) -> list[str]:
+        """The backends that can carry this disruption out."""
+        return [name for name, kinds in BACKEND_KINDS.items() if self.kind in kinds]
+
     def hits(self, arm: str) -> bool:
         """Whether trials of ``arm`` are disrupted."""
         return self.arms is None or arm in self.arms
+
+
+def _one_or_many(value: Any) -> str:
+    return "many" if isinstance(value, list) else "one"
+
+
+UNION_TAGS = frozenset({"one", "many"})
+"""The tags of :data:`Disruptions` that a validation error's location carries (the loader leaves them out)."""
+
+Disruptions = Annotated[Annotated[Disruption, Tag("one")] | Annotated[list[Disruption], Tag("many")],
+                        Discriminator(_one_or_many)]
+"""The ``disruption:`` key: one block, or a list of blocks (validated as the one its value is)."""

@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from bench_plugin.scenario.disruption import UNION_TAGS
 from bench_plugin.scenario.models import Scenario, ScenarioError
 
 
@@ -175,7 +176,7 @@ def _unwrap_configmap(path: Path, data: dict[str, Any]) -> dict[str, Any]:
 def _format_validation_error(path: Path, exc: ValidationError) -> str:
     lines = []
     for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"] if not str(p).startswith("function-after"))
+        loc = ".".join(str(p) for p in err["loc"] if not str(p).startswith("function-after") and p not in UNION_TAGS)
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             problem = f"{loc}: unknown key"

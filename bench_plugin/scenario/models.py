@@ -15,7 +15,7 @@ from pydantic import Field, field_validator, model_validator
 from bench_plugin.scenario.affinity import CpuPlacement
 from bench_plugin.scenario.base import PositiveFloat, StrictModel
 from bench_plugin.scenario.base import ScenarioError as ScenarioError  # re-exported: it was defined here first
-from bench_plugin.scenario.disruption import Disruption
+from bench_plugin.scenario.disruption import Disruption, Disruptions
 from bench_plugin.scenario.kubernetes import ClassKubernetes, KubernetesSettings, check_node_labels
 
 WORKLOAD_CLASSES: tuple[str, ...] = ("llm", "embedding", "asr")
@@ -369,7 +369,8 @@ class Search(StrictModel):
 
 
 class Rollback(StrictModel):
-    """Abort a stage (and skip the higher ones of that trial) once it is clearly past saturation."""
+    """Abort a stage (and skip the higher ones of that trial) once it is clearly past saturation; never a stage
+    with a disruption, whose errors and latency spike are what it measures."""
 
     max_error_rate_multiple: PositiveFloat = 10.0
     """Abort when a class's error rate passes this multiple of its error budget."""
@@ -421,8 +422,9 @@ class Scenario(StrictModel):
     search: Search | None = None
     rollback: Rollback = Field(default_factory=Rollback)
     warmup: Warmup = Field(default_factory=Warmup)
-    disruption: Disruption | None = None
-    """What happens to the arm's pods or nodes during one stage of each trial (kubernetes backend only)."""
+    disruption: Disruptions | None = None
+    """What happens to the arm's servers, pods or nodes during a stage of each trial: one block, or a list of
+    them in different stages (scenario/disruption.py)."""
 
     @model_validator(mode="after")
     def _consistent(self) -> Scenario:
@@ -430,6 +432,16 @@ class Scenario(StrictModel):
         _check_stage_classes(self)
         _check_disruption(self)
         return self
+
+    @property
+    def disruptions(self) -> list[Disruption]:
+        """The scenario's disruptions, in the order written (none, one, or one per stage)."""
+        spec = self.disruption
+        return [] if spec is None else spec if isinstance(spec, list) else [spec]
+
+    def disruption_of(self, stage: int) -> Disruption | None:
+        """The disruption of stage ``stage``, or None."""
+        return next((spec for spec in self.disruptions if spec.stage == stage), None)
 
     @property
     def control(self) -> Arm:
@@ -533,11 +545,20 @@ def _check_arrivals(where: str, rate: float, duration_s: float) -> None:
 
 
 def _check_disruption(scenario: Scenario) -> None:
-    spec = scenario.disruption
-    if spec is None:
-        return
-    if scenario.backend != "kubernetes":
-        raise ValueError(f"disruption (kind {spec.kind}) needs backend: kubernetes, not {scenario.backend}")
+    if isinstance(scenario.disruption, list) and not scenario.disruption:
+        raise ValueError("disruption is an empty list; leave it out for none")
+    stages: set[int] = set()
+    for spec in scenario.disruptions:
+        if spec.stage in stages:
+            raise ValueError(f"disruption: two disruptions in stage {spec.stage}; one stage has at most one")
+        stages.add(spec.stage)
+        _check_one_disruption(scenario, spec)
+
+
+def _check_one_disruption(scenario: Scenario, spec: Disruption) -> None:
+    if scenario.backend not in spec.backends():
+        raise ValueError(f"disruption (kind {spec.kind}) needs backend: {' or '.join(spec.backends())}, "
+                         f"not {scenario.backend}")
     if scenario.search is not None:
         raise ValueError("disruption needs fixed stages: an adaptive search decides its stages as it goes")
     if spec.stage >= len(scenario.stages):

@@ -29,8 +29,11 @@ log = logging.getLogger("bench_plugin.servers")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 # Bodies up to this size are accepted (a 30 s 48 kHz stereo WAV is ~5.8 MB).
 MAX_BODY_BYTES = 64 * 1024 * 1024
-# Seconds in-flight requests get to finish once a shutdown signal arrives.
-SHUTDOWN_GRACE_S = 0.5
+# Seconds in-flight requests get to finish once a shutdown signal arrives: on SIGTERM the server stops
+# accepting, closes its idle connections and finishes what it has (vLLM's and TEI's graceful shutdown),
+# then stops the model; whoever sent the signal decides how long to wait before SIGKILL (the local
+# backend: a disruption's grace_s, 10 s at a segment's end).
+SHUTDOWN_GRACE_S = 30.0
 # Status recorded (metrics, timing log) for a client that disconnected mid-response (nginx's code).
 CLIENT_GONE_STATUS = 499
 
@@ -265,6 +268,6 @@ async def _serve(app: web.Application, state: ServerState, backend: Backend, hos
     )
     await stop.wait()
     state.ready = False
+    await runner.cleanup()  # drain: stop listening, close idle connections, let the requests in hand finish
     backend.stop()
-    await runner.cleanup()
     return state.exit_code

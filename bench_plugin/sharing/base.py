@@ -14,6 +14,7 @@ from typing import Any
 
 from bench_plugin.results.facts import BackendFacts
 from bench_plugin.results.placement import Placement
+from bench_plugin.results.samples import Sample
 from bench_plugin.scenario import Arm, Disruption, Scenario
 
 
@@ -61,12 +62,16 @@ class SharingBackend(ABC):
         """Stop what ``observe`` began; the problems it recovered from, one line each."""
         return []
 
-    def disrupt(self, spec: Disruption, classes: list[str], record: Callable[..., None]) -> None:
-        """Do the scenario's disruption to ``classes`` now, recording each step; only the kubernetes backend can."""
-        raise ApplyError(f"disruption (kind {spec.kind}) needs the kubernetes backend, not {self.name}")
+    def disrupt(self, spec: Disruption, classes: list[str], record: Callable[..., None],
+                probe: Callable[[str, str], Sample]) -> None:
+        """Do the scenario's disruption to ``classes`` now, recording each step; ``probe(name, url)`` sends class
+        ``name`` its readiness request at ``url`` (a server started anew answers it before it takes load)."""
+        raise ApplyError(f"disruption (kind {spec.kind}) needs the {' or '.join(spec.backends())} backend, "
+                         f"not {self.name}")
 
     def end_disruption(self) -> None:
-        """Put back what the last disruption changed (a cordoned node, a failed one not rejoined)."""
+        """Put back what the last disruption changed (a cordoned node, a failed one not rejoined, a server not
+        started again)."""
         return None
 
     def describe(self) -> BackendFacts:

@@ -15,8 +15,12 @@ arm's ``cpu_affinity`` pins each class's server to CPU cores (or a NUMA node) of
 being a process of its own (sharing/affinity.py); every placement records the cores read back from
 the running server.
 
-Every server (and MPS daemon) the backend starts it also stops: between segments, at the end, on
-Ctrl-C, when a start fails, and (servers, by a parent-death signal) if the campaign is killed.
+In an arm a disruption hits (scenario/disruption.py), each class is reached through a front
+(sharing/front.py) that stays for the segment while the class's server is restarted, killed or rolled
+behind it (sharing/restart.py); the placement's ``url`` is then the front's.
+
+Every server, front (and MPS daemon) the backend starts it also stops: between segments, at the end, on
+Ctrl-C, when a start fails, and (servers and fronts, by a parent-death signal) if the campaign is killed.
 """
 
 from __future__ import annotations
@@ -24,12 +28,14 @@ from __future__ import annotations
 import importlib.util
 import shlex
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 from bench_plugin.results.facts import BackendFacts
 from bench_plugin.results.placement import ClassPlacement, Placement
-from bench_plugin.scenario import Arm, Scenario, format_cpulist
+from bench_plugin.results.samples import Sample
+from bench_plugin.scenario import Arm, Disruption, Scenario, format_cpulist
 from bench_plugin.sharing.affinity import check_affinity, host_cpus, pins, read_cores
 from bench_plugin.sharing.base import ApplyError, SharingBackend
 from bench_plugin.sharing.devices import Device, host_devices
@@ -42,7 +48,8 @@ from bench_plugin.sharing.mps import (
     foreign_daemon_pipe,
 )
 from bench_plugin.sharing.plan import ServerPlan, assign_devices, check_arm, plan_segments, server_plan
-from bench_plugin.sharing.processes import ServerProcess, free_port, start_server
+from bench_plugin.sharing.processes import FrontProcess, ServerProcess, free_port, start_front, start_server
+from bench_plugin.sharing.restart import Restarter
 
 HOST = "127.0.0.1"
 
@@ -88,6 +95,14 @@ class LocalBackend(SharingBackend):
         """Where a daemon this tool did not start would listen for every CUDA process (checked, never touched)."""
         self.running: list[ServerProcess] = []
         self.mps: MpsDaemon | None = None
+        self.fronts: dict[str, FrontProcess] = {}
+        """Class -> its front, in a segment of an arm a disruption hits."""
+        self.replacing: set[str] = set()
+        """Classes whose server is being replaced now: its exit is the disruption's doing, not a failure."""
+        self._plans: dict[str, ServerPlan] = {}
+        self._where = (0, 0)
+        """The current segment's plans and (trial, segment): what a restart starts again."""
+        self._restarts = 0
 
     def describe(self) -> BackendFacts:
         return BackendFacts.model_validate({**self.device_info.model_dump(), "backend": self.name,
@@ -153,8 +168,12 @@ class LocalBackend(SharingBackend):
         placements: dict[str, ClassPlacement] = {}
         try:
             mps_env = self._start_mps(arm, class_names, trial_id, segment) if arm.sharing == "mps" else None
-            for name, plan in self.plans(arm, class_names, mps_env).items():
+            self._plans, self._where = self.plans(arm, class_names, mps_env), (trial_id, segment)
+            for name, plan in self._plans.items():
                 placements[name] = self._start(name, plan, trial_id, segment)
+            if any(spec.hits(arm.name) for spec in self.scenario.disruptions):
+                for name in class_names:
+                    placements[name] = self._front(name, placements[name], trial_id, segment)
         except (OSError, MpsError) as exc:
             self.release()
             raise ApplyError(f"arm '{arm.name}': could not start: {exc}") from None
@@ -173,11 +192,18 @@ class LocalBackend(SharingBackend):
         self.mps.start()
         return self.mps.env
 
-    def _start(self, name: str, plan: ServerPlan, trial_id: int, segment: int) -> ClassPlacement:
+    def _front(self, name: str, placement: ClassPlacement, trial_id: int, segment: int) -> ClassPlacement:
+        """Put a front before class ``name``'s server: its placement, reached through the front."""
+        front = start_front(name, HOST, self.log_dir / f"trial-{trial_id:03d}-seg{segment}-{name}-front.log")
+        self.fronts[name] = front
+        front.route(HOST, port_of(placement.url))
+        return placement.model_copy(update={"url": f"http://{HOST}:{front.port}", "server_url": placement.url})
+
+    def _start(self, name: str, plan: ServerPlan, trial_id: int, segment: int, suffix: str = "") -> ClassPlacement:
         port = free_port(HOST)
         pin = plan.pin
         cmd = (pin.prefix() if pin else []) + self.command(name, plan.device, port, plan.args, plan.arm, plan.sharing)
-        log = self.log_dir / f"trial-{trial_id:03d}-seg{segment}-{name}.log"
+        log = self.log_dir / f"trial-{trial_id:03d}-seg{segment}-{name}{suffix}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "a", encoding="utf-8") as fh:
             settings = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(plan.env.items()))
@@ -205,17 +231,44 @@ class LocalBackend(SharingBackend):
         )
 
     def exited(self, name: str) -> str | None:
-        proc = next((p for p in self.running if p.name == name), None)
-        if proc is None or proc.exit_code() is None:
+        proc = self.server(name)
+        if proc is None or proc.exit_code() is None or name in self.replacing:
             return None
         return f"exit code {proc.exit_code()}; log {proc.log_path}: {proc.log_tail()}"
 
+    def server(self, name: str) -> ServerProcess | None:
+        """Class ``name``'s server process now (the newest, while a restart has two)."""
+        return next((p for p in reversed(self.running) if p.name == name), None)
+
+    def start_again(self, name: str) -> tuple[ServerProcess, ClassPlacement]:
+        """Start another server for class ``name`` as the segment's first was started (a restart's new server)."""
+        self._restarts += 1
+        placement = self._start(name, self._plans[name], *self._where, suffix=f"-restart{self._restarts}")
+        return self.running[-1], placement
+
+    def disrupt(self, spec: Disruption, classes: list[str], record: Callable[..., None],
+                probe: Callable[[str, str], Sample]) -> None:
+        """Restart, kill or roll each of ``classes``' servers behind its front, in turn (sharing/restart.py)."""
+        Restarter(self, spec, record, probe, self.scenario.readiness_timeout_s).run(classes)
+
+    def end_disruption(self) -> None:
+        """A server not started again stays down: liveness then names it (exited), and the campaign stops."""
+        self.replacing.clear()
+
     def release(self) -> None:
-        """Stop the servers (the MPS clients) first, then the MPS daemon, which waits for its clients."""
+        """Stop the servers (the MPS clients) first, then the MPS daemon, which waits for its clients; then the
+        fronts."""
         try:
             while self.running:
                 self.running.pop().stop()
+            while self.fronts:
+                self.fronts.popitem()[1].stop()
         finally:
             if self.mps is not None:
                 daemon, self.mps = self.mps, None
                 daemon.stop()
+
+
+def port_of(url: str) -> int:
+    """The port of a ``http://host:port`` URL this backend made."""
+    return int(url.rsplit(":", 1)[1].split("/", 1)[0])

@@ -1,22 +1,28 @@
-"""Server processes started by the local backend: start with a log, stop for sure.
+"""Processes started by the local backend, servers and fronts: start with a log, stop for sure.
 
 Each server gets its own log file and a parent-death signal (Linux prctl), so a campaign that is
 killed outright still takes its servers with it; a normal stop sends SIGTERM, waits, then SIGKILL.
 A server given CPU cores is pinned to them in the child before exec, so no thread of it runs elsewhere.
+A front (sharing/front.py) is driven through its stdin and stdout: :class:`FrontProcess` sends each
+command and returns its answer; it dies with the campaign too, and at the end of its stdin.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from threading import Lock
+from typing import IO, Any
 
 from bench_plugin.scenario.affinity import format_cpulist
 
@@ -112,3 +118,80 @@ def start_server(name: str, command: list[str], env: dict[str, str], log_path: P
             start_new_session=True,
         )
     return ServerProcess(name, command, env, log_path, process)
+
+
+class FrontError(OSError):
+    """A front that did not start, or did not answer a command as it should; one line."""
+
+
+@dataclass
+class FrontProcess:
+    """One running front: its port, and the commands it takes (route, refuse, stats)."""
+
+    name: str
+    port: int
+    process: subprocess.Popen[str]
+    log_path: Path
+    lock: Lock = field(default_factory=Lock)
+
+    def _ask(self, line: str) -> str:
+        stdin, stdout = self.process.stdin, self.process.stdout
+        assert stdin is not None and stdout is not None
+        with self.lock:
+            try:
+                stdin.write(line + "\n")
+                stdin.flush()
+                answer = stdout.readline().strip()
+            except (OSError, ValueError) as exc:
+                raise FrontError(f"{self.name}'s front (pid {self.process.pid}) is gone: {exc}") from None
+        if not answer:
+            raise FrontError(f"{self.name}'s front (pid {self.process.pid}) exited; log {self.log_path}")
+        if answer.startswith("error"):
+            raise FrontError(f"{self.name}'s front refused {line!r}: {answer}")
+        return answer
+
+    def route(self, host: str, port: int) -> float:
+        """New connections go to ``host:port`` from now; when it took effect (epoch seconds)."""
+        return float(self._ask(f"route {host}:{port}").split()[-1])
+
+    def refuse(self) -> float:
+        """New connections are reset from now (no ready server); when it took effect."""
+        return float(self._ask("refuse").split()[-1])
+
+    def stats(self) -> dict[str, Any]:
+        """The front's counts: accepted, refused, failed, and the connections open per server address."""
+        found: dict[str, Any] = json.loads(self._ask("stats"))
+        return found
+
+    def stop(self, grace_s: float = 5.0) -> None:
+        """Close its stdin (it stops listening and ends every connection), wait, then SIGKILL."""
+        if self.process.stdin is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self.process.stdin.close()
+        try:
+            self.process.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+
+def start_front(name: str, host: str, log_path: Path) -> FrontProcess:
+    """Start class ``name``'s front on a free port of ``host``; FrontError if it does not say it listens."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "bench_plugin.sharing.front", "--host", host, "--port", "0"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
+            preexec_fn=_child_setup(None), start_new_session=True,
+        )
+    stdout: IO[str] | None = process.stdout
+    assert stdout is not None
+    line = stdout.readline().strip()  # its first line, or EOF if it could not listen
+    words = line.split()
+    if len(words) != 2 or words[0] != "listening" or not words[1].isdigit():
+        process.kill()
+        process.wait()
+        raise FrontError(f"{name}'s front did not start (said {line!r}); log {log_path}")
+    return FrontProcess(name, int(words[1]), process, log_path)

@@ -26,6 +26,7 @@ from typing import Any
 
 from bench_plugin.results.facts import BackendFacts, DevicePluginFacts, NodeFacts
 from bench_plugin.results.placement import ClassPlacement, Placement
+from bench_plugin.results.samples import Sample
 from bench_plugin.scenario import Arm, Disruption, KubernetesSettings, Scenario
 from bench_plugin.sharing.base import ApplyError, SharingBackend
 from bench_plugin.sharing.kubernetes import api as k8s
@@ -360,8 +361,10 @@ class KubernetesBackend(SharingBackend):
         watch.stop()
         return list(watch.errors)
 
-    def disrupt(self, spec: Disruption, classes: list[str], record: Record) -> None:
-        """Do ``spec`` to ``classes`` now (disruption.py); blocks until it is done, records every step."""
+    def disrupt(self, spec: Disruption, classes: list[str], record: Record,
+                probe: Callable[[str, str], Sample]) -> None:
+        """Do ``spec`` to ``classes`` now (disruption.py); blocks until it is done, records every step. The
+        rollout's own readiness (the pods' probes) decides when a new pod serves: ``probe`` is not used."""
         self._disruptor = Disruptor(self.api, self.namespace, self.campaign, spec, record,
                                     self.section.rollout_timeout_s)
         self._disruptor.run(classes)

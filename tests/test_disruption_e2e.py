@@ -1,0 +1,79 @@
+"""A server restarted, rolled and killed mid-stage on the local backend, end to end: scenarios/simulator-disruption.yaml
+run by `locust`, against synthetic servers whose cold start is known (1.5 s of /health 503 after each start).
+
+What is checked, from the store and summary.json: every step of each disruption in its order with its time; the
+restarting class failed only between the moment its server stopped taking connections and the moment its front
+moved to the new one, and not at all while it rolled; that window is at least the known cold start; the other
+class never failed; and the stage's interruption figures say the same.
+"""
+
+from __future__ import annotations
+
+import pytest
+from harness import Campaign, run_campaign
+
+from bench_plugin.results.store import open_campaign
+from bench_plugin.results.summary import Summary, load_summary
+
+pytestmark = pytest.mark.slow
+
+COLD_START_S = 1.5
+RATE = 20.0
+"""The embedding class's req/s in every stage."""
+ORDER = {
+    "restart": ["start", "refuse", "stop", "stopped", "spawn", "listening", "healthy", "ready", "route", "end"],
+    "rollout-restart": ["start", "spawn", "listening", "healthy", "ready", "route", "stop", "stopped", "end"],
+    "kill": ["start", "kill", "stopped", "refuse", "spawn", "listening", "healthy", "ready", "route", "end"],
+}
+
+
+@pytest.fixture(scope="module")
+def campaign(tmp_path_factory: pytest.TempPathFactory) -> Campaign:
+    return run_campaign(tmp_path_factory.mktemp("disruption"), "simulator-disruption")
+
+
+@pytest.fixture(scope="module")
+def summary(campaign: Campaign) -> Summary:
+    return load_summary(campaign.results / "summary.json")
+
+
+def test_each_stage_holds_its_steps_in_order(summary: Summary) -> None:
+    stages = summary.trials[0].stages
+    assert [s.disruption.kind for s in stages if s.disruption] == ["restart", "rollout-restart", "kill"]
+    for stage in stages:
+        assert stage.disruption is not None and stage.status == "completed", stage.reason
+        actions = stage.disruption.actions
+        assert [a.action for a in actions] == ORDER[stage.disruption.kind]
+        times = [a.t for a in actions]
+        assert all(t is not None for t in times) and times == sorted(times)  # type: ignore[type-var]
+        assert stage.disruption.started_s == actions[0].t
+
+
+def test_the_restarting_class_fails_only_while_no_server_takes_its_connections(campaign: Campaign,
+                                                                                summary: Summary) -> None:
+    with open_campaign(campaign.results / "results.sqlite") as reader:
+        samples = list(reader.samples(summary.trials[0].id))
+    for stage in summary.trials[0].stages:
+        assert stage.disruption is not None
+        at = {a.action: a.t for a in stage.disruption.actions}
+        failed = [s for s in samples if s.stage == stage.index and not s.ok]
+        assert all(s.workload == "embedding" for s in failed), "the llm server was never touched"
+        llm = stage.disruption.classes["llm"]
+        assert llm.failed == 0 and llm.recovered_s == 0.0
+        embedding = stage.disruption.classes["embedding"]
+        assert embedding.failed == len(failed)
+        if stage.disruption.kind == "rollout-restart":
+            assert not failed and embedding.recovered_s == 0.0  # the new server answered before the old one went
+            continue
+        down, up = at["refuse" if stage.disruption.kind == "restart" else "kill"], at["route"]
+        assert down is not None and up is not None and up - down >= COLD_START_S
+        assert failed and all(down - 0.05 <= s.intended_s <= up + 0.05 for s in failed), (down, up)
+        assert all(s.error == "connection" for s in failed), {s.detail for s in failed}
+        assert len(failed) <= RATE * (up - down) * 2 + 5  # what was sent in the window, and no more
+        assert embedding.recovered_s is not None and embedding.recovered_s <= up - stage.disruption.started_s + 1.0
+
+
+def test_the_placement_names_the_front_and_the_first_server(summary: Summary) -> None:
+    for name, placed in summary.trials[0].placement.items():
+        assert placed.server_url is not None and placed.server_url != placed.url, name
+        assert placed.server_url.endswith(f":{placed.command[placed.command.index('--port') + 1]}")
