@@ -27,16 +27,14 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import requests
 
+from bench_plugin.results.placement import ClassPlacement
 from bench_plugin.results.samples import Sample
 from bench_plugin.scenario import Disruption
-from bench_plugin.sharing.processes import FrontError, ServerProcess
-
-if TYPE_CHECKING:
-    from bench_plugin.sharing.local import LocalBackend
+from bench_plugin.sharing.processes import FrontError, FrontProcess, ServerProcess
 
 POLL_S = 0.05
 """How often a starting server is looked at (its port, its /health)."""
@@ -48,10 +46,25 @@ class NotUp(Exception):
     """A new server that exited or was not ready in time; one line."""
 
 
+class Servers(Protocol):
+    """What a restart needs of the local backend (sharing/local.py)."""
+
+    fronts: dict[str, FrontProcess]
+    replacing: set[str]
+    """Classes whose server's exit is the restart's doing (liveness leaves them alone)."""
+    running: list[ServerProcess]
+
+    def server(self, name: str) -> ServerProcess | None:
+        """Class ``name``'s newest server."""
+
+    def start_again(self, name: str) -> tuple[ServerProcess, ClassPlacement]:
+        """Start another server for class ``name`` as the segment's first was started."""
+
+
 class Restarter:
     """One disruption of the local backend: each class's server replaced in turn."""
 
-    def __init__(self, backend: LocalBackend, spec: Disruption, record: Callable[..., None],
+    def __init__(self, backend: Servers, spec: Disruption, record: Callable[..., None],
                  probe: Callable[[str, str], Sample], timeout_s: float) -> None:
         self.backend, self.spec, self.record, self.probe, self.timeout_s = backend, spec, record, probe, timeout_s
 
