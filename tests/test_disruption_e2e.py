@@ -20,10 +20,12 @@ pytestmark = pytest.mark.slow
 COLD_START_S = 1.5
 RATE = 20.0
 """The embedding class's req/s in every stage."""
+UP = ["spawn", "listening", "healthy", "ready", "route"]
+"""The new server's phases, then the front's move to it."""
 ORDER = {
-    "restart": ["start", "refuse", "stop", "stopped", "spawn", "listening", "healthy", "ready", "route", "end"],
-    "rollout-restart": ["start", "spawn", "listening", "healthy", "ready", "route", "stop", "stopped", "end"],
-    "kill": ["start", "kill", "stopped", "refuse", "spawn", "listening", "healthy", "ready", "route", "end"],
+    "rollout-restart": ["start", *UP, "stop", "stopped", "co-tenant", "end"],
+    "restart": ["start", "refuse", "stop", "stopped", *UP, "co-tenant", "end"],
+    "kill": ["start", "kill", "stopped", "refuse", *UP, "co-tenant", "end"],
 }
 
 
@@ -47,6 +49,8 @@ def test_each_stage_holds_its_steps_in_order(summary: Summary) -> None:
         times = [a.t for a in actions]
         assert all(t is not None for t in times) and times == sorted(times)  # type: ignore[type-var]
         assert stage.disruption.started_s == actions[0].t
+        survivor = next(a for a in actions if a.action == "co-tenant")
+        assert survivor.target == "class/llm" and survivor.model_extra == {"survived": True}
 
 
 def test_the_restarting_class_fails_only_while_no_server_takes_its_connections(campaign: Campaign,

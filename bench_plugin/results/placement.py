@@ -13,6 +13,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
+CAMPAIGN_ENV = "BENCH_PLUGIN_CAMPAIGN"
+"""Set in the environment of every server the local backend starts to the campaign's results directory, so its
+processes can be found (and told from another campaign's)."""
+CLASS_ENV = "BENCH_PLUGIN_CLASS"
+"""Set beside CAMPAIGN_ENV to the server's class: a GPU process whose parents lead to no known server (one
+started anew mid-stage, sharing/restart.py) is still attributed to its class (telemetry/attribution.py)."""
+
 OPTIONAL = frozenset({"cpus", "node", "numa_membind", "numa_node", "pod", "resources", "server_url"})
 """Fields only one backend sets (the kubernetes backend's node, pod and resources; the local backend's CPU
 placement and front): written only where set to something (not None, {} or "")."""

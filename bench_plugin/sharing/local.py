@@ -26,6 +26,7 @@ Ctrl-C, when a start fails, and (servers and fronts, by a parent-death signal) i
 from __future__ import annotations
 
 import importlib.util
+import os
 import shlex
 import sys
 from collections.abc import Callable
@@ -33,7 +34,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from bench_plugin.results.facts import BackendFacts
-from bench_plugin.results.placement import ClassPlacement, Placement
+from bench_plugin.results.placement import CAMPAIGN_ENV, CLASS_ENV, ClassPlacement, Placement
 from bench_plugin.results.samples import Sample
 from bench_plugin.scenario import Arm, Disruption, Scenario, format_cpulist
 from bench_plugin.sharing.affinity import check_affinity, host_cpus, pins, read_cores
@@ -52,9 +53,6 @@ from bench_plugin.sharing.processes import FrontProcess, ServerProcess, free_por
 from bench_plugin.sharing.restart import Restarter
 
 HOST = "127.0.0.1"
-
-CAMPAIGN_ENV = "BENCH_PLUGIN_CAMPAIGN"
-"""Set in every server's environment to the campaign's results directory, so its processes can be found."""
 
 AUTO_SIZES: dict[str, dict[str, str]] = {
     "cpu": {"llm": "tiny", "embedding": "tiny", "asr": "tiny"},
@@ -210,7 +208,7 @@ class LocalBackend(SharingBackend):
             fh.write(f"# {settings} {shlex.join(cmd)}\n")
             if pin is not None:
                 fh.write(f"# {pin.note()}\n")
-        marker = {CAMPAIGN_ENV: str(self.log_dir.parent.resolve())}
+        marker = {CAMPAIGN_ENV: str(self.log_dir.parent.resolve()), CLASS_ENV: name}
         proc = start_server(name, cmd, {**plan.env, **marker}, log, drop=INHERITED_BUT_DROPPED,
                             cores=pin.cores if pin else None)
         self.running.append(proc)
@@ -245,6 +243,18 @@ class LocalBackend(SharingBackend):
         self._restarts += 1
         placement = self._start(name, self._plans[name], *self._where, suffix=f"-restart{self._restarts}")
         return self.running[-1], placement
+
+    def mps_state(self) -> str | None:
+        """The segment's MPS control daemon: "running (pid N)", or that it is gone; None without one."""
+        if self.mps is None or self.mps.pid is None:
+            return None
+        try:
+            os.kill(self.mps.pid, 0)
+        except ProcessLookupError:
+            return f"gone: the control daemon (pid {self.mps.pid}) exited"
+        except PermissionError:
+            pass
+        return f"running (pid {self.mps.pid})"
 
     def disrupt(self, spec: Disruption, classes: list[str], record: Callable[..., None],
                 probe: Callable[[str, str], Sample]) -> None:

@@ -20,6 +20,11 @@ seconds since the stop). Every step is recorded with ``action``, ``target`` (``c
 ``t`` (epoch seconds). A new server that exits or is not ready within the scenario's ``readiness_timeout_s``
 is an ``error`` step: a rollout then leaves the old server serving (as a stuck rollout does); after a restart
 or a kill the class stays down, and liveness names it once the disruption is over.
+
+Then each other class of the segment is checked (``co-tenant``, ``survived``): its server still runs and
+answers its own request through its front. Under MPS a client's fault may be shared by the daemon's other
+clients, so whether the control daemon still runs is recorded too (``mps-daemon``): a co-tenant that did not
+survive is named, never assumed.
 """
 
 from __future__ import annotations
@@ -60,6 +65,9 @@ class Servers(Protocol):
     def start_again(self, name: str) -> tuple[ServerProcess, ClassPlacement]:
         """Start another server for class ``name`` as the segment's first was started."""
 
+    def mps_state(self) -> str | None:
+        """The segment's MPS control daemon: "running (pid N)" or why not; None without one."""
+
 
 class Restarter:
     """One disruption of the local backend: each class's server replaced in turn."""
@@ -77,7 +85,32 @@ class Restarter:
                 steps[self.spec.kind](name)
             except (NotUp, FrontError, OSError) as exc:
                 self._step("error", name, str(exc))
+            self._survivors(name)
         self.record(action="end", target=self.spec.kind, result="done", t=time.time())
+
+    def _survivors(self, name: str) -> None:
+        """Whether every other class's server came through ``name``'s replacement: still running and answering its
+        own request through its front (a ``co-tenant`` step each, ``survived`` true or false); under MPS, whether
+        the control daemon still runs (``mps-daemon``): one client's fault can take the daemon's others with it."""
+        for other, front in self.backend.fronts.items():
+            if other == name:
+                continue
+            server = self.backend.server(other)
+            code = server.exit_code() if server is not None else None
+            if server is None or code is not None:
+                self._step("co-tenant", other, f"its server exited (code {code}) while {name}'s was replaced",
+                           survived=False)
+                continue
+            sample = self.probe(other, f"http://127.0.0.1:{front.port}")
+            if sample.ok:
+                self._step("co-tenant", other, f"answered in {sample.latency_ms:.0f} ms", survived=True)
+            else:
+                why = (sample.detail or sample.error or "failed")[:200]
+                self._step("co-tenant", other, f"running but did not answer: {why}", survived=False)
+        state = self.backend.mps_state()
+        if state is not None:
+            self.record(action="mps-daemon", target="mps", result=state, t=time.time(),
+                        survived=state.startswith("running"))
 
     def _step(self, action: str, name: str, result: str, t: float | None = None, **facts: Any) -> None:
         self.record(action=action, target=f"class/{name}", result=result, t=time.time() if t is None else t, **facts)

@@ -10,6 +10,10 @@ UNATTRIBUTED, never dropped: another tenant on the GPU is contention the report 
 
 Pids are those of the host's PID namespace, as NVML reports them: a server inside a container has a
 different pid inside it.
+
+A server the local backend started anew mid-stage (a restart, a kill, a rollout: sharing/restart.py) is
+no child of the server it replaced; its environment says whose it is (results/placement.CLASS_ENV, beside
+the campaign's CAMPAIGN_ENV), which :func:`proc_marked_class` reads where the parents lead nowhere.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench_plugin.results.placement import CAMPAIGN_ENV, CLASS_ENV
 from bench_plugin.results.telemetry_rows import TelemetryRow
 from bench_plugin.telemetry.fields import PROCESS_MEMORY
 
@@ -37,6 +42,20 @@ def proc_parent(pid: int) -> int | None:
     # The command name (field 2) may hold spaces and ')'; the fields after the LAST ')' are fixed.
     rest = text.rpartition(")")[2].split()
     return int(rest[1]) if len(rest) > 1 and rest[1].isdigit() else None
+
+
+def proc_marked_class(pid: int, campaign: str) -> str | None:
+    """The class a live process's environment names (CLASS_ENV) when it is a server of ``campaign`` (CAMPAIGN_ENV,
+    the results directory), from /proc; None otherwise, or where the environment cannot be read."""
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return None
+    env = dict(item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
+    if env.get(CAMPAIGN_ENV.encode()) != campaign.encode():
+        return None
+    marked = env.get(CLASS_ENV.encode())
+    return marked.decode(errors="replace") if marked else None
 
 
 def resolve_class(

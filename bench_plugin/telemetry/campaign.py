@@ -117,7 +117,8 @@ class CampaignTelemetry:
             source = DcgmScraper(self.options.dcgm_url, interval_s=DCGM_INTERVAL_S)
         elif devices:
             pids = {p.pid: name for name, p in placement.classes.items() if p.pid is not None}
-            source = NvmlSampler(devices=devices, interval_s=NVML_INTERVAL_S, pids=pids)
+            source = NvmlSampler(devices=devices, interval_s=NVML_INTERVAL_S, pids=pids,
+                                 campaign=str(self.recorder.path.parent.resolve()))
             self.devices.update({info.key: info for info in source.devices_info()})
         else:
             return

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from bench_plugin.results.telemetry_rows import Availability, DeviceInfo, TelemetryRow
-from bench_plugin.telemetry.attribution import UNATTRIBUTED, proc_parent, resolve_class
+from bench_plugin.telemetry.attribution import UNATTRIBUTED, proc_marked_class, proc_parent, resolve_class
 from bench_plugin.telemetry.readings import DeviceReading, ProcessMemory, ProcessUtilization, readings_rows
 from bench_plugin.telemetry.source import DEFAULT_MAX_BUFFERED, PollingSource
 
@@ -235,6 +235,8 @@ class NvmlSampler(PollingSource):
 
     ``devices``: ``cuda:N`` (NVML index), a GPU UUID or a MIG UUID; None samples every GPU.
     ``pids``: server pid -> workload class, for ``process_classes()``; replace it with ``set_pids``.
+    ``campaign``: the results directory, whose servers' environments name their class where their parents
+    lead to no pid of ``pids`` (attribution.proc_marked_class).
     On a host without NVML nothing raises: ``available()`` is falsy and says why, ``start()`` polls nothing.
     """
 
@@ -247,6 +249,7 @@ class NvmlSampler(PollingSource):
         interval_s: float = 0.2,
         pids: Mapping[int, str] | None = None,
         *,
+        campaign: str | None = None,
         max_buffered: int = DEFAULT_MAX_BUFFERED,
     ) -> None:
         super().__init__(interval_s, max_buffered=max_buffered, name="nvml")
@@ -258,6 +261,7 @@ class NvmlSampler(PollingSource):
         self._class_lock = self._allocate_lock()  # the poll thread's and the campaign's: an OS lock
         self._pid_classes: dict[int, str] = dict(pids or {})
         self._process_classes: dict[str, str] = {}
+        self._campaign = campaign
 
     def available(self) -> Availability:
         """Whether NVML works here and has the requested devices; never raises."""
@@ -333,4 +337,6 @@ class NvmlSampler(PollingSource):
                 for pid in {p.pid for p in reading.processes} | {s.pid for s in reading.process_utilization}:
                     if str(pid) not in self._process_classes:
                         workload = resolve_class(pid, self._pid_classes, proc_parent)
+                        if workload is None and self._campaign is not None:
+                            workload = proc_marked_class(pid, self._campaign)
                         self._process_classes[str(pid)] = workload or UNATTRIBUTED

@@ -22,10 +22,12 @@ READY_AFTER_S = 1.5
 LATENCY_MS = 20.0
 """Every synthetic embedding takes this long (ttft for llm)."""
 
+UP = ["spawn", "listening", "healthy", "ready", "route"]
+"""The new server's phases, then the front's move to it."""
 ORDER = {
-    "rollout-restart": ["start", "spawn", "listening", "healthy", "ready", "route", "stop", "stopped", "end"],
-    "restart": ["start", "refuse", "stop", "stopped", "spawn", "listening", "healthy", "ready", "route", "end"],
-    "kill": ["start", "kill", "stopped", "refuse", "spawn", "listening", "healthy", "ready", "route", "end"],
+    "rollout-restart": ["start", *UP, "stop", "stopped", "co-tenant", "end"],
+    "restart": ["start", "refuse", "stop", "stopped", *UP, "co-tenant", "end"],
+    "kill": ["start", "kill", "stopped", "refuse", *UP, "co-tenant", "end"],
 }
 
 
@@ -117,6 +119,7 @@ def test_each_step_replaces_the_server_behind_its_front_in_order(tmp_path: Path,
         times = [step["t"] for step in steps]
         assert times == sorted(times), steps
         at = {step["action"]: step for step in steps}
+        assert at["co-tenant"]["target"] == "class/llm" and at["co-tenant"]["survived"] is True
         assert at["healthy"]["t"] - at["spawn"]["t"] >= READY_AFTER_S  # the server's own signal, not a guess
         new = backend.server("embedding")
         assert new is not None and new.pid == at["spawn"]["pid"] != old.pid and old.exit_code() is not None

@@ -1,9 +1,14 @@
-"""Attributing per-process GPU memory to workload classes from a server pid -> class map (pure functions)."""
+"""Attributing per-process GPU memory to workload classes from a server pid -> class map (pure functions), and from
+the marks a server's environment carries."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
+from bench_plugin.results.placement import CAMPAIGN_ENV, CLASS_ENV
 from bench_plugin.results.telemetry_rows import TelemetryRow
 from bench_plugin.telemetry import fields as F
 from bench_plugin.telemetry.attribution import (
@@ -12,6 +17,7 @@ from bench_plugin.telemetry.attribution import (
     class_series,
     classify_processes,
     peak_by_class,
+    proc_marked_class,
     proc_parent,
     resolve_class,
 )
@@ -91,3 +97,19 @@ def test_other_metrics_can_be_attributed_too() -> None:
 
 def test_a_process_missing_from_the_map_is_unattributed() -> None:
     assert peak_by_class(ROWS, {}) == {UNATTRIBUTED: 2550.0}
+
+
+def test_a_server_started_anew_is_attributed_by_the_class_its_environment_names(tmp_path: Path) -> None:
+    """A restarted server is no child of a known server pid: the marks the local backend sets in its environment
+    name its class, for this campaign only."""
+    campaign = str(tmp_path.resolve())
+    env = {**os.environ, CAMPAIGN_ENV: campaign, CLASS_ENV: "embedding"}
+    server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], env=env)
+    try:
+        assert proc_marked_class(server.pid, campaign) == "embedding"
+        assert proc_marked_class(server.pid, campaign + "-other") is None  # another campaign's server: a tenant
+        assert proc_marked_class(os.getpid(), campaign) is None  # no marks
+    finally:
+        server.kill()
+        server.wait()
+    assert proc_marked_class(server.pid, campaign) is None  # gone
