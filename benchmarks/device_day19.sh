@@ -74,7 +74,7 @@ done
 tar -C "$(dirname "$results")" -czf "$OUT_DIR/results.tar.gz" "$(basename "$results")"
 
 grep -q "settings unchanged: yes" "$OUT_DIR/check.txt" && grep -q "server processes left: none" "$OUT_DIR/check.txt" \
-  && grep -q "MPS processes left: none" "$OUT_DIR/check.txt" || { echo "device_day19: the GPU was not left as found" >&2; exit 3; }
+  && grep -q "front processes left: none" "$OUT_DIR/check.txt" && grep -q "MPS processes left: none" "$OUT_DIR/check.txt" || { echo "device_day19: the GPU was not left as found" >&2; exit 3; }
 if [ "$rc" -ne 0 ] && [ "$rc" -ne 130 ]; then
   echo "device_day19: the campaign ended with exit code $rc (locust.log says why)" >&2
   exit "$rc"

@@ -14,12 +14,14 @@ gpu_check() {
   echo "GPU before: $2"
   echo "GPU after:  $3"
   [ "$2" = "$3" ] && echo "settings unchanged: yes" || echo "settings unchanged: NO"
-  local servers mps apps
+  local servers fronts mps apps
   servers=$(pgrep -af "bench_plugin[.]servers" || true)
+  fronts=$(pgrep -af "bench_plugin[.]sharing[.]front" || true)
   mps=$(pgrep -af "nvidia-cuda-mps" || true)
   apps=$(command -v nvidia-smi >/dev/null && nvidia-smi --query-compute-apps=pid,process_name,used_memory \
     --format=csv,noheader)
   echo "server processes left: ${servers:-none}"
+  echo "front processes left: ${fronts:-none}"
   echo "MPS processes left: ${mps:-none}"
   echo "compute processes on the GPU: ${apps:-none}"
 }

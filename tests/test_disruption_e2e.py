@@ -63,15 +63,22 @@ def test_the_restarting_class_fails_only_while_no_server_takes_its_connections(c
         failed = [s for s in samples if s.stage == stage.index and not s.ok]
         assert all(s.workload == "embedding" for s in failed), "the llm server was never touched"
         llm = stage.disruption.classes["llm"]
-        assert llm.failed == 0 and llm.recovered_s == 0.0
+        assert llm.failed == 0 and llm.survived is True
         embedding = stage.disruption.classes["embedding"]
         assert embedding.failed == len(failed)
         if stage.disruption.kind == "rollout-restart":
-            assert not failed and embedding.recovered_s == 0.0  # the new server answered before the old one went
+            # The new server took every new connection before the old one stopped. What can still fail: a request
+            # sent on a kept-alive connection to the old server just as it closed it to drain (HTTP/1.1 keep-alive
+            # has that race); at most one per connection it still held, and only then.
+            route = next(a for a in stage.disruption.actions if a.action == "route")
+            held = sum((route.model_extra or {}).get("open", {}).values())
+            stop, stopped = at["stop"], at["stopped"]
+            assert stop is not None and stopped is not None and len(failed) <= held
+            assert all(stop - 0.5 <= s.end_s <= stopped + 0.5 for s in failed), (stop, stopped)
             continue
         down, up = at["refuse" if stage.disruption.kind == "restart" else "kill"], at["route"]
         assert down is not None and up is not None and up - down >= COLD_START_S
-        assert failed and all(down - 0.05 <= s.intended_s <= up + 0.05 for s in failed), (down, up)
+        assert failed and all(down - 0.05 <= s.end_s and s.intended_s <= up + 0.05 for s in failed), (down, up)
         assert all(s.error == "connection" for s in failed), {s.detail for s in failed}
         assert len(failed) <= RATE * (up - down) * 2 + 5  # what was sent in the window, and no more
         assert embedding.recovered_s is not None and embedding.recovered_s <= up - stage.disruption.started_s + 1.0
@@ -81,3 +88,24 @@ def test_the_placement_names_the_front_and_the_first_server(summary: Summary) ->
     for name, placed in summary.trials[0].placement.items():
         assert placed.server_url is not None and placed.server_url != placed.url, name
         assert placed.server_url.endswith(f":{placed.command[placed.command.index('--port') + 1]}")
+
+
+def test_the_cost_over_repeats_and_the_answer_say_what_each_step_took(campaign: Campaign, summary: Summary) -> None:
+    stages = summary.arms["shared"].stages
+    for stage in stages:
+        d = stage.disruption
+        assert d is not None and d.repeats == 1
+        embedding, llm = d.classes["embedding"], d.classes["llm"]
+        assert (llm.survived, llm.checked) == (1, 1) and llm.failed.mean == 0
+        assert embedding.cold_start_s is not None and embedding.cold_start_s.mean is not None
+        assert embedding.cold_start_s.mean >= COLD_START_S
+        assert embedding.unavailable_s is not None and embedding.unavailable_s.mean is not None
+        if d.kind == "rollout-restart":
+            assert embedding.unavailable_s.mean == 0.0
+        else:
+            assert embedding.unavailable_s.mean >= COLD_START_S and embedding.failed.mean
+    assert "disrupted, restart (1 repeat): llm 0 failed" in campaign.output
+    assert "disrupted, rollout-restart (1 repeat): llm 0 failed" in campaign.output
+    assert "embedding without a server 0.00 s" in campaign.output  # the rollout never refused
+    report = (campaign.results / "report.md").read_text()
+    assert "| shared | 2 | kill (1) | embedding |" in report

@@ -2,22 +2,37 @@
 
 From one stage's samples and its ``disruption`` events (the store's readers, no SQL here), per class:
 
-- failed requests: those intended from the disruption's start to the stage's end that failed, and their share;
+- failed requests: those intended from the disruption's start to the stage's end that failed, with those in
+  flight at its start that failed after it (a kill loses what its server had in hand), and their share;
 - latency spike: the highest P95 of successful requests over 1 s windows (stepped 0.5 s) from the start on,
   against the P95 of the successful requests intended before it;
-- time to recover: RECOVERY_RULE.
+- time to recover: RECOVERY_RULE;
+- for the LLM class, the same spike of its TTFT;
+- on the local backend, from the recorded steps (sharing/restart.py): for the class whose server was
+  replaced, how long no server took its connections (``refuse`` or ``kill`` to ``route``), its new server's
+  cold start (``spawn`` to ``ready``) and the old one's drain (``stopped``'s ``after_s``); for each other
+  class, whether it came through (its ``co-tenant`` step).
 
-Requests are placed in time by their intended send time, as every latency is measured from it.
+Requests are placed in time by their intended send time, as every latency is measured from it. Over an
+arm's repeats (:func:`disruption_figures`), each figure is a Spread (mean and 95% interval).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
+from bench_plugin.analysis.statistics import spread
 from bench_plugin.results.samples import Sample
-from bench_plugin.results.summary import ClassInterruption, StageDisruption
+from bench_plugin.results.summary import (
+    ClassDisruptionFigures,
+    ClassInterruption,
+    DisruptionFigures,
+    DisruptionStep,
+    StageDisruption,
+    StageSummary,
+)
 from bench_plugin.results.timeline import Disruption
 
 WINDOW_S = 1.0
@@ -34,19 +49,32 @@ def _p95(values: Sequence[float]) -> float | None:
     return float(np.percentile(np.asarray(values, dtype=float), 95)) if values else None
 
 
-def class_interruption(samples: Sequence[Sample], start_s: float, end_s: float) -> ClassInterruption:
-    """One class's figures for a disruption beginning at ``start_s`` in a stage ending at ``end_s``."""
-    before = [s.latency_ms for s in samples if s.ok and s.intended_s < start_s]
-    after = sorted((s for s in samples if s.intended_s >= start_s), key=lambda s: s.intended_s)
-    failed = sum(1 for s in after if not s.ok)
-    p95_before = _p95(before)
+def _peak(after: Sequence[Sample], start_s: float, end_s: float,
+          value: Callable[[Sample], float | None]) -> float | None:
+    """The highest P95 of ``value`` of the successful requests over WINDOW_S windows, STEP_S apart, from ``start_s``."""
     peak: float | None = None
     t = start_s
     while t < end_s:
-        window = _p95([s.latency_ms for s in after if s.ok and t <= s.intended_s < t + WINDOW_S])
+        window = _p95([v for s in after if s.ok and t <= s.intended_s < t + WINDOW_S
+                       and (v := value(s)) is not None])
         if window is not None and (peak is None or window > peak):
             peak = window
         t += STEP_S
+    return peak
+
+
+def _minus(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a - b
+
+
+def class_interruption(samples: Sequence[Sample], start_s: float, end_s: float) -> ClassInterruption:
+    """One class's figures for a disruption beginning at ``start_s`` in a stage ending at ``end_s``."""
+    before = [s.latency_ms for s in samples if s.ok and s.intended_s < start_s]
+    after = sorted((s for s in samples if s.intended_s >= start_s or (not s.ok and s.end_s >= start_s)),
+                   key=lambda s: s.intended_s)  # a request in flight at the start that then failed is its doing
+    failed = sum(1 for s in after if not s.ok)
+    p95_before = _p95(before)
+    peak = _peak(after, start_s, end_s, lambda s: s.latency_ms)
     limit = SLOW_FACTOR * p95_before if p95_before is not None else None
 
     def bad(s: Sample) -> bool:
@@ -60,10 +88,39 @@ def class_interruption(samples: Sequence[Sample], start_s: float, end_s: float) 
         recovered = after[last_bad + 1].intended_s - start_s
     else:
         recovered = None
-    return ClassInterruption(
+    out = ClassInterruption(
         requests=len(after), failed=failed, failed_share=failed / len(after) if after else None,
         p95_before_ms=p95_before, peak_p95_ms=peak,
-        spike=peak / p95_before if peak is not None and p95_before else None, recovered_s=recovered)
+        spike=peak / p95_before if peak is not None and p95_before else None, recovered_s=recovered,
+        added_p95_ms=_minus(peak, p95_before))
+    ttft_before = [v for s in samples if s.ok and s.intended_s < start_s and (v := s.ttft_ms) is not None]
+    if ttft_before:
+        out.ttft_p95_before_ms = _p95(ttft_before)
+        out.ttft_peak_p95_ms = _peak(after, start_s, end_s, lambda s: s.ttft_ms)
+        out.added_ttft_p95_ms = _minus(out.ttft_peak_p95_ms, out.ttft_p95_before_ms)
+    return out
+
+
+def _first(steps: Sequence[DisruptionStep], *actions: str) -> DisruptionStep | None:
+    return next((a for a in steps if a.action in actions), None)
+
+
+def _server_steps(steps: Sequence[DisruptionStep], interruption: ClassInterruption) -> None:
+    """Fill in what one class's recorded steps say (local backend): its replacement, or how it came through."""
+    survivor = _first(steps, "co-tenant")
+    if survivor is not None:
+        interruption.survived = bool((survivor.model_extra or {}).get("survived"))
+    spawn, ready, route = _first(steps, "spawn"), _first(steps, "ready"), _first(steps, "route")
+    if spawn is None:
+        return
+    down = _first(steps, "refuse", "kill")
+    if route is not None and route.t is not None:
+        interruption.unavailable_s = 0.0 if down is None else _minus(route.t, down.t)
+    if ready is not None:
+        interruption.cold_start_s = _minus(ready.t, spawn.t)
+    stopped = _first(steps, "stopped")
+    if stopped is not None:
+        interruption.stopped_after_s = (stopped.model_extra or {}).get("after_s")
 
 
 def stage_disruption(events: Sequence[Disruption], samples: Mapping[str, Sequence[Sample]],
@@ -77,4 +134,31 @@ def stage_disruption(events: Sequence[Disruption], samples: Mapping[str, Sequenc
                           actions=[e.step() for e in events], rule=RECOVERY_RULE)
     if start is not None:
         out.classes = {name: class_interruption(mine, out.started_s or 0.0, end_s) for name, mine in samples.items()}
+        for name, interruption in out.classes.items():
+            _server_steps([a for a in out.actions if a.target == f"class/{name}"], interruption)
     return out
+
+
+def disruption_figures(stages: Sequence[StageSummary]) -> DisruptionFigures | None:
+    """One arm's disrupted stage over its repeats (the same stage of each trial); None where none was disrupted."""
+    found = [s.disruption for s in stages if s.disruption is not None and s.disruption.started_s is not None]
+    if not found:
+        return None
+    names = list(dict.fromkeys(name for d in found for name in d.classes))
+    classes: dict[str, ClassDisruptionFigures] = {}
+    for name in names:
+        runs = [d.classes[name] for d in found if name in d.classes]
+        checked = [c.survived for c in runs if c.survived is not None]
+        fig = ClassDisruptionFigures(
+            failed=spread([float(c.failed) for c in runs]), failed_share=spread([c.failed_share for c in runs]),
+            added_p95_ms=spread([c.added_p95_ms for c in runs]), recovered_s=spread([c.recovered_s for c in runs]),
+            unrecovered=sum(1 for c in runs if c.recovered_s is None),
+            survived=sum(checked) if checked else None, checked=len(checked) if checked else None)
+        if any(c.added_ttft_p95_ms is not None for c in runs):
+            fig.added_ttft_p95_ms = spread([c.added_ttft_p95_ms for c in runs])
+        if any(c.unavailable_s is not None for c in runs):
+            fig.unavailable_s = spread([c.unavailable_s for c in runs])
+        if any(c.cold_start_s is not None for c in runs):
+            fig.cold_start_s = spread([c.cold_start_s for c in runs])
+        classes[name] = fig
+    return DisruptionFigures(kind=found[0].kind, repeats=len(found), classes=classes)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from bench_plugin.analysis.comparison import build_comparison
-from bench_plugin.analysis.disruption import stage_disruption
+from bench_plugin.analysis.disruption import disruption_figures, stage_disruption
 from bench_plugin.analysis.gpu import GPU_METRICS, stage_gpu
 from bench_plugin.analysis.intervals import duration_needed_s, intervals, samples_needed
 from bench_plugin.analysis.objectives import ClassObjectives, objectives_from_scenario, sample_meets_slo
@@ -432,7 +432,8 @@ def _arm_figures(trials: list[TrialSummary], arm: str, control: str | None) -> A
         ran = present or [aligned(t)[key] for t in mine if key in aligned(t)]
         offered = ran[0].offered if ran else {}
         realised = present[0].load if present else {}
-        out.append(ArmStageFigures(index=index, offered=offered, realised=realised, classes=stage_classes))
+        out.append(ArmStageFigures(index=index, offered=offered, realised=realised, classes=stage_classes,
+                                   disruption=disruption_figures(present)))
     return ArmFigures(stages=out, pods=arm_pods(mine))
 
 

@@ -64,8 +64,9 @@ HOW_TO_READ: dict[str, str] = {
         "they were recorded, the cluster's pods and the GPU's utilisation and memory. Look for latency that climbs "
         "within a stage (queueing) and for failures at stage or segment edges."),
     "disruption": (
-        "What was done to the cluster in a stage (a restart, drain or node failure) and what the requests saw: the "
-        "failed requests, the peak 1 s P95 against the P95 before, and how long each class took to recover."),
+        "What was done to the servers or the cluster in a stage (a restart, a kill, a rollout, a drain or a node "
+        "failure) and what the requests saw: the failed requests, the peak 1 s P95 against the P95 before, how long "
+        "each class took to recover, and how long a restarted server's class had none."),
     "scheduling": (
         "How long each workload pod waited to be scheduled and why (the scheduler's own reasons), and which pods "
         "were preempted or evicted: time a pod spends Pending is time its class is not served."),

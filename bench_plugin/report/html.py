@@ -133,7 +133,9 @@ def render_html(summary: Summary, db: sqlite3.Connection, max_points: int = MAX_
         requests = read_requests(db, trial.id, counts, max_points)
         start = trial.started_s or 0.0
         telemetry = read_telemetry(db, start, trial.ended_s or float("inf"), drawn_metrics())
-        timelines.append(timeline_plot(trial, requests, telemetry, slo, read_pod_events(db, trial.id)))
+        mine = next((t for t in summary.trials if t.id == trial.id), None)
+        disruptions = [st.disruption for st in mine.stages if st.disruption is not None] if mine else []
+        timelines.append(timeline_plot(trial, requests, telemetry, slo, read_pod_events(db, trial.id), disruptions))
     stage_series = read_trial_series(db, trials)
     opening = answer.html(summary, answer.answer_plot(summary, styles))
     cut = cut_short.html(summary)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench_plugin.analysis.answer import SEARCHED
-from bench_plugin.report import cut_short, envelope
+from bench_plugin.report import cut_short, disruption, envelope
 from bench_plugin.report.clock import campaign_clock
 from bench_plugin.report.comparison import boundary_short, spread_text
 from bench_plugin.report.generators import generators_line
@@ -107,6 +107,8 @@ def _arm(summary: Summary, name: str, arm: ArmComparison, control: str | None) -
                  (("generator-limited", stage.generator_limited), ("host busy", stage.host_busy)) if found]
         out.append(f"    stage {stage.index}" + (f" ({load} req/s)" if load else "") + f": {verdict}{classes}"
                    + (f" [{'; '.join(notes)}]" if notes else ""))
+        if mine.disruption is not None:
+            out.append(f"      disrupted, {disruption.cost_text(mine.disruption)}")
     out += cut_short.terminal(summary, name)
     if answer is not None and answer.growth is not None:
         out.append(f"    {growth_text(answer.growth, stage_names(summary).get(answer.growth.stage))}")

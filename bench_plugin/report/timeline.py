@@ -16,7 +16,10 @@ timeline stacks panels over a shared x axis (seconds from the trial start), top 
 5. GPU telemetry, when results.sqlite has a ``telemetry`` table with rows in the trial's window:
    utilisation, VRAM and more, per device and per process (telemetry.py). Otherwise no panel.
 
-Dash-dot vertical lines through every panel mark each time the arm was applied (a segment start).
+Dash-dot vertical lines through every panel mark each time the arm was applied (a segment start). Where a
+stage was disrupted on the local backend, dotted lines mark its steps (the old server's kill, refuse, stop
+and stopped; the new one's spawn and ready; the front's route to it), and in the placement panel the class's
+row shows, shaded, the time it had no server (refuse or kill to route) and the new server's loading.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from bench_plugin.report.placement import where_label
 from bench_plugin.report.telemetry import draw_panel, panels_with_data, process_names
 from bench_plugin.results.pod_events import PodEvent
 from bench_plugin.results.store import ClassRequests, TelemetrySeries, TrialRecord
+from bench_plugin.results.summary import StageDisruption
 from bench_plugin.results.words import StageStatus
 
 TICK_RESOLUTION = 5000
@@ -61,6 +65,10 @@ SLOs = dict[str, dict[str, float | None] | None]
 
 _APPLIED: dict[str, Any] = {"color": "#555555", "linestyle": "-.", "linewidth": 1.0}
 _RIGHT: dict[str, Any] = {"loc": "center left", "bbox_to_anchor": (1.005, 0.5), "frameon": False}
+STEP_COLOURS = {"kill": "#b22222", "refuse": "#b22222", "stop": "#777777", "stopped": "#777777",
+                "spawn": "#777777", "ready": "#2e8b57", "route": "#2e8b57"}
+"""The disruption steps drawn (sharing/restart.py), each a dotted line of its colour."""
+NO_SERVER = "#b22222"
 
 
 def _classes(trial: TrialRecord, requests: dict[str, ClassRequests]) -> list[str]:
@@ -117,6 +125,38 @@ def _placement_panel(ax: Axes, trial: TrialRecord, t0: float, end: float, classe
     ax.legend(handles, ["loading (applied → ready)", "ready: first real answer", "serving",
                         "warm-up (unmeasured)", "arm applied"], **_RIGHT)
     ax.set_title("placement and readiness", loc="left")
+
+
+def _steps_of(d: StageDisruption, name: str, *actions: str) -> float | None:
+    return next((a.t for a in d.actions if a.target == f"class/{name}" and a.action in actions and a.t), None)
+
+
+def _disruption_marks(axes: Sequence[Axes], placement: Axes, disruptions: Sequence[StageDisruption], t0: float,
+                      classes: list[str], marks: DataMarks) -> bool:
+    """Draw each disruption's steps (dotted lines, named in the placement panel) and each replaced class's time
+    without a server; whether anything was drawn."""
+    drawn = False
+    for d in disruptions:
+        for step in d.actions:
+            colour = STEP_COLOURS.get(step.action)
+            if colour is None or step.t is None:
+                continue
+            drawn = True
+            for ax in axes:
+                ax.axvline(step.t - t0, color=colour, linestyle=":", linewidth=0.8)
+            placement.annotate(step.action, xy=(step.t - t0, 1), xycoords=("data", "axes fraction"), xytext=(1, -2),
+                               textcoords="offset points", fontsize=6.5, color=colour, rotation=90, va="top")
+        for name in classes:
+            row = classes.index(name)
+            down, up = _steps_of(d, name, "refuse", "kill"), _steps_of(d, name, "route")
+            spawn, ready = _steps_of(d, name, "spawn"), _steps_of(d, name, "ready")
+            if down is not None:
+                marks.tag(placement.broken_barh([(down - t0, max((up or down) - down, 0.0))], (row - 0.3, 0.6),
+                                                facecolor=NO_SERVER, alpha=0.3, linewidth=0))
+            if spawn is not None and ready is not None:
+                marks.tag(placement.plot([spawn - t0, ready - t0], [row + 0.25, row + 0.25], color=class_colour(name),
+                                         linewidth=1.2, alpha=0.6)[0])
+    return drawn
 
 
 def _stage_panel(ax: Axes, trial: TrialRecord, t0: float) -> None:
@@ -200,10 +240,11 @@ def _latency_panel(ax: Axes, requests: dict[str, ClassRequests], t0: float, slo:
 
 
 def timeline_plot(trial: TrialRecord, requests: dict[str, ClassRequests], telemetry: Sequence[TelemetrySeries],
-                  slo: SLOs, pods: Sequence[PodEvent] = ()) -> Plot:
+                  slo: SLOs, pods: Sequence[PodEvent] = (), disruptions: Sequence[StageDisruption] = ()) -> Plot:
     """The trial's timeline figure (see the module docstring for its panels); ``slo`` is Summary.slo.
 
     ``pods`` are the trial's pod events (results.store.read_pod_events); without any, no pods panel.
+    ``disruptions``: the trial's disrupted stages (the summary's), whose steps are marked.
     """
     plot_id = f"timeline-trial-{trial.id}"
     times = [t for st in trial.stages for t in (st.started_s, st.ended_s) if t is not None]
@@ -235,11 +276,16 @@ def timeline_plot(trial: TrialRecord, requests: dict[str, ClassRequests], teleme
             for seg in trial.segments:
                 if seg.applied_s is not None:
                     ax.axvline(seg.applied_s - t0, **_APPLIED)
+        disrupted = _disruption_marks(axes, axes[first], disruptions, t0, classes, marks)
         axes[-1].set_xlim(min(0.0, *(t - t0 for t in times)) if times else 0.0, right * 1.01 + 0.1)
         axes[-1].set_xlabel("seconds from the trial start")
         svg = figure_svg(fig, plot_id)
     status = trial.status + (f": {trial.reason}" if trial.reason else "")
     text = _caption(trial, requests, bool(panels)) + (pod_panel.caption(rows, pods) if rows else "")
+    if disrupted:
+        text += (" Dotted lines mark the disruption's steps (red: the old server killed or the class's front "
+                 "refusing; grey: stop, stopped, spawn; green: the new server ready and routed); red shading on a "
+                 "class's row is the time it had no server, the line under it the new server's loading.")
     return Plot(plot_id, f"Trial {trial.id}: arm {trial.arm}, repeat {trial.repeat} ({status})", svg, text)
 
 

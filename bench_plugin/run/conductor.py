@@ -137,6 +137,8 @@ class Conductor:
         """Stages run since the last drain, each with whether its arrivals were stopped early."""
         self.guard = RollbackGuard(scenario)
         self.tally: StageTally | None = None
+        self.disrupted: set[int] = set()
+        """Trials a disruption has hit: a server lost in one is that trial's outcome, not the campaign's end."""
         self.telemetry = telemetry
         self.host = HostMonitor()
         """The host's own load per stage (telemetry/hostload.py): this process and the servers it started are the
@@ -215,7 +217,15 @@ class Conductor:
             for segment, classes in enumerate(self.backend.segments(trial.arm, self.class_names)):
                 if (trial.id, segment) not in self.done.segments:
                     self._segment(trial, segment, classes)
-        except (ApplyError, NotReady, ProtocolFailure, ServerGone) as exc:
+        except ServerGone as exc:
+            status, reason = TrialStatus.FAILED, str(exc)
+            if trial.id not in self.disrupted:
+                raise CampaignFailed(f"trial {trial.id} (arm {trial.arm.name}, repeat {trial.repeat}): {exc}") from None
+            # a server that did not come through a disruption (a co-tenant taken down with it, a restart that never
+            # came back) is what the disruption measured: the trial ends failed and the campaign goes on
+            logger.error("trial %d (arm %s, repeat %d) failed after its disruption: %s", trial.id, trial.arm.name,
+                         trial.repeat, exc)
+        except (ApplyError, NotReady, ProtocolFailure) as exc:
             status, reason = TrialStatus.FAILED, str(exc)
             raise CampaignFailed(f"trial {trial.id} (arm {trial.arm.name}, repeat {trial.repeat}): {exc}") from None
         except StageInvalid as exc:
@@ -447,6 +457,8 @@ class Conductor:
             window = self.host.start()
             disruption = StageDisruption.begin(self.scenario, self.backend, self.recorder, trial, segment, index,
                                                 classes, start, self.probe_at)
+            if disruption is not None:
+                self.disrupted.add(trial.id)
             status, reason = self._watch(assignment, ledger, disrupted=disruption is not None)
             if status != StageStatus.COMPLETED:
                 self.fleet.stop_stage(assignment.key)

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from stored_scenario import resolved
 
 from bench_plugin.analysis.disruption import RECOVERY_RULE, class_interruption
 from bench_plugin.report.markdown import render_report
@@ -107,3 +108,65 @@ def test_a_stage_without_disruption_has_none(tmp_path: Path) -> None:
     rec.close()
     assert summarise(tmp_path).trials[0].stages[0].disruption is None
     assert "## Disruption" not in render_report(summarise(tmp_path))
+
+
+def record_restart(rec: Recorder, trial: int, repeat: int, down_s: float) -> None:
+    """A local restart of the embedding server in stage 0 of ``trial``: no server for ``down_s`` from 105 s (its
+    requests fail then), the new one ready 0.5 s before the front moves to it; llm untouched and checked."""
+    start = START + 100.0 * trial
+    at = start + 5.0
+    rec.add_trial(trial, 0, Arm(name="a"), repeat)
+    rec.segment_applied(trial, 0, ["llm", "embedding"], Placement({"llm": ClassPlacement(url="x"),
+                                                                    "embedding": ClassPlacement(url="y")}))
+    rec.stage_started(trial, 0, 0, None, {"llm": 10.0, "embedding": 10.0}, {"llm": "poisson", "embedding": "poisson"},
+                      start, planned_s=STAGE_S, arrivals={"llm": 200, "embedding": 200})
+    steps = [("start", "embedding", at, {}), ("refuse", "class/embedding", at, {}), ("stop", "class/embedding", at, {}),
+             ("stopped", "class/embedding", at + 0.3, {"after_s": 0.3, "exit_code": 0}),
+             ("spawn", "class/embedding", at + 0.3, {"pid": 7}), ("ready", "class/embedding", at + down_s - 0.5, {}),
+             ("route", "class/embedding", at + down_s, {}), ("co-tenant", "class/llm", at + down_s, {"survived": True}),
+             ("end", "restart", at + down_s, {})]
+    for action, target, t, extra in steps:
+        rec.note(Disruption(segment=0, stage=0, at_s=5.0, disruption="restart", action=action, target=target,
+                            result="", t=t, **extra), trial)
+    samples = []
+    for k in range(int(STAGE_S * 10)):
+        intended = start + k / 10
+        down = at <= intended < at + down_s
+        for workload in ("llm", "embedding"):
+            failed = workload == "embedding" and down
+            samples.append(Sample(workload=workload, trial=trial, segment=0, stage=0, seq=k, item=0,
+                                  intended_s=intended, sent_s=intended, end_s=intended + (0.001 if failed else 0.05),
+                                  ok=not failed, error="connection" if failed else None))
+    rec.add_samples(samples)
+    rec.commit()
+    rec.stage_ended(trial, 0, 0, start + STAGE_S, "completed")
+    rec.trial_ended(trial, "completed")
+
+
+def test_a_local_restart_says_how_long_its_class_had_no_server_over_the_repeats(tmp_path: Path) -> None:
+    rec = Recorder(tmp_path / "results.sqlite")
+    rec.set_meta("scenario", {"name": "hand", "resolved": resolved(
+        [{"name": "a", "control": True}], {"llm": {"slo": {"p95_ms": 1000.0}}, "embedding": {"slo": {"p95_ms": 500.0}}},
+        backend="local", stages=[{"duration_s": STAGE_S, "load": {"llm": 10.0, "embedding": 10.0}}],
+        disruption={"kind": "restart", "at_s": 5.0, "classes": ["embedding"]})})
+    record_restart(rec, 1, 1, down_s=2.5)
+    record_restart(rec, 2, 2, down_s=3.5)
+    rec.close()
+    summary = summarise(tmp_path)
+    first = summary.trials[0].stages[0].disruption
+    assert first is not None
+    embedding, llm = first.classes["embedding"], first.classes["llm"]
+    assert embedding.unavailable_s == pytest.approx(2.5) and embedding.cold_start_s == pytest.approx(1.7)
+    assert embedding.stopped_after_s == pytest.approx(0.3) and embedding.survived is None
+    assert embedding.failed == 25 and embedding.recovered_s == pytest.approx(2.5)
+    assert llm.survived is True and llm.unavailable_s is None and llm.failed == 0
+    over = summary.arms["a"].stages[0].disruption
+    assert over is not None and (over.kind, over.repeats) == ("restart", 2)
+    down = over.classes["embedding"].unavailable_s
+    assert down is not None and down.mean == pytest.approx(3.0) and down.ci95 is not None and down.values == [2.5, 3.5]
+    assert over.classes["embedding"].failed.mean == pytest.approx(30.0)
+    assert (over.classes["llm"].survived, over.classes["llm"].checked) == (2, 2)
+    assert over.classes["llm"].unavailable_s is None
+    text = render_report(summary)
+    assert "| a | 0 | restart (2) | embedding | 30 ± " in text and "| 3.00 ± " in text
+    assert "| a | 0 | restart (2) | llm | 0 ± 0 |" in text and "| 2 of 2 |" in text

@@ -128,7 +128,10 @@ def test_each_step_replaces_the_server_behind_its_front_in_order(tmp_path: Path,
 
         failed = [(t, why) for t, ok, why in results if not ok]
         if kind == "rollout-restart":
-            assert not failed, failed  # the new server took the new connections before the old one stopped
+            # the new server took the new connections before the old one stopped; only a request sent on the one
+            # kept-alive connection the old server held, as it closed it to drain, can fail (HTTP/1.1's race)
+            assert sum(at["route"]["open"].values()) <= 2 and len(failed) <= 1, failed
+            assert all(at["stop"]["t"] - 0.5 <= t <= at["stopped"]["t"] for t, _ in failed), failed
         else:
             down, up = at["refuse" if kind == "restart" else "kill"]["t"], at["route"]["t"]
             assert failed and all(down - 0.5 <= t <= up for t, _ in failed), (failed, down, up)

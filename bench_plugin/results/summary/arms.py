@@ -27,13 +27,49 @@ class ArmClassFigures(Model):
     """LLM: inter-token latency P95 over repeats (ClassStats.itl_ms); None where no chunk times were kept."""
 
 
-class ArmStageFigures(Model):
+class ClassDisruptionFigures(Sparse):
+    """One class's interruption in a disrupted stage over the arm's repeats (analysis/disruption.py): each a
+    Spread of the repeats' ClassInterruption figures, written where some repeat has it."""
+
+    SPARSE: ClassVar[frozenset[str]] = frozenset({"added_ttft_p95_ms", "unavailable_s", "cold_start_s", "survived",
+                                                  "checked"})
+
+    failed: Spread
+    failed_share: Spread
+    added_p95_ms: Spread
+    """The latency the disruption added at its worst second (peak 1 s P95 minus the P95 before)."""
+    recovered_s: Spread
+    """Seconds to recover; a repeat that did not recover within the stage is left out (``unrecovered`` counts it)."""
+    unrecovered: int = 0
+    added_ttft_p95_ms: Spread | None = None
+    unavailable_s: Spread | None = None
+    cold_start_s: Spread | None = None
+    survived: int | None = None
+    """Repeats in which the class came through another's replacement (None where it was never checked)."""
+    checked: int | None = None
+    """Repeats in which that was checked."""
+
+
+class DisruptionFigures(Model):
+    """A disrupted stage of one arm over its repeats: what was done, and per class what it cost."""
+
+    kind: str
+    repeats: int
+    """Repeats of the arm in which the stage was disrupted."""
+    classes: dict[str, ClassDisruptionFigures] = Field(default_factory=dict)
+
+
+class ArmStageFigures(Sparse):
     """One stage of one arm: its nominal and realised load and each class's figures over repeats."""
+
+    SPARSE: ClassVar[frozenset[str]] = frozenset({"disruption"})
 
     index: int
     offered: PerClass
     realised: PerClass = Field(default_factory=dict)
     classes: dict[str, ArmClassFigures] = Field(default_factory=dict)
+    disruption: DisruptionFigures | None = None
+    """Where the stage was disrupted: its cost over the repeats; absent otherwise."""
 
 
 class PendingTime(Model):

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from pydantic import ConfigDict, Field
 
 from bench_plugin.results.facts import Recorded
+from bench_plugin.results.server_figures import Sparse
 from bench_plugin.results.spread import MeanPeak, Model
 from bench_plugin.results.summary.classes import ClassStats, PerClass
 from bench_plugin.results.summary.generators import GeneratorCheck, GeneratorUse, HostLoad
@@ -19,11 +22,18 @@ class StageGpu(Model):
     """Class -> ``vram_mib`` / ``sm_util_pct`` -> figures (its processes summed at each poll)."""
 
 
-class ClassInterruption(Model):
-    """One class's interruption in a disrupted stage, as its requests saw it (analysis/disruption.py)."""
+class ClassInterruption(Sparse):
+    """One class's interruption in a disrupted stage, as its requests saw it (analysis/disruption.py), and, on the
+    local backend, what its server's replacement took (from the recorded steps). The fields after
+    ``recovered_s`` are written only where known, so a summary written before them reads as it was."""
+
+    SPARSE: ClassVar[frozenset[str]] = frozenset({
+        "added_p95_ms", "ttft_p95_before_ms", "ttft_peak_p95_ms", "added_ttft_p95_ms", "survived",
+        "unavailable_s", "cold_start_s", "stopped_after_s"})
 
     requests: int
-    """Requests of the class sent (intended) from the disruption's start to the stage's end."""
+    """Requests of the class sent (intended) from the disruption's start to the stage's end, and those in flight at
+    its start that failed after it."""
     failed: int
     failed_share: float | None
     p95_before_ms: float | None
@@ -34,6 +44,24 @@ class ClassInterruption(Model):
     """peak_p95_ms / p95_before_ms."""
     recovered_s: float | None
     """Seconds from the disruption to recovery (RECOVERY_RULE); None: not recovered within the stage."""
+    added_p95_ms: float | None = None
+    """peak_p95_ms - p95_before_ms: the latency the disruption added at its worst second."""
+    ttft_p95_before_ms: float | None = None
+    """LLM: TTFT P95 of the successful requests intended before the disruption."""
+    ttft_peak_p95_ms: float | None = None
+    """LLM: the highest TTFT P95 over the same 1 s windows."""
+    added_ttft_p95_ms: float | None = None
+    """LLM: ttft_peak_p95_ms - ttft_p95_before_ms."""
+    survived: bool | None = None
+    """A class whose server was not replaced: whether it came through (its ``co-tenant`` step: still running and
+    answering); None where it was not checked."""
+    unavailable_s: float | None = None
+    """A class whose server was replaced (local backend): seconds from its front refusing (or the kill) to its
+    front moving to the new server; 0 for a rollout, which never refuses; None where it never moved."""
+    cold_start_s: float | None = None
+    """A replaced class: seconds from the new server's spawn to its first answer (``ready``)."""
+    stopped_after_s: float | None = None
+    """A replaced class: seconds from the old server's stop (or kill) to its exit (its drain)."""
 
 
 class DisruptionStep(Recorded):
