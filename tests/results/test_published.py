@@ -116,3 +116,44 @@ def test_the_device_time_estimates_in_benchmarks_md_are_what_search_estimate_pri
         with redirect_stdout(printed):
             assert module.main([*ESTIMATE.split()[2:], *flags]) == 0
         assert printed.getvalue().splitlines()[-1] == row[1].removesuffix(" |"), (flags, row)
+
+
+DISRUPTION = Path(__file__).resolve().parents[2] / "docs" / "results" / "h100-disruption"
+
+
+def test_the_published_disruption_campaign_holds_what_its_readme_says() -> None:
+    """docs/results/h100-disruption: a restart or a kill of the embedding server took its class down for its new
+    server's cold start (6.6-7.0 s) and cost about 200 requests; a rollout none but keep-alive's race; every other
+    class came through every step in every repeat, and under MPS the daemon did too; the GPU was left as found."""
+    summary = load_summary(DISRUPTION / "summary.json")
+    assert summary.status.status == "completed" and len(summary.trials) == 9
+    for arm, figures in summary.arms.items():
+        kinds = [stage.disruption.kind for stage in figures.stages if stage.disruption is not None]
+        assert kinds == ["restart", "rollout-restart", "kill"], arm
+        for stage in figures.stages:
+            d = stage.disruption
+            assert d is not None and d.repeats == 3
+            embedding = d.classes["embedding"]
+            down, cold, failed = embedding.unavailable_s, embedding.cold_start_s, embedding.failed
+            assert down is not None and cold is not None and cold.mean is not None and down.mean is not None
+            assert 6.5 <= cold.mean <= 7.2, (arm, d.kind, cold.mean)
+            assert failed.mean is not None
+            if d.kind == "rollout-restart":
+                assert down.mean == 0.0 and failed.mean <= 1.0, (arm, failed.values)
+            else:
+                assert cold.mean < down.mean < cold.mean + 0.5 and 150 <= failed.mean <= 250, (arm, d.kind)
+            for name in ("llm", "asr"):
+                other = d.classes.get(name)
+                if arm == "exclusive":
+                    assert other is None  # each class alone: nobody beside the restarting server
+                    continue
+                assert other is not None and (other.survived, other.checked) == (3, 3) and other.failed.mean == 0
+    steps = [a for trial in summary.trials if trial.arm == "mps" for stage in trial.stages if stage.disruption
+             for a in stage.disruption.actions if a.action == "mps-daemon"]
+    assert len(steps) == 9 and all(a.result is not None and a.result.startswith("running") for a in steps)
+    check = (DISRUPTION / "gpu-check.txt").read_text()
+    for line in ("settings unchanged: yes", "server processes left: none", "front processes left: none",
+                 "MPS processes left: none", "compute processes on the GPU: none"):
+        assert check.count(line) == 2, line  # both device calls
+    readme = (DISRUPTION / "README.md").read_text()
+    assert "NVIDIA H100 80GB HBM3" in readme and "3 of 3" in readme

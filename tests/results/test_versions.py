@@ -265,21 +265,23 @@ def test_the_committed_h200_campaign_a_version_1_store_still_reports(tmp_path: P
 
 
 @pytest.mark.slow
-def test_the_committed_h100_queueing_campaign_reports_as_committed(tmp_path: Path) -> None:
-    """docs/results/h100-queueing (a version 7 store, its servers' metrics per stage): `bench-plugin report` on it
-    writes the committed summary.json (by meaning) and summary.md and report.md (byte for byte). Its report.html is
-    not committed (docs/results/h100-queueing/README.md says why), so it is written and not compared."""
-    source = ROOT / "docs" / "results" / "h100-queueing"
-    target = tmp_path / "h100-queueing"
+@pytest.mark.parametrize("name", ["h100-queueing", "h100-disruption"])
+def test_a_committed_h100_campaign_reports_as_committed(tmp_path: Path, name: str) -> None:
+    """docs/results/h100-queueing (a version 7 store, its servers' metrics per stage) and h100-disruption (a
+    resumed campaign whose stages were disrupted, one step each): `bench-plugin report` on each writes the
+    committed summary.json (by meaning) and summary.md and report.md (byte for byte). Their report.html is not
+    committed (their READMEs say why), so it is written and not compared."""
+    source = ROOT / "docs" / "results" / name
+    target = tmp_path / name
     shutil.copytree(source, target, ignore=shutil.ignore_patterns("results.sqlite", "report.html"))
     assert unpack_store(target) == target / "results.tar.xz"
     done = subprocess.run([sys.executable, "-m", "bench_plugin.cli", "report", str(target)], capture_output=True,
                           text=True, check=False, cwd=ROOT)
     assert done.returncode == 0, done.stderr
-    stale = "docs/results/h100-queueing/{} is stale: regenerate it (bench-plugin report)"
+    stale = f"docs/results/{name}/{{}} is stale: regenerate it (bench-plugin report)"
     found = json_difference(*(json.loads((d / "summary.json").read_text(encoding="utf-8")) for d in (target, source)))
     assert found is None, f"{stale.format('summary.json')}: first difference at {found}"
-    for name in ("summary.md", "report.md"):
-        assert (target / name).read_text(encoding="utf-8") == (source / name).read_text(encoding="utf-8"), \
-            stale.format(name)
+    for page in ("summary.md", "report.md"):
+        assert (target / page).read_text(encoding="utf-8") == (source / page).read_text(encoding="utf-8"), \
+            stale.format(page)
     assert (target / "report.html").stat().st_size > 0
