@@ -9,8 +9,11 @@ class never failed; and the stage's interruption figures say the same.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
-from harness import Campaign, run_campaign
+import yaml
+from harness import ROOT, Campaign, run_campaign, run_locust
 
 from bench_plugin.results.store import open_campaign
 from bench_plugin.results.summary import Summary, load_summary
@@ -109,3 +112,35 @@ def test_the_cost_over_repeats_and_the_answer_say_what_each_step_took(campaign: 
     assert "embedding without a server 0.00 s" in campaign.output  # the rollout never refused
     report = (campaign.results / "report.md").read_text()
     assert "| shared | 2 | kill (1) | embedding |" in report
+
+
+def test_a_server_that_does_not_come_back_fails_its_trial_and_the_campaign_goes_on(tmp_path: Path) -> None:
+    """The embedding server's second start (the restart of trial 1) exits at once: the step records the error,
+    the class stays down, liveness names it, trial 1 ends failed, and trial 2 (whose servers start) runs whole."""
+    data = yaml.safe_load((ROOT / "scenarios" / "simulator-disruption.yaml").read_text())
+    counter = tmp_path / "starts"
+    synthetic = " ".join(data["classes"]["embedding"]["server"]["command"][1:])
+    data["classes"]["embedding"]["server"]["command"] = [
+        "sh", "-c", f"n=$(cat {counter} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {counter}; "
+                    f"if [ $n -eq 2 ]; then echo 'start '$n' refused on purpose' >&2; exit 3; fi; "
+                    f"exec {{python}} {synthetic}"]
+    data.update(repeats=2, stages=data["stages"][:1], disruption=data["disruption"][:1])
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(yaml.safe_dump(data))
+    results = tmp_path / "results"
+    done = run_locust(["-f", "locustfiles/mixed.py", "--scenario", str(scenario), "--results-dir", str(results)],
+                      timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:]
+    summary = load_summary(results / "summary.json")
+    first, second = summary.trials
+    assert first.status == "failed" and first.reason is not None and "embedding" in first.reason, first.reason
+    assert "exit code 3" in first.reason
+    d = first.stages[0].disruption
+    assert d is not None and [a.action for a in d.actions][-3:] == ["error", "co-tenant", "end"]
+    error = next(a for a in d.actions if a.action == "error")
+    assert error.result is not None and "exited (code 3)" in error.result and "refused on purpose" in error.result
+    assert d.classes["embedding"].unavailable_s is None  # never routed again
+    assert second.status == "completed" and second.stages[0].disruption is not None
+    assert [a.action for a in second.stages[0].disruption.actions] == ORDER["restart"]
+    assert summary.status.status == "completed"
+    assert "failed after its disruption" in done.stdout

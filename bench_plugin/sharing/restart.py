@@ -18,8 +18,9 @@ reference servers send once the model is loaded and warmed; a server without one
 server's: ``stop``, ``kill`` (SIGKILL, also when it outlived ``grace_s``) and ``stopped`` (its exit code, and
 seconds since the stop). Every step is recorded with ``action``, ``target`` (``class/<name>``), ``result`` and
 ``t`` (epoch seconds). A new server that exits or is not ready within the scenario's ``readiness_timeout_s``
-is an ``error`` step: a rollout then leaves the old server serving (as a stuck rollout does); after a restart
-or a kill the class stays down, and liveness names it once the disruption is over.
+is an ``error`` step: a rollout then stops it and leaves the old server serving (as a stuck rollout does);
+after a restart or a kill it is stopped and stays the class's server, so liveness names the class at once and
+its trial ends failed (the campaign goes on: run/conductor.py).
 
 Then each other class of the segment is checked (``co-tenant``, ``survived``): its server still runs and
 answers its own request through its front. Under MPS a client's fault may be shared by the daemon's other
@@ -123,7 +124,14 @@ class Restarter:
 
     def _roll(self, name: str) -> None:
         old = self._old(name)
-        port = self._bring_up(name)
+        try:
+            port = self._bring_up(name)
+        except NotUp:  # a stuck rollout: the old server goes on serving, the new one is taken away
+            new = self.backend.server(name)
+            if new is not None and new is not old:
+                new.stop()
+                self.backend.running.remove(new)
+            raise
         self._route(name, port)
         self.backend.replacing.add(name)  # the old one's exit is ours
         self._retire(name, old, grace_s=self.spec.grace_s)
@@ -134,7 +142,7 @@ class Restarter:
         self.backend.replacing.add(name)
         self._step("refuse", name, "new connections reset", t=self.backend.fronts[name].refuse())
         self._retire(name, old, grace_s=self.spec.grace_s)
-        self._route(name, self._bring_up(name))
+        self._route(name, self._up_or_down(name))
         self.backend.replacing.discard(name)
 
     def _kill(self, name: str) -> None:
@@ -142,8 +150,20 @@ class Restarter:
         self.backend.replacing.add(name)
         self._retire(name, old, grace_s=0.0)
         self._step("refuse", name, "new connections reset", t=self.backend.fronts[name].refuse())
-        self._route(name, self._bring_up(name))
+        self._route(name, self._up_or_down(name))
         self.backend.replacing.discard(name)
+
+    def _up_or_down(self, name: str) -> int:
+        """The new server's port once it answers; NotUp if it does not, with it stopped and left as the class's
+        server, so that liveness names the class at once (exited) and its trial ends there."""
+        try:
+            return self._bring_up(name)
+        except NotUp:
+            new = self.backend.server(name)
+            if new is not None:
+                new.stop()
+            self.backend.replacing.discard(name)
+            raise
 
     def _route(self, name: str, port: int) -> None:
         front = self.backend.fronts[name]

@@ -11,6 +11,7 @@ from typing import Any
 import gevent
 import pytest
 import requests
+import yaml
 from sharing_testlib import CPU, ROOT
 
 from bench_plugin.results.samples import Sample
@@ -31,15 +32,20 @@ ORDER = {
 }
 
 
-def scenario_file(tmp_path: Path) -> Path:
-    import yaml
-
+def scenario_file(tmp_path: Path, second_start_fails: bool = False) -> Path:
+    """day19 on synthetic servers with a known cold start; ``second_start_fails``: the embedding server's second
+    start (a restart's new server) exits at once with code 3."""
     data = yaml.safe_load((ROOT / "scenarios" / "day19.yaml").read_text())
     command = [sys.executable, "-m", "bench_plugin.servers", "synthetic", "--host", "{host}", "--port", "{port}",
                "--model-name", "{model}", "--ready-after-s", str(READY_AFTER_S), "--latency-ms", str(LATENCY_MS),
                "--ttft-ms", str(LATENCY_MS), "--itl-ms", "1"]
     for name in data["classes"]:
         data["classes"][name]["server"] = {"kind": "command", "command": command}
+    if second_start_fails:
+        counter = tmp_path / "starts"
+        data["classes"]["embedding"]["server"]["command"] = [
+            "sh", "-c", f"n=$(cat {counter} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {counter}; "
+                        f"[ $n -eq 2 ] && exit 3; exec {' '.join(command)}"]
     data["disruption"] = {"kind": "restart", "at_s": 1, "classes": ["embedding"], "grace_s": 5}
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(data))
@@ -143,3 +149,31 @@ def test_each_step_replaces_the_server_behind_its_front_in_order(tmp_path: Path,
         backend.release()
     assert not backend.running and not backend.fronts
     assert all(front.process.poll() is not None for front in fronts)
+
+
+def test_a_rollout_whose_new_server_never_answers_leaves_the_old_one_serving(tmp_path: Path) -> None:
+    scenario = load_scenario(scenario_file(tmp_path, second_start_fails=True))
+    backend = LocalBackend(scenario, tmp_path / "logs")
+    backend.devices = CPU
+    steps: list[dict[str, Any]] = []
+    try:
+        placement = backend.apply(scenario.control, ["embedding"], 1, 0)
+        url = placement.classes["embedding"].url
+        deadline = time.time() + 30
+        while not probe(backend)("embedding", url).ok:
+            assert time.time() < deadline
+            time.sleep(0.2)
+        old = backend.server("embedding")
+        load = Load(url, scenario.classes.get("embedding").model)
+        gevent.sleep(0.5)
+        spec = Disruption(kind="rollout-restart", at_s=1, classes=["embedding"], grace_s=5)
+        backend.disrupt(spec, ["embedding"], lambda **step: steps.append(step), probe(backend))
+        gevent.sleep(0.5)
+        results = load.stop()
+        assert [step["action"] for step in steps] == ["start", "spawn", "error", "end"]
+        assert "exited (code 3) before it was listening" in steps[2]["result"]
+        assert backend.server("embedding") is old and old is not None and old.exit_code() is None
+        assert backend.exited("embedding") is None and len(backend.running) == 1
+        assert results and all(ok for _, ok, _ in results), "the old server went on serving"
+    finally:
+        backend.release()
