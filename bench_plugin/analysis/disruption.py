@@ -13,12 +13,15 @@ From one stage's samples and its ``disruption`` events (the store's readers, no 
   cold start (``spawn`` to ``ready``) and the old one's drain (``stopped``'s ``after_s``); for each other
   class, whether it came through (its ``co-tenant`` step).
 
-Requests are placed in time by their intended send time, as every latency is measured from it. Over an
+Each class's requests are also counted second by second (sent, succeeded, failed, P95), before, during and
+after, on the disruption's clock (:func:`second_series`). Requests are placed in time by their intended send
+time, as every latency is measured from it. Over an
 arm's repeats (:func:`disruption_figures`), each figure is a Spread (mean and 95% interval).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -30,6 +33,7 @@ from bench_plugin.results.summary import (
     ClassInterruption,
     DisruptionFigures,
     DisruptionStep,
+    SecondFigures,
     StageDisruption,
     StageSummary,
 )
@@ -123,6 +127,25 @@ def _server_steps(steps: Sequence[DisruptionStep], interruption: ClassInterrupti
         interruption.stopped_after_s = (stopped.model_extra or {}).get("after_s")
 
 
+def second_series(samples: Sequence[Sample], start_s: float, end_s: float) -> list[SecondFigures]:
+    """A class's requests per whole second from its first request to ``end_s``, seconds counted from ``start_s``
+    (the disruption's start: the seconds before it are negative)."""
+    if not samples:
+        return []
+    first = min(s.intended_s for s in samples)
+    lo = math.floor(first - start_s)
+    seconds: dict[int, list[Sample]] = {k: [] for k in range(lo, max(lo + 1, math.ceil(end_s - start_s)))}
+    for s in samples:
+        k = math.floor(s.intended_s - start_s)
+        if k in seconds:
+            seconds[k].append(s)
+    out = []
+    for k, mine in seconds.items():
+        ok = [s.latency_ms for s in mine if s.ok]
+        out.append(SecondFigures(t=float(k), sent=len(mine), ok=len(ok), failed=len(mine) - len(ok), p95_ms=_p95(ok)))
+    return out
+
+
 def stage_disruption(events: Sequence[Disruption], samples: Mapping[str, Sequence[Sample]],
                      end_s: float) -> StageDisruption | None:
     """The stage's disruption from its steps (in time order) and its samples per class; None without steps."""
@@ -136,6 +159,7 @@ def stage_disruption(events: Sequence[Disruption], samples: Mapping[str, Sequenc
         out.classes = {name: class_interruption(mine, out.started_s or 0.0, end_s) for name, mine in samples.items()}
         for name, interruption in out.classes.items():
             _server_steps([a for a in out.actions if a.target == f"class/{name}"], interruption)
+        out.series = {name: second_series(mine, out.started_s or 0.0, end_s) for name, mine in samples.items()}
     return out
 
 

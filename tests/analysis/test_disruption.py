@@ -160,6 +160,13 @@ def test_a_local_restart_says_how_long_its_class_had_no_server_over_the_repeats(
     assert embedding.stopped_after_s == pytest.approx(0.3) and embedding.survived is None
     assert embedding.failed == 25 and embedding.recovered_s == pytest.approx(2.5)
     assert llm.survived is True and llm.unavailable_s is None and llm.failed == 0
+    assert first.series is not None
+    seconds = {f.t: f for f in first.series["embedding"]}
+    assert sorted(seconds) == [float(k) for k in range(-5, 15)]  # the whole stage, on the disruption's clock
+    assert [(seconds[k].sent, seconds[k].failed) for k in (-1.0, 0.0, 1.0, 2.0, 3.0)] == [
+        (10, 0), (10, 10), (10, 10), (10, 5), (10, 0)]
+    assert seconds[1.0].p95_ms is None and seconds[3.0].p95_ms == pytest.approx(50.0)
+    assert all(f.failed == 0 for f in first.series["llm"])
     over = summary.arms["a"].stages[0].disruption
     assert over is not None and (over.kind, over.repeats) == ("restart", 2)
     down = over.classes["embedding"].unavailable_s

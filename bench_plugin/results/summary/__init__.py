@@ -97,6 +97,7 @@ from bench_plugin.results.summary.search import (
 from bench_plugin.results.summary.stages import (
     ClassInterruption,
     DisruptionStep,
+    SecondFigures,
     StageDisruption,
     StageGpu,
     StageSummary,
@@ -251,6 +252,7 @@ __all__ = [
     "ScenarioRef",
     "SearchProbe",
     "SearchResult",
+    "SecondFigures",
     "Spread",
     "StageComparison",
     "StageDisruption",

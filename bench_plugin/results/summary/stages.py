@@ -78,8 +78,22 @@ class DisruptionStep(Recorded):
     target: str
 
 
-class StageDisruption(Model):
-    """The disruption of one stage: what was done, when, and the interruption per class."""
+class SecondFigures(Model):
+    """One class's requests in one second of a disrupted stage, placed by their intended send time."""
+
+    t: float
+    """The second's start, in seconds from the disruption's start (negative before it)."""
+    sent: int
+    ok: int
+    failed: int
+    p95_ms: float | None
+    """P95 latency of the second's successful requests; None without any."""
+
+
+class StageDisruption(Sparse):
+    """The disruption of one stage: what was done, when, the interruption per class and its series per second."""
+
+    SPARSE: ClassVar[frozenset[str]] = frozenset({"series"})
 
     kind: str
     at_s: float
@@ -90,6 +104,9 @@ class StageDisruption(Model):
     classes: dict[str, ClassInterruption] = Field(default_factory=dict)
     rule: str = ""
     """How recovery is decided, in words."""
+    series: dict[str, list[SecondFigures]] | None = None
+    """Class -> its requests second by second from the stage's start to its end, before, during and after the
+    disruption (the timeline of the cost); absent in summaries written before it."""
 
 
 class StageSummary(Model):
