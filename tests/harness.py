@@ -21,6 +21,15 @@ from bench_plugin.sharing.processes import free_port
 ROOT = Path(__file__).resolve().parent.parent
 LOCUST = str(Path(sys.executable).parent / "locust")
 
+UP = ["spawn", "listening", "healthy", "ready", "route"]
+"""A local disruption's new server's phases, then the front's move to it (sharing/restart.py)."""
+RESTART_ORDER = {
+    "rollout-restart": ["start", *UP, "stop", "stopped", "co-tenant", "end"],
+    "restart": ["start", "refuse", "stop", "stopped", *UP, "co-tenant", "end"],
+    "kill": ["start", "kill", "stopped", "refuse", *UP, "co-tenant", "end"],
+}
+"""The steps each kind of local disruption records, in order, for one class in a segment with another."""
+
 
 def headless(args: list[str], report: bool) -> list[str]:
     """The `locust --headless` command line for ``args``: with ``--no-report`` unless the test reads the report

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from harness import ROOT, Campaign, run_campaign, run_locust
+from harness import RESTART_ORDER, ROOT, Campaign, run_campaign, run_locust
 
 from bench_plugin.results.store import open_campaign
 from bench_plugin.results.summary import Summary, load_summary
@@ -23,13 +23,6 @@ pytestmark = pytest.mark.slow
 COLD_START_S = 1.5
 RATE = 20.0
 """The embedding class's req/s in every stage."""
-UP = ["spawn", "listening", "healthy", "ready", "route"]
-"""The new server's phases, then the front's move to it."""
-ORDER = {
-    "rollout-restart": ["start", *UP, "stop", "stopped", "co-tenant", "end"],
-    "restart": ["start", "refuse", "stop", "stopped", *UP, "co-tenant", "end"],
-    "kill": ["start", "kill", "stopped", "refuse", *UP, "co-tenant", "end"],
-}
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +41,7 @@ def test_each_stage_holds_its_steps_in_order(summary: Summary) -> None:
     for stage in stages:
         assert stage.disruption is not None and stage.status == "completed", stage.reason
         actions = stage.disruption.actions
-        assert [a.action for a in actions] == ORDER[stage.disruption.kind]
+        assert [a.action for a in actions] == RESTART_ORDER[stage.disruption.kind]
         times = [a.t for a in actions]
         assert all(t is not None for t in times) and times == sorted(times)  # type: ignore[type-var]
         assert stage.disruption.started_s == actions[0].t
@@ -141,6 +134,6 @@ def test_a_server_that_does_not_come_back_fails_its_trial_and_the_campaign_goes_
     assert error.result is not None and "exited (code 3)" in error.result and "refused on purpose" in error.result
     assert d.classes["embedding"].unavailable_s is None  # never routed again
     assert second.status == "completed" and second.stages[0].disruption is not None
-    assert [a.action for a in second.stages[0].disruption.actions] == ORDER["restart"]
+    assert [a.action for a in second.stages[0].disruption.actions] == RESTART_ORDER["restart"]
     assert summary.status.status == "completed"
     assert "failed after its disruption" in done.stdout

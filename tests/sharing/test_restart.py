@@ -12,6 +12,7 @@ import gevent
 import pytest
 import requests
 import yaml
+from harness import RESTART_ORDER
 from sharing_testlib import CPU, ROOT
 
 from bench_plugin.results.samples import Sample
@@ -23,13 +24,6 @@ READY_AFTER_S = 1.5
 LATENCY_MS = 20.0
 """Every synthetic embedding takes this long (ttft for llm)."""
 
-UP = ["spawn", "listening", "healthy", "ready", "route"]
-"""The new server's phases, then the front's move to it."""
-ORDER = {
-    "rollout-restart": ["start", *UP, "stop", "stopped", "co-tenant", "end"],
-    "restart": ["start", "refuse", "stop", "stopped", *UP, "co-tenant", "end"],
-    "kill": ["start", "kill", "stopped", "refuse", *UP, "co-tenant", "end"],
-}
 
 
 def scenario_file(tmp_path: Path, second_start_fails: bool = False) -> Path:
@@ -121,7 +115,7 @@ def test_each_step_replaces_the_server_behind_its_front_in_order(tmp_path: Path,
         results, co_tenant = load.stop(), other.stop()
 
         actions = [step["action"] for step in steps]
-        assert actions == ORDER[kind], steps
+        assert actions == RESTART_ORDER[kind], steps
         times = [step["t"] for step in steps]
         assert times == sorted(times), steps
         at = {step["action"]: step for step in steps}
