@@ -49,10 +49,16 @@ from bench_plugin.sharing.mps import (
     foreign_daemon_pipe,
 )
 from bench_plugin.sharing.plan import ServerPlan, assign_devices, check_arm, plan_segments, server_plan
-from bench_plugin.sharing.processes import FrontProcess, ServerProcess, free_port, start_front, start_server
+from bench_plugin.sharing.processes import (
+    HOST,
+    FrontProcess,
+    ServerProcess,
+    free_port,
+    port_of,
+    start_front,
+    start_server,
+)
 from bench_plugin.sharing.restart import Restarter
-
-HOST = "127.0.0.1"
 
 AUTO_SIZES: dict[str, dict[str, str]] = {
     "cpu": {"llm": "tiny", "embedding": "tiny", "asr": "tiny"},
@@ -277,8 +283,3 @@ class LocalBackend(SharingBackend):
             if self.mps is not None:
                 daemon, self.mps = self.mps, None
                 daemon.stop()
-
-
-def port_of(url: str) -> int:
-    """The port of a ``http://host:port`` URL this backend made."""
-    return int(url.rsplit(":", 1)[1].split("/", 1)[0])

@@ -29,7 +29,16 @@ from bench_plugin.scenario.affinity import format_cpulist
 _PR_SET_PDEATHSIG = 1
 
 
-def free_port(host: str = "127.0.0.1") -> int:
+HOST = "127.0.0.1"
+"""Where the local backend's servers and fronts listen."""
+
+
+def port_of(url: str) -> int:
+    """The port of a ``http://host:port`` URL the local backend made."""
+    return int(url.rsplit(":", 1)[1].split("/", 1)[0])
+
+
+def free_port(host: str = HOST) -> int:
     """A TCP port that is free on ``host`` right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))

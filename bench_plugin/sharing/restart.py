@@ -40,7 +40,7 @@ import requests
 from bench_plugin.results.placement import ClassPlacement
 from bench_plugin.results.samples import Sample
 from bench_plugin.scenario import Disruption
-from bench_plugin.sharing.processes import FrontError, FrontProcess, ServerProcess
+from bench_plugin.sharing.processes import HOST, FrontError, FrontProcess, ServerProcess, port_of
 
 POLL_S = 0.05
 """How often a starting server is looked at (its port, its /health)."""
@@ -102,7 +102,7 @@ class Restarter:
                 self._step("co-tenant", other, f"its server exited (code {code}) while {name}'s was replaced",
                            survived=False)
                 continue
-            sample = self.probe(other, f"http://127.0.0.1:{front.port}")
+            sample = self.probe(other, f"http://{HOST}:{front.port}")
             if sample.ok:
                 self._step("co-tenant", other, f"answered in {sample.latency_ms:.0f} ms", survived=True)
             else:
@@ -167,7 +167,7 @@ class Restarter:
 
     def _route(self, name: str, port: int) -> None:
         front = self.backend.fronts[name]
-        t = front.route("127.0.0.1", port)
+        t = front.route(HOST, port)
         self._step("route", name, f"new connections to port {port}", t=t, open=front.stats().get("open", {}))
 
     def _retire(self, name: str, old: ServerProcess, grace_s: float) -> None:
@@ -193,7 +193,7 @@ class Restarter:
         """Start class ``name``'s new server and wait until it answers; its port. NotUp if it does not."""
         started = time.time()
         new, placement = self.backend.start_again(name)
-        port = int(placement.url.rsplit(":", 1)[1])
+        port = port_of(placement.url)
         self._step("spawn", name, f"pid {new.pid} on port {port}", t=started, pid=new.pid, port=port,
                    log=str(new.log_path))
         deadline = time.monotonic() + self.timeout_s
@@ -239,7 +239,7 @@ class Restarter:
 
 def _listens(port: int) -> str | None:
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1.0):
+        with socket.create_connection((HOST, port), timeout=1.0):
             return "port open"
     except OSError:
         return None
@@ -248,7 +248,7 @@ def _listens(port: int) -> str | None:
 def _health(port: int) -> str | None:
     """"200" once /health answers 200, "absent" for a server without it (404), None meanwhile."""
     try:
-        status = requests.get(f"http://127.0.0.1:{port}/health", timeout=2.0).status_code
+        status = requests.get(f"http://{HOST}:{port}/health", timeout=2.0).status_code
     except requests.RequestException:
         return None
     if status == 200:

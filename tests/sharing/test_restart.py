@@ -17,7 +17,8 @@ from sharing_testlib import CPU, ROOT
 
 from bench_plugin.results.samples import Sample
 from bench_plugin.scenario import Disruption, load_scenario
-from bench_plugin.sharing.local import LocalBackend, port_of
+from bench_plugin.sharing.local import LocalBackend
+from bench_plugin.sharing.processes import port_of
 
 READY_AFTER_S = 1.5
 """The synthetic server's /health answers 503 this long after it starts: a known cold start."""
