@@ -103,10 +103,11 @@ def test_each_step_replaces_the_server_behind_its_front_in_order(tmp_path: Path,
         assert set(backend.fronts) == {"llm", "embedding"}
         old = backend.server("embedding")
         assert old is not None
-        deadline = time.time() + 30
-        while not probe(backend)("embedding", embedding.url).ok:  # the first server's cold start, through the front
-            assert time.time() < deadline
-            time.sleep(0.2)
+        deadline = time.time() + 60
+        for name, where in placement.classes.items():  # each first server's cold start, through its front
+            while not probe(backend)(name, where.url).ok:
+                assert time.time() < deadline, f"{name}'s first server never answered"
+                time.sleep(0.2)
         load = Load(embedding.url, scenario.classes.get("embedding").model)
         other = Load(placement.classes["llm"].url, scenario.classes.get("llm").model)
         gevent.sleep(1.0)
