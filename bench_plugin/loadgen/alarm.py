@@ -113,7 +113,8 @@ class Alarm:
             if waiter.greenlet is not None:  # None: its greenlet was killed while it waited
                 waiter.switch(None)
         if heap:
-            self._arm(heap[0][0])
+            if heap[0][0] != self._armed:  # a greenlet it woke may have armed it for the earliest already
+                self._arm(heap[0][0])
         else:
             with contextlib.suppress(BlockingIOError):  # re-armed and reset by a greenlet it woke: nothing to read
                 os.read(self.fd, 8)

@@ -41,10 +41,12 @@ from bench_plugin.scenario.request_sets import RequestItem
 from bench_plugin.users.body import TooLarge, read_all
 
 PREPARE_AHEAD_S = 0.005
-"""Each request is taken (built the first time its item is drawn in a stage) this long or up to twice as
-long before its send time, so building it never delays the send; it then waits for its time on the
-process's alarm (loadgen/alarm.py), which wakes it to a fraction of a millisecond without spinning. The
-arrival loop wakes once for every arrival due within this long of its wake, not once per arrival."""
+"""A request whose item is drawn for the first time in the stage is taken (and built) this long or up to
+twice as long before its send time, so building it never delays the send; it then waits for its time on
+the process's alarm (loadgen/alarm.py), which wakes it to a fraction of a millisecond without spinning. A
+request already built is taken when the arrival loop itself wakes on the alarm at its send time: one wake
+of the process per send instead of two (the loop's, then the request's), the cost that dominates at low
+rates. Either way the arrival loop takes every arrival due within this long of its wake at once."""
 
 
 class RequestFailed(Exception):
@@ -122,6 +124,14 @@ class WorkloadUser(FastHttpUser):
     state: LoadState
     """The LoadState of the process this sender belongs to."""
 
+    def __init__(self, environment: Environment) -> None:
+        super().__init__(environment)
+        # No cookie jar: one sender carries every arrival of its class, each a client of its own, so a
+        # cookie one reply set (a balancer's affinity cookie, say) must not follow the next request; and
+        # the stdlib jar took a lock and parsed headers twice per request (about 6% of the sender's Python
+        # time at 150 ASR req/s, docs/benchmarks.md).
+        self.client.client.cookiejar = None
+
     @classmethod
     def sender(cls, environment: Environment, state: LoadState) -> WorkloadUser:
         """This class's sender for a process: an instance Locust does not spawn, used for its requests."""
@@ -152,14 +162,24 @@ class WorkloadUser(FastHttpUser):
         awake_until = 0.0
         for k in share.of(len(offsets)):
             intended = a.start_s + float(offsets[k])
+            item = int(items[k])
             if intended > awake_until:  # one wake takes every arrival due within PREPARE_AHEAD_S of it
+                if item in built:  # nothing to build: wake at its time; its greenlet sends before the rest is taken
+                    wait_until(intended)
+                    if not self.state.is_active(a.key):
+                        return
+                    self.state.spawn(self._one, a, load, slots, built, k, item, intended,
+                                     self.state.begin(self.workload, a.key, intended))
+                    gevent.sleep(0)  # the greenlet just handed over runs first (its callback is queued first)
+                    awake_until = time.time() + PREPARE_AHEAD_S
+                    continue
                 if not self.state.sleep_until(intended - PREPARE_AHEAD_S, a.key):
                     return
                 awake_until = time.time() + PREPARE_AHEAD_S
             elif not self.state.is_active(a.key):
                 return
             token = self.state.begin(self.workload, a.key, intended)  # in flight from now: see LoadState.begin
-            self.state.spawn(self._one, a, load, slots, built, k, int(items[k]), intended, token)
+            self.state.spawn(self._one, a, load, slots, built, k, item, intended, token)
 
     def _closed_loop(self, a: StageAssignment, load: ClassLoad, share: Share, slots: BoundedSemaphore) -> None:
         seq = itertools.count()
