@@ -14,14 +14,15 @@ The next step is the first rule that holds, in this order (NEXT_STEPS says each)
 2. a load generator fell behind at a stage of the arm: rerun with more load generators;
 3. fewer than 2 paired repeats: run 3 repeats;
 4. the boundary lies outside the loads measured (above the highest, below the lowest; a search above
-   its maximum or below its minimum): measure there;
+   its maximum or below its minimum): measure there; every stage was disrupted (so none measured the load:
+   analysis/boundary.py): add one that is not;
 5. the figure per device does not differ significantly from the control's: run more repeats;
 6. otherwise none: the answer holds for the loads measured.
 """
 
 from __future__ import annotations
 
-from bench_plugin.analysis.boundary import format_offered
+from bench_plugin.analysis.boundary import every_stage_disrupted, format_offered
 from bench_plugin.analysis.queueing import answer_growth
 from bench_plugin.analysis.verdict import MIN_PAIRS
 from bench_plugin.results.limits import Limit
@@ -40,6 +41,8 @@ NEXT_STEPS: dict[str, str] = {
     "below": "measure below {load}: an SLO broke already at the lowest load measured",
     "above_search": "search above {load} (raise search.max_scale): every SLO held up to the maximum",
     "below_search": "search below {load} (lower search.min_scale): an SLO broke already at the minimum",
+    "disrupted": "add a stage without a disruption to find the load boundary: every stage was disrupted, and its "
+                 "errors and latency are the disruption's cost (the 'disrupted' lines), not the load's",
     "spread": "run more repeats (now {n}): the figure does not differ significantly from the control's",
     "none": "none: the answer holds for the loads measured",
 }
@@ -119,6 +122,8 @@ def next_step(comparison: ArmComparison, trials: list[TrialSummary], ratio: Judg
         return NEXT_STEPS["above_search"].format(load=format_offered(boundary.offered))
     if boundary.status == SearchStatus.BELOW_MINIMUM:
         return NEXT_STEPS["below_search"].format(load=format_offered(lowest) if lowest else "the minimum")
+    if every_stage_disrupted(boundary):
+        return NEXT_STEPS["disrupted"]
     if ratio is not None and ratio.call == Significance.NO_DIFFERENCE:
         return NEXT_STEPS["spread"].format(n=pairs)
     return NEXT_STEPS["none"]

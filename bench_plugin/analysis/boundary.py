@@ -4,7 +4,10 @@ Stages are put in order of offered load (the mean over classes of each class's l
 highest). In each repeat, each stage gets a set of criteria per class (objectives.class_criteria: P95
 over its SLO, llm TTFT/TPOT P95 over theirs, error rate over its budget), each a ratio measured/limit;
 the stage passes when every ratio is at most 1 (its margin, the worst ratio, is at most 1). A stage
-skipped or rolled back fails; a stage cut short by Ctrl-C is not judged and ends the search there.
+skipped or rolled back fails; a stage cut short by Ctrl-C is not judged and ends the search there. A
+disrupted stage (a restart, kill, rollout, drain or node failure mid-stage) measured the disruption, not
+the load: it is left out, its cost given as such (analysis/disruption.py); where every stage was
+disrupted, the boundary is not measured.
 
 The boundary lies between the last passing stage k before the first failing stage k+1. Each criterion's
 ratio is interpolated linearly between the two; the boundary is where the first of them reaches 1
@@ -111,37 +114,62 @@ def _worst(stage: StageMargin) -> list[Limit]:
     return [worst.as_limit()] if worst is not None else []
 
 
+DISRUPTED = ("every stage was disrupted (a restart, kill, rollout, drain or node failure): its errors and latency "
+             "are the disruption's cost, not the load's")
+"""The note of a repeat with no stage left to judge once the disrupted ones are left out."""
+
+
+def every_stage_disrupted(boundary: Boundary) -> bool:
+    """Whether ``boundary`` is not measured because every stage of every repeat was disrupted."""
+    return (boundary.status == BoundaryStatus.NOT_MEASURED and bool(boundary.per_repeat)
+            and all(b.note == DISRUPTED for b in boundary.per_repeat))
+
+
 def repeat_boundary(trial: TrialSummary, order: list[int], objectives: dict[str, ClassObjectives]
                     ) -> RepeatBoundary | None:
-    """The boundary of one repeat; None when not one of its stages can be judged."""
+    """The boundary of one repeat; None when not one of its stages can be judged.
+
+    A disrupted stage (``StageSummary.disruption``) measured the disruption, not the load: it is left out, and
+    the boundary lies among the other stages, at their positions in load order."""
     margins: list[StageMargin] = []
-    for index in order:
+    ranks: list[int] = []
+    """Each margin's position in ``order``."""
+    disrupted = False
+    cut = None
+    for rank, index in enumerate(order):
         stage = trial.judged_stage(index)
         if stage is None:
+            cut = f"measured up to stage {margins[-1].index} only" if margins else None
             break  # cut short: what came after was never measured
+        if stage.disruption is not None:
+            disrupted = True
+            continue
         if stage.protocol_failure:  # it measured the protocol, not the load: no boundary from it or above
             if not margins:
                 return RepeatBoundary(repeat=trial.repeat, status=BoundaryStatus.NOT_MEASURED, stage_position=0.0,
                                       offered=stage.offered,
                                       note=f"stage {index}: {stage.protocol_failure}")
+            cut = f"measured up to stage {margins[-1].index} only"
             break
         margins.append(stage_margin(stage, objectives))
+        ranks.append(rank)
     if not margins:
-        return None
-    first_fail = next((rank for rank, m in enumerate(margins) if not m.passed), None)
-    cut = f"measured up to stage {margins[-1].index} only" if len(margins) < len(order) else None
+        return RepeatBoundary(repeat=trial.repeat, status=BoundaryStatus.NOT_MEASURED, stage_position=0.0,
+                              offered={}, note=DISRUPTED) if disrupted else None
+    first_fail = next((k for k, m in enumerate(margins) if not m.passed), None)
     if first_fail is None:
         return RepeatBoundary(repeat=trial.repeat, status=BoundaryStatus.NOT_REACHED,
-                              stage_position=float(len(margins) - 1), offered=margins[-1].offered, note=cut)
+                              stage_position=float(ranks[-1]), offered=margins[-1].offered, note=cut)
     if first_fail == 0:
-        return RepeatBoundary(repeat=trial.repeat, status=BoundaryStatus.BELOW_LOWEST, stage_position=0.0,
+        return RepeatBoundary(repeat=trial.repeat, status=BoundaryStatus.BELOW_LOWEST, stage_position=float(ranks[0]),
                               offered=margins[0].offered, limiting=_worst(margins[0]))
     low, high = margins[first_fail - 1], margins[first_fail]
     t, limiting = _crossing(low, high)
     offered = {n: low.offered.get(n, 0.0) + t * (high.offered.get(n, 0.0) - low.offered.get(n, 0.0))
                for n in high.offered}
     note = f"stage {high.index} failed outright ({high.failed_outright[0].text()})" if high.failed_outright else None
-    return RepeatBoundary(repeat=trial.repeat, status=BoundaryStatus.REACHED, stage_position=first_fail - 1 + t,
+    position = ranks[first_fail - 1] + t * (ranks[first_fail] - ranks[first_fail - 1])
+    return RepeatBoundary(repeat=trial.repeat, status=BoundaryStatus.REACHED, stage_position=position,
                           offered=offered, limiting=limiting, between=[low.index, high.index], note=note)
 
 

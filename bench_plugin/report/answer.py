@@ -10,7 +10,7 @@ beside the control's. Everything comes from the typed summary's ``comparison.arm
 from __future__ import annotations
 
 from bench_plugin.analysis.answer import SEARCHED
-from bench_plugin.analysis.boundary import format_offered
+from bench_plugin.analysis.boundary import every_stage_disrupted, format_offered
 from bench_plugin.report.comparison import boundary_short, call_kind, error_bars, interval, spread_text
 from bench_plugin.report.figures import ArmStyle, DataMarks, Plot, figure_svg, new_figure, style
 from bench_plugin.report.latency_split import growth_text, stage_names
@@ -50,6 +50,8 @@ def _extent(comp: ArmComparison) -> str:
         return f"an SLO broke already at the lowest load measured{f' ({limiting})' if b.limiting else ''}"
     if load:
         return f"every SLO holds up to about {load}{limit}"
+    if every_stage_disrupted(b):
+        return "its load boundary is not measured: every stage was disrupted"
     return f"its boundary is {b.status}"
 
 

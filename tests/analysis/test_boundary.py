@@ -7,9 +7,11 @@ import math
 import pytest
 from analysis_builders import objectives, stage, stats, trial
 
-from bench_plugin.analysis.boundary import arm_boundary, load_order, repeat_boundary, searched_limit
+from bench_plugin.analysis.answer import NEXT_STEPS, next_step
+from bench_plugin.analysis.boundary import DISRUPTED, arm_boundary, load_order, repeat_boundary, searched_limit
+from bench_plugin.analysis.statistics import spread
 from bench_plugin.results.limits import SKIPPED, Limit, limits_text
-from bench_plugin.results.summary import SearchProbe, TrialSummary
+from bench_plugin.results.summary import ArmComparison, SearchProbe, StageDisruption, TrialSummary
 from bench_plugin.results.words import BoundaryStatus
 
 OBJ = objectives(p95=1000.0, budget=0.01)
@@ -30,6 +32,47 @@ def test_a_planted_knee_between_stages_2_and_3_is_found_at_its_fraction() -> Non
     assert b.stage_position == pytest.approx(2 + 1 / 3)
     assert b.offered == pytest.approx({"llm": 3 + 1 / 3, "embedding": 2 * (3 + 1 / 3)})
     assert b.limiting == [LLM_P95] and b.between == [2, 3]
+
+
+def disrupted(t: TrialSummary, *indices: int) -> TrialSummary:
+    """``t`` with a restart mid-way through each of stages ``indices``."""
+    for s in t.stages:
+        if s.index in indices:
+            s.disruption = StageDisruption(kind="restart", at_s=3.0, started_s=100.0 + s.index)
+    return t
+
+
+def test_a_disrupted_stage_measured_the_disruption_and_is_left_out() -> None:
+    # stage 1's P95 broke its SLO while the restart ran; the load alone broke it only between stages 2 and 3
+    p95s = [200, 1500, 800, 1400]
+    plain = repeat_boundary(ramp(1, p95s), [0, 1, 2, 3], OBJ)
+    assert plain is not None and plain.between == [0, 1]  # the control: judged as load, stage 1 bounds it
+    b = repeat_boundary(disrupted(ramp(1, p95s), 1), [0, 1, 2, 3], OBJ)
+    assert b is not None and b.status == BoundaryStatus.REACHED and b.between == [2, 3] and b.note is None
+    assert b.stage_position == pytest.approx(2 + 1 / 3)  # positions stay those of the stages in load order
+    assert b.offered == pytest.approx({"llm": 3 + 1 / 3, "embedding": 2 * (3 + 1 / 3)})
+    # a disrupted lowest stage: the lowest judged one is stage 1, at its own position
+    low = repeat_boundary(disrupted(ramp(1, [100, 1200, 1300]), 0), [0, 1, 2], OBJ)
+    assert low is not None and low.status == BoundaryStatus.BELOW_LOWEST and low.stage_position == 1.0
+    # every stage left passing is below a disrupted top: not reached, no "measured up to" cut
+    top = repeat_boundary(disrupted(ramp(1, [100, 200, 5000]), 2), [0, 1, 2], OBJ)
+    assert top is not None and top.status == BoundaryStatus.NOT_REACHED and top.stage_position == 1.0
+    assert top.note is None
+
+
+def test_every_stage_disrupted_leaves_the_boundary_unmeasured_and_the_next_step_says_why() -> None:
+    """A disruption campaign of steps alone (scenarios/h200-disruption.yaml): the errors of a restart are not an
+    SLO broken by the load, so no boundary "below the lowest load" and no advice to measure lower."""
+    trials = [disrupted(ramp(r, [1100, 1200]), 0, 1) for r in (1, 2, 3)]
+    b = arm_boundary(trials, OBJ)
+    assert b.status == BoundaryStatus.NOT_MEASURED and b.limiting == []
+    assert b.text == f"Not measured: {DISRUPTED}."
+    comparison = ArmComparison(sharing="mps", is_control=False, devices_charged=spread([1.0]), boundary=b, stages=[])
+    step = next_step(comparison, trials, None, {"llm": 2.0}, {"llm": 1.0})
+    assert step == NEXT_STEPS["disrupted"]
+    # one undisrupted stage is enough to judge the load again
+    mixed = arm_boundary([disrupted(ramp(r, [1100, 1200]), 1) for r in (1, 2, 3)], OBJ)
+    assert mixed.status == BoundaryStatus.BELOW_LOWEST
 
 
 def test_a_convex_knee_is_bracketed_and_estimated_on_the_safe_side() -> None:
