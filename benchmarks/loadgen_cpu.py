@@ -10,7 +10,11 @@ reported). Each round is measured over a window that leaves its first ``warm_s``
     CPU per request = CPU seconds of the sending process over the window / requests completed in it
 
 (completed: a reply read and decoded; the plugin's from its samples, bare Locust's from its round's
-record). Each workload reports every round, the median of each sender, and plugin / bare.
+record). Each workload reports every round, the median of each sender, and plugin / bare; and the paired
+ratio: each plugin round over the bare round just before it, their geometric mean with its 95% interval
+(log-scale Student t, analysis/statistics.ratio_spread). A slow spell of the host lasts longer than a round
+and so slows both sides of a pair: the paired ratio and its interval say how far the medians' ratio can be
+trusted on a noisy machine.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ import loadgen_stages as stages
 from loadgen_runs import Bench, sleep_until
 from loadgen_workloads import Workload, request_summary, scenario, write_scenario
 
+from bench_plugin.analysis.statistics import ratio_spread
+from bench_plugin.results.spread import Spread
 from bench_plugin.results.store import read_samples
 
 
@@ -87,11 +93,20 @@ class CpuRounds:
         bare, plugin = self.median(self.bare), self.median(self.plugin)
         return plugin / bare if bare and plugin is not None else None
 
+    @property
+    def paired(self) -> Spread:
+        """Each plugin round over the bare round before it: geometric mean and 95% interval (module docstring)."""
+        return ratio_spread([p.ms_per_request / b.ms_per_request if p.ms_per_request and b.ms_per_request else None
+                             for b, p in zip(self.bare, self.plugin, strict=False)])
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
+        paired = self.paired
         return {"workload": self.workload, "rate": self.rate, "request": self.request,
                 "bare_ms_per_request": self.median(self.bare), "plugin_ms_per_request": self.median(self.plugin),
-                "ratio": self.ratio, "bare": [w.to_dict() for w in self.bare],
+                "ratio": self.ratio, "paired_ratio": {"mean": paired.mean, "lo": paired.lo, "hi": paired.hi,
+                                                      "values": paired.values},
+                "bare": [w.to_dict() for w in self.bare],
                 "plugin": [w.to_dict() for w in self.plugin]}
 
 

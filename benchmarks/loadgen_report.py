@@ -16,6 +16,8 @@ from loadgen_default import DefaultRun
 from loadgen_search import Search
 from loadgen_stages import FAIL, MAX_LAG_P99_MS, MIN_SENT, OTHER_LIMIT_CORES, PASS, StageResult
 
+from bench_plugin.results.spread import Spread
+
 FORMAT = "loadgen_capacity/2"
 """Written into the JSON; 2: the null server and realistic replies (1 was nginx and toy replies)."""
 
@@ -83,9 +85,9 @@ def _cpu(found: list[CpuRounds]) -> list[str]:
              "Locust (FastHttpUsers, constant_throughput, the plugin's requests and reply parser), interleaved rounds, "
              "CPU ms of the process over each round's window / requests completed in it:", "",
              "| workload | R (req/s) | request | bare ms/req (median) | plugin ms/req (median) | plugin / bare | "
-             "bare rounds | plugin rounds | plugin send lag P99 (ms) | failed (bare / plugin) | other programs / steal "
-             "(cores, max) |",
-             "|---|---:|---|---:|---:|---:|---|---|---|---|---:|"]
+             "paired (95% CI) | bare rounds | plugin rounds | plugin send lag P99 (ms) | failed (bare / plugin) | "
+             "other programs / steal (cores, max) |",
+             "|---|---:|---|---:|---:|---:|---|---|---|---|---|---:|"]
     for c in found:
         request = f"{c.request['mean_body_bytes']:,} B" + (f", {c.request['encoding_format'][0]}"
                                                            if c.request.get("encoding_format") else "")
@@ -95,9 +97,17 @@ def _cpu(found: list[CpuRounds]) -> list[str]:
         other = max((w.other_cpu for w in windows if w.other_cpu is not None), default=None)
         stolen = max((w.steal_cpu for w in windows if w.steal_cpu is not None), default=None)
         lines.append(f"| {c.workload} | {_num(c.rate)} | {request} | {_num(c.median(c.bare), 3)} | "
-                     f"{_num(c.median(c.plugin), 3)} | **{_num(c.ratio, 2)}x** | {_rounds(c.bare)} | "
-                     f"{_rounds(c.plugin)} | {lags} | {failed} | {_num(other, 2)} / {_num(stolen, 2)} |")
+                     f"{_num(c.median(c.plugin), 3)} | **{_num(c.ratio, 2)}x** | {_paired(c.paired)} | "
+                     f"{_rounds(c.bare)} | {_rounds(c.plugin)} | {lags} | {failed} | "
+                     f"{_num(other, 2)} / {_num(stolen, 2)} |")
     return lines
+
+
+def _paired(s: Spread) -> str:
+    """``1.12x [1.03, 1.22]``; the mean alone from one pair, ``-`` from none."""
+    if s.mean is None:
+        return "-"
+    return f"{s.mean:.2f}x" + (f" [{s.lo:.2f}, {s.hi:.2f}]" if s.lo is not None and s.hi is not None else "")
 
 
 def _searches(found: list[Search]) -> list[str]:
