@@ -166,6 +166,13 @@ def _add_synthetic(syn: argparse.ArgumentParser) -> None:
         "`time-slicing=14,light=8,10` (a bare number for every other key; default 10)",
     )
     syn.add_argument("--service-key", default=None, help="what picks --service-ms's time: the arm ({arm}), say")
+    syn.add_argument(
+        "--startup-device-ms",
+        type=_non_negative_float,
+        default=0.0,
+        help="with --shared-device: hold the device this long when the server starts, as a cold start loading onto "
+        "a GPU does: every co-tenant request arriving meanwhile waits until it ends (default 0)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -222,6 +229,8 @@ def _validate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None
                 args.service_s = service_ms_for(args.service_ms, args.service_key) / 1000.0
             except ValueError as exc:
                 parser.error(str(exc))
+        elif args.startup_device_ms > 0:
+            parser.error("--startup-device-ms needs --shared-device: there is no device to hold")
         return
     size: str = args.size
     if args.kind == "llm" and args.max_model_len is not None:

@@ -66,6 +66,21 @@ class SimulatedDevice:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
         return start, end
 
+    def hold(self, seconds: float, now: float | None = None) -> tuple[float, float]:
+        """Take the device for exactly ``seconds`` from when it next falls free (a server's cold start loading onto it:
+        every request queued after this one waits for it to end); when the hold starts and ends."""
+        arrived = self._clock() if now is None else now
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        try:
+            data = os.pread(self._fd, _FREE.size, 0)
+            free = _FREE.unpack(data)[0] if len(data) == _FREE.size else 0.0
+            start = max(arrived, free)
+            end = start + seconds
+            os.pwrite(self._fd, _FREE.pack(end), 0)
+        finally:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+        return start, end
+
     def close(self) -> None:
         """Close this process's handle (the file stays for the other processes of the device)."""
         os.close(self._fd)

@@ -28,6 +28,7 @@ import hashlib
 import itertools
 import json
 import random
+import sys
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
@@ -132,7 +133,12 @@ class SyntheticServer:
 
     # -- Backend protocol: readiness is just a timer. -------------------------------
     def start(self, on_ready: Callable[[], object], on_error: Callable[[BaseException], object]) -> None:
-        """Report ready after ``--ready-after-s`` (called on the event loop)."""
+        """Report ready after ``--ready-after-s`` (called on the event loop); with ``--startup-device-ms``, first take
+        the shared device for that long, as a cold start does."""
+        hold_ms = getattr(self.args, "startup_device_ms", 0.0)
+        if self._device is not None and hold_ms > 0:
+            start, end = self._device.hold(hold_ms / 1000.0)
+            print(f"synthetic: holding the shared device {start:.3f}-{end:.3f} (startup)", file=sys.stderr, flush=True)
         asyncio.get_running_loop().call_later(self.args.ready_after_s, on_ready)
 
     def stop(self) -> None:

@@ -98,3 +98,35 @@ def test_servers_of_one_device_take_turns(tmp_path: Path, start_server: StartSer
         assert on_device_ms + 30 - 1 <= line["e2e_ms"] <= on_device_ms + 30 + 250  # then its own 30 ms
     busy = sum(line["device_end_s"] - line["device_start_s"] for line in served)
     assert busy / 8 > 0.005  # mps's 40 ms mean (8 draws below 5 ms on average: odds about 1e-5), not the default
+
+
+def test_a_hold_is_one_exact_turn_of_the_queue(tmp_path: Path) -> None:
+    """A cold start's hold takes the device exactly as long as asked, after what is queued; what comes next waits."""
+    device = SimulatedDevice(tmp_path / "device", 0.010, 1)
+    _, busy_until = device.admit(100.0)
+    assert device.hold(0.5, now=100.001) == (busy_until, busy_until + 0.5)
+    start, _ = device.admit(100.002)
+    assert start == busy_until + 0.5
+    device.close()
+
+
+def test_a_starting_server_holds_the_device_its_co_tenant_serves_on(tmp_path: Path, start_server: StartServer) -> None:
+    """--startup-device-ms: a server started beside a serving co-tenant takes the device for its cold start, and the
+    co-tenant's request sent meanwhile waits for it (then its own 20 ms), as on a GPU a cold start competes."""
+    device, log = tmp_path / "device", tmp_path / "tenant.jsonl"
+    tenant = start_server("synthetic", "--shared-device", str(device), "--service-ms", "1", "--latency-ms", "20",
+                          "--timing-log", str(log), "--seed", "1")
+    tenant.wait_ready()
+    body = {"model": "bench-synthetic", "input": ["a b c"]}
+    assert requests.post(tenant.url + "/v1/embeddings", json=body, timeout=30).status_code == 200
+    starting = start_server("synthetic", "--shared-device", str(device), "--service-ms", "1", "--seed", "2",
+                            "--startup-device-ms", "1500")
+    starting.wait_ready()  # ready: past its start, so the hold is under way or done
+    assert requests.post(tenant.url + "/v1/embeddings", json=body, timeout=30).status_code == 200
+    first, second = (json.loads(line) for line in log.read_text().splitlines())
+    assert first["device_start_s"] == first["received_s"]  # nothing held the device before
+    waited = second["device_start_s"] - second["received_s"]
+    assert 0 < waited <= 1.5 and second["e2e_ms"] >= waited * 1000 + 20 - 1
+    held_from = second["device_start_s"] - 1.5  # the hold ended where the request's turn began
+    assert held_from <= second["received_s"]
+

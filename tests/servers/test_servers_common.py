@@ -114,6 +114,7 @@ def test_sigterm_exits_zero_promptly(start_server: StartServer, kind: str) -> No
         ["asr", "--device", "cpu", "--cuda-graphs"],
         ["synthetic", "--slow-fraction", "2"],
         ["synthetic", "--port", "70000"],
+        ["synthetic", "--startup-device-ms", "100"],  # no --shared-device to hold
         ["nonsense"],
     ],
 )
