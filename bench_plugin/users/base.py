@@ -46,10 +46,14 @@ long before its send time, so building it never delays the send; it then waits f
 process's alarm (loadgen/alarm.py), which wakes it to a fraction of a millisecond without spinning. The
 arrival loop wakes once for every arrival due within this long of its wake, not once per arrival.
 
-Waking the arrival loop at the send time instead, and sending from there, saves that early wake, but
-puts the loop's own work (counting the request, handing it over) between the timer and the send: at 20
-ASR req/s on the project's 2-core machine the send lag P50 went from 0.14 to 0.31 ms and its P99 from 0.37
-to 1.8 ms, for about 5% less CPU per request (docs/benchmarks.md, "Fewer wakes, no cookie jar")."""
+Waking the arrival loop at the send time instead saves that early wake (about 5% of the CPU per request at
+20 ASR req/s on the project's 2-core machine), and costs the send's precision: the send lag P50 went from
+0.14 to 0.31 ms and its P99 from 0.37 to 1.8-2.8 ms, both when the loop handed the request over from its wake
+and when it sent the request itself (its own work after the send). What differs is how long the process
+slept before the wake that sends: 5 ms after the early wake, or the whole gap since the last request, and a
+process woken after tens of milliseconds idle comes back later (on a virtual machine the idle virtual CPU is
+halted). The early wake keeps the process warm for the send (docs/benchmarks.md, "Where the ASR class's
+excess goes")."""
 
 
 class RequestFailed(Exception):
