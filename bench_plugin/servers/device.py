@@ -53,29 +53,22 @@ class SimulatedDevice:
 
     def admit(self, now: float | None = None) -> tuple[float, float]:
         """Queue one request arriving at ``now`` (default: the clock); returns when its service starts and ends."""
+        return self._take(self._rng.expovariate(1.0 / self.service_s), now)
+
+    def hold(self, seconds: float, now: float | None = None) -> tuple[float, float]:
+        """Take the device for exactly ``seconds`` from when it next falls free (a server's cold start loading onto it:
+        every request queued after this one waits for it to end); when the hold starts and ends."""
+        return self._take(seconds, now)
+
+    def _take(self, service: float, now: float | None) -> tuple[float, float]:
+        """One turn of ``service`` seconds for what arrives at ``now``: from when the device falls free."""
         arrived = self._clock() if now is None else now
-        service = self._rng.expovariate(1.0 / self.service_s)
         fcntl.flock(self._fd, fcntl.LOCK_EX)
         try:
             data = os.pread(self._fd, _FREE.size, 0)
             free = _FREE.unpack(data)[0] if len(data) == _FREE.size else 0.0
             start = max(arrived, free)
             end = start + service
-            os.pwrite(self._fd, _FREE.pack(end), 0)
-        finally:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-        return start, end
-
-    def hold(self, seconds: float, now: float | None = None) -> tuple[float, float]:
-        """Take the device for exactly ``seconds`` from when it next falls free (a server's cold start loading onto it:
-        every request queued after this one waits for it to end); when the hold starts and ends."""
-        arrived = self._clock() if now is None else now
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
-        try:
-            data = os.pread(self._fd, _FREE.size, 0)
-            free = _FREE.unpack(data)[0] if len(data) == _FREE.size else 0.0
-            start = max(arrived, free)
-            end = start + seconds
             os.pwrite(self._fd, _FREE.pack(end), 0)
         finally:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
