@@ -169,7 +169,6 @@ class WorkloadUser(FastHttpUser):
         awake_until = 0.0
         for k in share.of(len(offsets)):
             intended = a.start_s + float(offsets[k])
-            item = int(items[k])
             if intended > awake_until:  # one wake takes every arrival due within PREPARE_AHEAD_S of it
                 if not self.state.sleep_until(intended - PREPARE_AHEAD_S, a.key):
                     return
@@ -177,7 +176,7 @@ class WorkloadUser(FastHttpUser):
             elif not self.state.is_active(a.key):
                 return
             token = self.state.begin(self.workload, a.key, intended)  # in flight from now: see LoadState.begin
-            self.state.spawn(self._one, a, load, slots, built, k, item, intended, token)
+            self.state.spawn(self._one, a, load, slots, built, k, int(items[k]), intended, token)
 
     def _closed_loop(self, a: StageAssignment, load: ClassLoad, share: Share, slots: BoundedSemaphore) -> None:
         seq = itertools.count()
