@@ -120,13 +120,12 @@ def test_a_starting_server_holds_the_device_its_co_tenant_serves_on(tmp_path: Pa
     body = {"model": "bench-synthetic", "input": ["a b c"]}
     assert requests.post(tenant.url + "/v1/embeddings", json=body, timeout=30).status_code == 200
     starting = start_server("synthetic", "--shared-device", str(device), "--service-ms", "1", "--seed", "2",
-                            "--startup-device-ms", "1500")
-    starting.wait_ready()  # ready: past its start, so the hold is under way or done
+                            "--startup-device-ms", "4000")
+    starting.wait_ready()  # ready at once: its hold began as it started, and lasts long past a busy machine's start
     assert requests.post(tenant.url + "/v1/embeddings", json=body, timeout=30).status_code == 200
     first, second = (json.loads(line) for line in log.read_text().splitlines())
     assert first["device_start_s"] == first["received_s"]  # nothing held the device before
     waited = second["device_start_s"] - second["received_s"]
-    assert 0 < waited <= 1.5 and second["e2e_ms"] >= waited * 1000 + 20 - 1
-    held_from = second["device_start_s"] - 1.5  # the hold ended where the request's turn began
+    assert 0 < waited <= 4.0 and second["e2e_ms"] >= waited * 1000 + 20 - 1
+    held_from = second["device_start_s"] - 4.0  # the hold ended where the request's turn began
     assert held_from <= second["received_s"]
-
