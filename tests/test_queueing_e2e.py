@@ -34,8 +34,6 @@ pytestmark = pytest.mark.slow
 
 HEADER_MS = 0.01
 """The headers say milliseconds to three decimals; the samples keep them."""
-REPLY_MS = 2.0
-"""A reply's compute ends when its headers are written; its record, when the server logs it just after."""
 
 
 @pytest.fixture(scope="module")
@@ -66,8 +64,11 @@ def samples(campaign: Campaign) -> Iterator[Sample]:
 
 
 def truth(record: dict[str, Any]) -> tuple[float, float]:
-    """(queue, compute) in ms as the server logged them: arrival to its slot, then to its end."""
-    return ((record["scheduled_s"] - record["received_s"]) * 1000.0, (record["end_s"] - record["scheduled_s"]) * 1000.0)
+    """(queue, compute) in ms as the server logged them: arrival to its slot, then to when it took its times (its
+    headers and metrics; the reply is written and the record ends a moment later)."""
+    assert record["timed_s"] is not None and record["end_s"] >= record["timed_s"] >= record["scheduled_s"]
+    scheduled = record["scheduled_s"]
+    return (scheduled - record["received_s"]) * 1000.0, (record["timed_s"] - scheduled) * 1000.0
 
 
 def key(s: Sample) -> str:
@@ -82,7 +83,7 @@ def test_each_reply_says_what_its_server_logged(campaign: Campaign) -> None:
         queue, compute = truth(logged[key(s)])
         assert s.server_queue_s is not None and s.server_compute_s is not None
         assert abs(s.server_queue_s * 1000.0 - queue) <= HEADER_MS, key(s)
-        assert 0.0 <= compute - s.server_compute_s * 1000.0 <= REPLY_MS, key(s)
+        assert abs(s.server_compute_s * 1000.0 - compute) <= HEADER_MS, key(s)
     streamed = [s for s in samples(campaign) if s.workload == "llm"]
     assert streamed and all(s.server_queue_s is None for s in streamed)  # a stream's headers go before its end
 
@@ -107,18 +108,22 @@ def test_each_stages_split_is_the_servers_own(campaign: Campaign, summary: Summa
                 mean = c.server.mean
                 queue, compute = np.mean(known[(trial.id, stage.index, name)], axis=0)
                 assert mean.queue_ms is not None and mean.compute_ms is not None and mean.other_ms is not None
-                rest_ms = 15.0  # loopback, a free client
+                slack_ms = 2 * HEADER_MS
                 if name == "llm":  # from the metrics over the span its requests ended in: one reading at each edge
                     assert c.server.split_from == "metrics" and c.server.p95 is None
                     compute_ms, queue_ms = max(3.0, 0.1 * compute), max(3.0, 0.25 * queue)
                     assert abs(mean.compute_ms - compute) <= compute_ms, (trial.id, stage.index)
                     assert abs(mean.queue_ms - queue) <= queue_ms, (trial.id, stage.index)
-                    rest_ms += compute_ms + queue_ms  # the rest is what the two estimates leave of the mean
+                    slack_ms += compute_ms + queue_ms  # the rest is what the two estimates leave of the mean
                 else:
                     assert c.server.split_from == "replies" and c.server.p95 is not None
                     assert mean.queue_ms == pytest.approx(queue, abs=HEADER_MS)
-                    assert 0.0 <= compute - mean.compute_ms <= REPLY_MS
-                assert -1.0 <= mean.client_ms <= 20.0 and abs(mean.other_ms) <= rest_ms
+                    assert mean.compute_ms == pytest.approx(compute, abs=HEADER_MS)
+                # The rest is the latency the server's own records leave (writing the reply, loopback, the client
+                # reading it): never negative (the server's time is inside the client's), and what the split says.
+                rest = mean.total_ms - mean.client_ms - queue - compute
+                assert rest >= -slack_ms and abs(mean.other_ms - rest) <= slack_ms, (trial.id, stage.index, name)
+                assert -1.0 <= mean.client_ms <= 20.0
                 assert mean.total_ms == pytest.approx(mean.client_ms + mean.queue_ms + mean.compute_ms
                                                       + mean.other_ms)
                 checked += 1
@@ -144,7 +149,7 @@ def test_sharing_adds_compute_and_at_the_busy_stage_queueing(campaign: Campaign,
                 by_repeat[(arm, repeat)] = np.mean(known[(trial, stage.index, name)], axis=0)
             grown = [by_repeat[("time-slicing", r)] - by_repeat[("exclusive", r)] for r in (1, 2)]
             assert s.mean.queue_ms.values == pytest.approx([g[0] for g in grown], abs=2 * HEADER_MS)
-            assert s.mean.compute_ms.values == pytest.approx([g[1] for g in grown], abs=2 * REPLY_MS)
+            assert s.mean.compute_ms.values == pytest.approx([g[1] for g in grown], abs=2 * HEADER_MS)
             assert s.mean.compute_ms.mean > 5.0  # 14 ms of service where the control had 10, on a busier device
     busy = split.stages[1].classes["embedding"].latency_split
     assert busy is not None and busy.mean.queue_ms is not None and busy.mean.queue_ms.mean > 10.0  # slots held longer

@@ -71,6 +71,9 @@ class RequestRecord:
     scheduled_s: float | None = None
     """When it left the server's queue (a --max-concurrency slot freed; at once without one): its queue time
     ends there and its compute time (the shared device's wait and service, then its latency model) begins."""
+    timed_s: float | None = None
+    """When the server took its queue and compute times (its metrics, and the headers of a reply not streamed):
+    its compute time ends there, a moment before the reply is written and the record ends (``end_s``)."""
 
     def to_json(self) -> dict[str, Any]:
         """The timing-log line for this request."""
@@ -97,6 +100,7 @@ class RequestRecord:
             "device_start_s": None if self.device_s is None else self.device_s[0],
             "device_end_s": None if self.device_s is None else self.device_s[1],
             "scheduled_s": self.scheduled_s,
+            "timed_s": self.timed_s,
         }
 
 
@@ -167,7 +171,7 @@ class SyntheticServer:
     def _timed_parts(self, rec: RequestRecord, response: web.StreamResponse) -> None:
         """Observe a served request's queue and compute time; a reply not yet sent (not streamed) says them in
         its headers, as the reference servers do (servers/metrics.py)."""
-        now = time.time()
+        now = rec.timed_s = time.time()
         scheduled = rec.scheduled_s if rec.scheduled_s is not None else rec.received_s
         queued, computing = scheduled - rec.received_s, now - scheduled
         self.metrics.queue_time.observe(queued)

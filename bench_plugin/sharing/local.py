@@ -173,11 +173,16 @@ class LocalBackend(SharingBackend):
         try:
             mps_env = self._start_mps(arm, class_names, trial_id, segment) if arm.sharing == "mps" else None
             self._plans, self._where = self.plans(arm, class_names, mps_env), (trial_id, segment)
+            if any(spec.hits(arm.name) for spec in self.scenario.disruptions):
+                # Fronts first: each listens on a port the kernel gives it, which a server's port, chosen
+                # free just before the server binds it, could otherwise be.
+                for name in class_names:
+                    self.fronts[name] = start_front(
+                        name, HOST, self.log_dir / f"trial-{trial_id:03d}-seg{segment}-{name}-front.log")
             for name, plan in self._plans.items():
                 placements[name] = self._start(name, plan, trial_id, segment)
-            if any(spec.hits(arm.name) for spec in self.scenario.disruptions):
-                for name in class_names:
-                    placements[name] = self._front(name, placements[name], trial_id, segment)
+                if name in self.fronts:
+                    placements[name] = self._through_front(name, placements[name])
         except (OSError, MpsError) as exc:
             self.release()
             raise ApplyError(f"arm '{arm.name}': could not start: {exc}") from None
@@ -196,10 +201,9 @@ class LocalBackend(SharingBackend):
         self.mps.start()
         return self.mps.env
 
-    def _front(self, name: str, placement: ClassPlacement, trial_id: int, segment: int) -> ClassPlacement:
-        """Put a front before class ``name``'s server: its placement, reached through the front."""
-        front = start_front(name, HOST, self.log_dir / f"trial-{trial_id:03d}-seg{segment}-{name}-front.log")
-        self.fronts[name] = front
+    def _through_front(self, name: str, placement: ClassPlacement) -> ClassPlacement:
+        """Route class ``name``'s front to its server: its placement, reached through the front."""
+        front = self.fronts[name]
         front.route(HOST, port_of(placement.url))
         return placement.model_copy(update={"url": f"http://{HOST}:{front.port}", "server_url": placement.url})
 

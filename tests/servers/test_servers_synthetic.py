@@ -31,6 +31,7 @@ accuracy tests hold the harness to the server's own record, so the flags need on
 LOG_FIELDS = {
     "seq", "request_id", "endpoint", "received_s", "first_token_s", "last_token_s", "end_s", "ttft_ms", "e2e_ms",
     "tpot_ms", "output_tokens", "slow", "status", "queue_ms", "device_start_s", "device_end_s", "scheduled_s",
+    "timed_s",
 }  # fmt: skip
 
 
