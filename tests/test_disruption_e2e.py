@@ -1,6 +1,6 @@
 """A server restarted, rolled and killed mid-stage on the local backend, end to end: scenarios/simulator-disruption.yaml
 run by `locust`, against synthetic servers whose cold start is known (1.5 s of /health 503 after each start, the
-first 1 s of it holding the device the llm server shares).
+first 1.5 s of it holding the device the llm server shares).
 
 What is checked, from the store and summary.json: every step of each disruption in its order with its time; the
 restarting class failed only between the moment its server stopped taking connections and the moment its front
@@ -22,7 +22,7 @@ from bench_plugin.results.summary import Summary, load_summary
 pytestmark = pytest.mark.slow
 
 COLD_START_S = 1.5
-HOLD_S = 1.0
+HOLD_S = 1.5
 """How long each new embedding server holds the shared device (--startup-device-ms)."""
 RATE = 20.0
 """The embedding class's req/s in every stage."""
@@ -97,7 +97,7 @@ def test_the_cost_over_repeats_and_the_answer_say_what_each_step_took(campaign: 
         embedding, llm = d.classes["embedding"], d.classes["llm"]
         assert (llm.survived, llm.checked) == (1, 1) and llm.failed.mean == 0
         # The co-tenant's known cost: an llm request that reached the device during the new server's hold waited for
-        # its end. At 20 llm req/s the first one comes within 0.5 s of the hold's start all but 0.005% of the time.
+        # its end. At 10 llm req/s the first one comes within 1 s of the hold's start all but 0.005% of the time.
         added = llm.added_ttft_p95_ms
         assert added is not None and added.mean is not None
         assert 200 <= added.mean <= HOLD_S * 1000 + 500, (d.kind, added.mean)

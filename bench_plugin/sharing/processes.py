@@ -13,6 +13,7 @@ import contextlib
 import ctypes
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -38,8 +39,40 @@ def port_of(url: str) -> int:
     return int(url.rsplit(":", 1)[1].split("/", 1)[0])
 
 
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+"""The ports the kernel hands out itself (a bind to port 0, a connection's own end)."""
+CHOSEN_FROM = 10_000
+"""The lowest port :func:`free_port` picks."""
+_RANDOM = random.SystemRandom()
+"""Not the ``random`` module's generator: a scenario's seed must not make two processes pick the same ports."""
+
+
+def _ephemeral() -> tuple[int, int]:
+    try:
+        low, high = (int(v) for v in EPHEMERAL_RANGE.read_text().split())
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+    return low, high
+
+
 def free_port(host: str = HOST) -> int:
-    """A TCP port that is free on ``host`` right now."""
+    """A TCP port that is free on ``host`` right now, for a server that binds it a moment later.
+
+    Picked at random below the kernel's ephemeral range where there is room (else above it): a port the kernel
+    gave a probe would be free for any other process's connection or bind in between, and on a busy host one
+    took it before the server bound it ("address already in use"). Outside that range only another process
+    picking ports itself can; each pick is checked by binding it."""
+    low, high = _ephemeral()
+    ranges = [r for r in ((CHOSEN_FROM, low), (high + 1, 65536)) if r[1] - r[0] >= 1000]
+    for _ in range(64 if ranges else 0):
+        start, stop = ranges[0]
+        port = _RANDOM.randrange(start, stop)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])

@@ -107,9 +107,13 @@ try {
 
   // A second Start: the UI offers a new test; the campaign must say it has ended, not start again.
   swarmReplies = [];
-  const again = page.getByRole('button', { name: /new/i });
-  if (await again.count()) await again.first().click();
-  await page.click('form button[type=submit]');
+  // Locust's UI learns that its test stopped from its own polling, which a busy host delays: wait until it
+  // offers a new test (its "New" button) or its form, whichever it shows, rather than looking once.
+  const again = page.getByRole('button', { name: /new/i }).first();
+  const submit = page.locator('form button[type=submit]').first();
+  await again.or(submit).first().waitFor({ timeout: 60000 });
+  if (await again.isVisible()) await again.click();
+  await submit.click({ timeout: 60000 });
   result.secondStart = await waitFor(() => swarmReplies[0], 15);
   await page.waitForTimeout(1000);
   result.afterSecondStart = await page.innerText('body');
