@@ -4,6 +4,7 @@
         [--only WORKLOAD,...] [--nullserver BIN] [--rate WORKLOAD=R,...] [--parts cpu,search,default]
         [--default-rates R,...]
     PYTHONPATH=. .venv/bin/python benchmarks/loadgen_capacity.py --profile embedding-float:600 | bare-llm:150
+        [--sampler py-spy|threads|perf|strace] [--profile-seconds S] [--profile-hz N]
 
 The goal: at the loads where a campaign's answer is decided, the load generator is never the limit.
 The server is the null server (benchmarks/nullserver, loadgen_nullserver.py), which answers with replies
@@ -199,7 +200,8 @@ def run(args: argparse.Namespace) -> Report:
         nullserver.wait_healthy(url)
         bench = Bench(procs, sampler, url, runs, layout)
         if args.profile:
-            (out / "profile.md").write_text(loadgen_profile.profile(bench, args.profile, WORKLOADS, 8.0))
+            (out / "profile.md").write_text(loadgen_profile.profile(
+                bench, args.profile, WORKLOADS, args.profile_seconds, args.sampler, args.profile_hz))
             return report
         try:
             measure(bench, report, args, settings)
@@ -240,7 +242,13 @@ def main() -> None:
     parser.add_argument("--target", type=float, default=3000.0,
                         help="a rate the default command's sweep includes where it reaches it (default 3000)")
     parser.add_argument("--profile", metavar="[bare-]WORKLOAD:RATE",
-                        help="instead, py-spy the plugin's worker (or bare Locust) at one rate")
+                        help="instead, watch the plugin's worker (or bare Locust) at one rate with --sampler")
+    parser.add_argument("--sampler", choices=loadgen_profile.SAMPLERS, default="py-spy",
+                        help="what --profile watches with (default py-spy; loadgen_profile.py says what each gives)")
+    parser.add_argument("--profile-seconds", type=float, default=8.0, metavar="S",
+                        help="how long --profile watches, from the stage's second second (default 8)")
+    parser.add_argument("--profile-hz", type=_positive, default=250, metavar="N",
+                        help="py-spy's and perf's samples a second (default 250)")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, _stop)
     started = time.time()
