@@ -22,7 +22,12 @@ Two parts watch the loop of the process's main thread:
   the way out where that differs (``... via bench_plugin.x.f (file:line)``). A block longer than
   ``look_s`` is always named; a shorter one with a chance of its length over ``look_s``. A C call that
   releases the GIL (ctypes, most I/O) lets the watcher look at once; pure Python holding the loop lets
-  it look at the next GIL switch (5 ms).
+  it look at the next GIL switch (5 ms). Each look costs the process 40-80 us of CPU on a virtual
+  machine (a timed wait's wake), whatever it finds, so once the loop has gone ``CALM_AFTER_S`` without
+  a block (and at least that long since ``start()``) the watcher looks every ``calm_look_s`` (40 ms)
+  instead, until the next block: a first block after a calm spell is named where it outlasts
+  ``calm_look_s`` (else with a chance of its length over that), and the blocks that follow it as
+  above. Every block is counted and measured either way (the hooks do that, not the watcher).
 
 A block whose stack the watcher did not read is recorded as UNSEEN; one read while the main thread
 was in the hub itself, between greenlets (a stretch of many short callbacks rather than one long one),
@@ -63,6 +68,10 @@ THRESHOLD_MS = 5.0
 """A stretch of the loop longer than this (ms) without polling is a block."""
 LOOK_S = 0.010
 """How often the watcher looks at the loop (s): blocks longer than this are always named."""
+CALM_LOOK_S = 0.040
+"""How often it looks once the loop has been calm (no block) for CALM_AFTER_S."""
+CALM_AFTER_S = 1.0
+"""How long without a block (and since start()) before the watcher looks every CALM_LOOK_S."""
 MAX_BLOCKS = 10_000
 """Blocks kept (the oldest go first); a stage reports its own from these."""
 MAX_LISTED = 200
@@ -144,9 +153,14 @@ class StallMonitor:
     """Finds the blocks of this process's event loop (the main thread's), each with its cause."""
 
     def __init__(self, *, threshold_ms: float = THRESHOLD_MS, look_s: float = LOOK_S,
-                 max_blocks: int = MAX_BLOCKS) -> None:
+                 calm_look_s: float = CALM_LOOK_S, max_blocks: int = MAX_BLOCKS) -> None:
         self.threshold_ms = threshold_ms
         self.look_s = look_s
+        self.calm_look_s = max(calm_look_s, look_s)
+        self.looks = 0
+        """Times the watcher looked since it was last started (for the cost benchmark and the tests)."""
+        self.block_count = 0
+        """Blocks recorded so far, those dropped from ``blocks`` (the oldest) included."""
         self.blocks: deque[Block] = deque(maxlen=max_blocks)
         """Every block seen since start(), oldest first (at most ``max_blocks``)."""
         self.turns = 0
@@ -216,6 +230,7 @@ class StallMonitor:
             if collected_ms >= ms / 2:
                 cause = GC_CAUSE.format(generation=generation)
             self.blocks.append(Block(time.time() - (now - since), ms, cause))
+            self.block_count += 1
 
     def _collection(self, phase: str, info: dict[str, int]) -> None:
         """gc.callbacks: note each collection's start and end (it runs in the thread that allocated)."""
@@ -238,14 +253,20 @@ class StallMonitor:
         return ms, generation
 
     def _watch(self, stop: _thread.LockType, main: int) -> None:
-        """The OS thread: look every ``look_s``; a stretch found running is looked at again once it is
-        ``threshold_ms`` old, and if it still runs, its stack is read (once per block)."""
+        """The OS thread: look every ``look_s`` (``calm_look_s`` once calm); a stretch found running is looked
+        at again once it is ``threshold_ms`` old, and if it still runs, its stack is read (once per block)."""
         limit_s = self.threshold_ms / 1000.0
+        self.looks = 0
+        blocks, alert_until = self.block_count, time.monotonic() + CALM_AFTER_S
         while True:
-            wait = self.look_s
+            self.looks += 1
+            now = time.monotonic()
+            if self.block_count != blocks:
+                blocks, alert_until = self.block_count, now + CALM_AFTER_S
+            wait = self.look_s if now < alert_until else self.calm_look_s
             since = self._since
             if since is not None:
-                age = time.monotonic() - since
+                age = now - since
                 if age < limit_s:
                     wait = limit_s - age + 0.0002
                 elif self._seen is None or self._seen[0] != since:

@@ -25,7 +25,7 @@ from bench_plugin.loadgen import protocol
 from bench_plugin.loadgen.fleet import Fleet, Member
 from bench_plugin.loadgen.ledger import StageLedger
 from bench_plugin.loadgen.shares import Share
-from bench_plugin.loadgen.stalls import GC_CAUSE, HUB, StallMonitor, describe, thread_busy_s
+from bench_plugin.loadgen.stalls import CALM_AFTER_S, GC_CAUSE, HUB, StallMonitor, describe, thread_busy_s
 from bench_plugin.results.summary import GeneratorStalls
 
 LIBC = ctypes.CDLL(None)
@@ -67,6 +67,32 @@ def test_a_c_sleep_on_the_loop_is_a_block_named_by_the_function_that_made_it() -
     assert len(report.blocks) == report.count
     assert [start for start, _ in report.blocks] == sorted(start for start, _ in report.blocks)
     assert monitor.report(end_s + 1, end_s + 2).count == 0
+
+
+@pytest.mark.serial  # the blocks after the first must be seen: see the test above
+def test_a_calm_loop_is_looked_at_less_and_a_block_makes_the_watcher_look_often_again() -> None:
+    monitor = StallMonitor()
+    monitor.start()
+    try:
+        gevent.sleep(CALM_AFTER_S + 0.3)  # no block since start(): calm from CALM_AFTER_S on
+        looks, started = monitor.looks, time.monotonic()
+        gevent.sleep(1.0)
+        calm_looks, calm_s = monitor.looks - looks, time.monotonic() - started
+        # every 40 ms when calm (every 10 ms would be 100 a second); a busy host only makes the looks fewer
+        assert calm_looks <= calm_s / monitor.calm_look_s + 3, (calm_looks, calm_s)
+        start_s = time.time()
+        gevent.spawn(hold_the_loop, 6).join()
+        gevent.sleep(0.05)
+        end_s = time.time()
+    finally:
+        monitor.stop()
+    held = sorted((b for b in monitor.blocks if b.ms >= 0.8 * HOLD_MS and start_s < b.end_s <= end_s),
+                  key=lambda b: b.start_s)
+    assert len(held) >= 6, monitor.blocks
+    # the first block may go unnamed (a 15-ms block, seen by a look every 40 ms); it makes the watcher look
+    # every 10 ms again, which is inside every later one: one missed look (a busy host) is not a failure
+    named = [b for b in held[1:] if "hold_the_loop" in b.cause]
+    assert len(named) >= len(held[1:]) - 1, [b.cause for b in held]
 
 
 def test_a_loop_that_only_sleeps_has_no_block() -> None:
