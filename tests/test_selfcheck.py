@@ -28,6 +28,7 @@ from harness import ROOT, holding_locustfile, run_locust, scenario_variant, star
 from bench_plugin.analysis.selfcheck import CPU_ADVICE, advice, cpu_advice
 from bench_plugin.loadgen.arrivals import arrival_count
 from bench_plugin.results.store import StoreError, open_campaign, open_store, read_samples
+from bench_plugin.results.summary import GeneratorCheck
 
 pytestmark = pytest.mark.slow
 
@@ -126,7 +127,9 @@ def test_a_cpu_bound_load_generator_marks_its_stages_generator_limited_and_asks_
         # where more) at 0.5 core a process, and at least one more process than ran
         needed = max(used["cores"], used["stalls"]["busy_s"] / used["wall_s"])
         assert reason.endswith(f"; 1 process, {needed:.2f} cores in all"), reason
-        assert advice([reason]) == cpu_advice(max(math.ceil(round(needed, 2) / 0.5), 2))
+        check = GeneratorCheck.model_validate(stage["generator_check"])
+        assert (check.processes, check.cores) == (1, round(needed, 2))
+        assert advice([check]) == cpu_advice(max(math.ceil(round(needed, 2) / 0.5), 2))
         # the hog's CPU is the generator's own: an unhogged generator at these rates uses under 0.05 core, the
         # hog all it is given (0.86 of a core on a quiet host; 0.24 was seen with eight busy processes on the
         # two cores), so twice the unhogged figure already tells them apart
@@ -149,7 +152,7 @@ def test_a_loop_stalled_by_a_c_call_marks_its_stage_stalled_names_the_call_and_s
     assert found["kind"] == "stalled", (reason, used)
     assert found["cause"].startswith("stall.hold_the_loop (stall.py:"), found
     assert reason.startswith("stalled: send lag P99 ") and f"blocked in `{found['cause']}`, not short of CPU" in reason
-    text = advice([reason])
+    text = advice([GeneratorCheck.model_validate(found)])
     assert "not a CPU shortage, more workers will not help" in text and f"`{found['cause']}`" in text
     assert CPU_ADVICE not in text and "--processes" not in text
     n, held_ms = used["stalls"]["causes"][found["cause"]]

@@ -26,8 +26,8 @@ from bench_plugin.analysis.significance import describe, ratio_figure
 from bench_plugin.analysis.statistics import spread
 from bench_plugin.analysis.verdict import CONTROLS, MIN_PAIRS, inconclusive, too_few
 from bench_plugin.results.limits import Limit
-from bench_plugin.results.summary import Capacity, RepeatCapacity, SearchResult, TrialSummary
-from bench_plugin.results.words import ENDED_SEARCHES, Call, SearchStatus, Significance
+from bench_plugin.results.summary import Capacity, GeneratorCheck, RepeatCapacity, SearchResult, TrialSummary
+from bench_plugin.results.words import ENDED_SEARCHES, Call, ProbeOutcome, SearchStatus, Significance
 from bench_plugin.scenario import class_rank
 
 
@@ -94,11 +94,24 @@ def _repeat(trial: TrialSummary, along: dict[str, float] | None = None) -> Repea
     per_device = None
     if scale is not None and trial.devices_charged:
         per_device = scale * sum(mix.values()) / trial.devices_charged
-    limited = next((r.stopped for r in results if r.status == SearchStatus.GENERATOR_LIMITED), None) \
-        if status == SearchStatus.GENERATOR_LIMITED else None
+    stopped = [r for r in results if r.status == SearchStatus.GENERATOR_LIMITED] \
+        if status == SearchStatus.GENERATOR_LIMITED else []
     return RepeatCapacity(repeat=trial.repeat, status=status, scale=scale, runs=sum(r.runs for r in results),
                           fixed_sweep_runs=sum(r.fixed_sweep_runs for r in results), capacity_per_device=per_device,
-                          limited=limited)
+                          limited=stopped[0].stopped if stopped else None,
+                          generator_checks=limited_checks(trial, stopped[0]) if stopped else [])
+
+
+def limited_checks(trial: TrialSummary, result: SearchResult) -> list[GeneratorCheck]:
+    """What the self-check found in the stages of ``result``'s probes left unjudged because the load generator fell
+    behind (an empty check for a stage where it found nothing, and one for a search whose probes were not
+    recorded): what the advice is worded from."""
+    indices = {i for p in trial.probes if p.segment == result.segment and p.ray == result.ray
+               and p.decision is not None and p.decision.outcome == ProbeOutcome.GENERATOR_LIMITED
+               for i in p.stages}
+    checks = [s.generator_check or GeneratorCheck() for s in trial.stages
+              if s.index in indices and s.generator_limited]
+    return checks or [GeneratorCheck()]
 
 
 def arm_capacity(trials: list[TrialSummary], control: list[TrialSummary] | None,
@@ -151,8 +164,9 @@ def capacity_text(arm: str, control: str, capacity: Capacity, reference: Capacit
         # the control's true capacity is higher still
         if enough and not bounded[arm] and ratio.call == Significance.LOWER:
             return Call.LOSS, f"{arm} is a loss: {numbers}; {lower_bound}." + cost
-        return Call.GENERATOR_LIMITED, (f"{arm} is not judged: {numbers}, but {lower_bound}; "
-                            f"{advice(w for why in bounded.values() for w in why)}." + cost)
+        found = (c for r in (*capacity.per_repeat, *reference.per_repeat) if r.limited
+                 for c in r.generator_checks or [GeneratorCheck()])
+        return Call.GENERATOR_LIMITED, f"{arm} is not judged: {numbers}, but {lower_bound}; {advice(found)}." + cost
     if ratio.spread.n < MIN_PAIRS:
         call = inconclusive(ratio.spread.n)
         return call, f"{arm} is {call}: {numbers}; {too_few(ratio.spread.n)}." + cost

@@ -33,7 +33,14 @@ from bench_plugin.analysis.queueing import latency_split
 from bench_plugin.analysis.significance import Judged, complement_figure, ratio_figure
 from bench_plugin.analysis.statistics import Spread, spread
 from bench_plugin.results.limits import ERROR_RATE, NOT_MEASURED, Limit, skipped_note
-from bench_plugin.results.summary import ClassComparison, ClassStats, StageComparison, StageSummary, TrialSummary
+from bench_plugin.results.summary import (
+    ClassComparison,
+    ClassStats,
+    GeneratorCheck,
+    StageComparison,
+    StageSummary,
+    TrialSummary,
+)
 from bench_plugin.scenario import WORKLOAD_CLASSES
 
 Run = tuple[TrialSummary, StageSummary]
@@ -191,10 +198,12 @@ def stage_contention(
     own = spread([goodput_per_device(run, names) for run in runs.values()])
     limited, busy = _flags(runs, theirs, "generator_limited"), _flags(runs, theirs, "host_busy")
     failed = _flags(runs, theirs, "protocol_failure")
+    checks = [stage.generator_check or GeneratorCheck() for group in (runs, theirs)
+              for _, (_, stage) in sorted(group.items()) if stage.generator_limited]
     if control is None:
         return StageComparison(index=index, offered=offered, repeats=len(runs), classes=classes,
-                               generator_limited=limited, host_busy=busy, protocol_failure=failed,
-                               goodput_per_device=own)
+                               generator_limited=limited, generator_checks=checks, host_busy=busy,
+                               protocol_failure=failed, goodput_per_device=own)
     pairs = [(runs[r], theirs[r]) for r in sorted(set(runs) & set(theirs))]
     classes = {name: _compare_class(c, name, pairs) for name, c in classes.items()}
     norms = [[_paired([pair], name, _THROUGHPUT)[0] for name in names] for pair in pairs]
@@ -202,7 +211,8 @@ def stage_contention(
     gpd = [(goodput_per_device(mine, names), goodput_per_device(ref, names)) for mine, ref in pairs]
     return StageComparison(
         index=index, offered=offered, repeats=len(runs), classes=classes,
-        generator_limited=limited, host_busy=busy, protocol_failure=failed, goodput_per_device=own,
+        generator_limited=limited, generator_checks=checks, host_busy=busy, protocol_failure=failed,
+        goodput_per_device=own,
         paired_repeats=len(pairs), consolidation_gain=gain, fairness=fairness,
         control_goodput_per_device=spread([goodput_per_device(run, names) for run in theirs.values()]),
         goodput_per_device_ratio=ratio_figure([_ratio(a, b) for a, b in gpd]),

@@ -48,17 +48,17 @@ Wherever the monitor saw blocks, the stage gets the note "stalls: N blocks (X ms
 in <cause>); Z requests (W%) in flight during one; without them P95 would be ..." (GeneratorCheck.note),
 a judged stage too: the stalls' share of the latency is shown either way. A CPU-bound reason ends with
 what the stage's processes used in all ("2 processes, 1.30 cores in all": per process the larger of its
-cores and its loop's demand, since a starved loop used less than it needed). :func:`advice` words the fix
-by the kind, for the verdict: for CPU-bound, ``--processes N`` with N = ceil(cores in all / the sizing's
-TARGET_CORES), and at least one more than ran (the worst stage named decides); for stalled, the operation
-to move off the loop. docs/analysis.md ("The instrument checks itself") has the rule with its figures.
+cores and its loop's demand, since a starved loop used less than it needed); the check keeps both figures
+(GeneratorCheck.processes and .cores). :func:`advice` words the fix from the checks, never from the
+reasons' words, by the kind, for the verdict: for CPU-bound, ``--processes N`` with N = ceil(cores in all /
+the sizing's TARGET_CORES), and at least one more than ran (the worst stage named decides); for stalled, the
+operation to move off the loop. docs/analysis.md ("The instrument checks itself") has the rule with its figures.
 """
 
 from __future__ import annotations
 
 import bisect
 import math
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -80,9 +80,6 @@ HELD_SHARE = 0.05
 CPU_BOUND = "CPU-bound"
 """A CPU-bound stage's reason starts so (GeneratorLimit.CPU_BOUND, capitalised as prose); a stalled one's with
 GeneratorLimit.STALLED."""
-_KIND = re.compile(rf"(?:^|: )({CPU_BOUND}|{GeneratorLimit.STALLED}): ")
-_CAUSE = re.compile(r"`([^`]+)`")
-_IN_ALL = re.compile(r"(\d+) process(?:es)?, (\d+(?:\.\d+)?) cores in all")
 
 CPU_ADVICE = ("rerun with more load-generating processes (--processes N, or --master with workers on other hosts) "
               "or a lighter load per process")
@@ -95,19 +92,23 @@ def cpu_advice(processes: int) -> str:
             "--master and workers on other hosts, or with a lighter load per process")
 
 
-def processes_needed(reasons: Iterable[str]) -> int | None:
-    """The ``--processes`` that CPU-bound ``reasons`` ask for: per reason, its cores in all over TARGET_CORES and at
-    least one more process than it ran on; the most over them (None: no reason says what its processes used)."""
-    needed = [max(math.ceil(float(cores) / TARGET_CORES), int(ran) + 1)
-              for reason in reasons for ran, cores in _IN_ALL.findall(reason)]
+def processes_needed(checks: Iterable[GeneratorCheck]) -> int | None:
+    """The ``--processes`` that CPU-bound stages' ``checks`` ask for: per stage, its cores in all over TARGET_CORES and
+    at least one more process than it ran on; the most over them (None: no check says what its processes used)."""
+    needed = [max(math.ceil(c.cores / TARGET_CORES), c.processes + 1)
+              for c in checks if c.cores is not None and c.processes is not None]
     return max(needed, default=None)
 
 
-def in_all(cores: Mapping[str, float], demand: Mapping[str, float]) -> str:
-    """``2 processes, 1.30 cores in all``: what a stage's processes needed (cores used, or their loop's demand where
-    larger: a starved loop used less than it wanted)."""
-    total = sum(max(used, demand.get(member, 0.0)) for member, used in cores.items())
-    return f"{len(cores)} process{'es' if len(cores) != 1 else ''}, {total:.2f} cores in all"
+def needed(cores: Mapping[str, float], demand: Mapping[str, float]) -> tuple[int, float]:
+    """(processes, cores in all) a stage's processes needed: per process the cores it used, or its loop's demand
+    where larger (a starved loop used less than it wanted)."""
+    return len(cores), sum(max(used, demand.get(member, 0.0)) for member, used in cores.items())
+
+
+def in_all(processes: int, cores: float) -> str:
+    """``2 processes, 1.30 cores in all``: what a stage's processes needed (:func:`needed`)."""
+    return f"{processes} process{'es' if processes != 1 else ''}, {cores:.2f} cores in all"
 
 
 def stalled_advice(causes: Sequence[str]) -> str:
@@ -117,16 +118,16 @@ def stalled_advice(causes: Sequence[str]) -> str:
             "operation yield to gevent or move it into an OS thread, then rerun")
 
 
-def advice(reasons: Iterable[str]) -> str:
-    """The fix for a generator-limited stage, by the kind its reasons name (CPU-bound when none does)."""
+def advice(checks: Iterable[GeneratorCheck]) -> str:
+    """The fix for generator-limited stages, by the kinds their ``checks`` found (CPU-bound where none is known)."""
     cpu, causes, bound = False, [], []
-    for reason in reasons:
-        kinds = _KIND.findall(reason)
-        if GeneratorLimit.STALLED in kinds:
-            causes += [c for c in _CAUSE.findall(reason) if c not in causes]
-        if CPU_BOUND in kinds or not kinds:
+    for check in checks:
+        if check.kind == GeneratorLimit.STALLED:
+            if check.cause is not None and check.cause not in causes:
+                causes.append(check.cause)
+        else:
             cpu = True
-            bound.append(reason)
+            bound.append(check)
     needed = processes_needed(bound)
     parts = [CPU_ADVICE if needed is None else cpu_advice(needed)] if cpu else []
     if causes or not cpu:
@@ -265,9 +266,10 @@ def check_stage(classes: Mapping[str, ClassStats], rows: Sequence[Mapping[str, G
     late = _late(lag)
     hit, rest = _split(stalls, samples) if stalls.count else ({}, {})
     note, without = _note(stalls, classes, hit, rest, stats_of) if stalls.count else (None, {})
+    processes, total = needed(cores, demand)
     found = GeneratorCheck(cause=stalls.cause, note=note, in_flight={n: len(h) for n, h in hit.items() if h},
-                           p95_without_ms=without)
-    used = in_all(cores, demand)
+                           p95_without_ms=without, processes=processes, cores=round(total, 2))
+    used = in_all(processes, total)
     if cpu:
         text = "; ".join([*cpu, *([_lag_text(late)] if late else []), used])
         return StageCheck(f"{CPU_BOUND}: {text}", _kind(found, GeneratorLimit.CPU_BOUND))

@@ -89,7 +89,7 @@ def stage_verdict(stage: StageComparison) -> StageVerdict:
     if stage.generator_limited:
         why = "the load generator fell behind, so latency here is partly the client's: " + "; ".join(
             stage.generator_limited)
-        return StageVerdict(Call.GENERATOR_LIMITED, (why, advice(stage.generator_limited)), pairs)
+        return StageVerdict(Call.GENERATOR_LIMITED, (why, advice(stage.generator_checks)), pairs)
     if ratio is None or pairs == 0:
         return StageVerdict(Call.NOT_COMPARED, (_not_compared(stage), *breaches))
     own, ref = stage.goodput_per_device.mean, (stage.control_goodput_per_device or stage.goodput_per_device).mean

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import pytest
+from analysis_builders import stage, stats, trial
 
-from bench_plugin.analysis.capacity import capacity_text, combined_status
-from bench_plugin.analysis.selfcheck import CPU_ADVICE
+from bench_plugin.analysis.capacity import capacity_text, combined_status, limited_checks
+from bench_plugin.analysis.selfcheck import CPU_ADVICE, cpu_advice, stalled_advice
 from bench_plugin.analysis.significance import ratio_figure
 from bench_plugin.analysis.statistics import spread
-from bench_plugin.results.summary import Capacity, RepeatCapacity, SearchResult
+from bench_plugin.results.summary import (
+    Capacity,
+    GeneratorCheck,
+    ProbeDecision,
+    RepeatCapacity,
+    SearchProbe,
+    SearchResult,
+)
 
 
 def result(name: str, status: str, estimate: float | None) -> SearchResult:
@@ -104,3 +112,39 @@ def test_a_capacity_needs_every_class_of_the_mix_searched_to_an_end() -> None:
     assert cut is not None and cut.scale.mean is None and cut.per_repeat[0].status == "bisecting"
     both = arm_capacity([trial(1, done), trial(2, done[:2])], None, mix)  # a second repeat cut short
     assert both is not None and [r.repeat for r in both.per_repeat] == [1] and both.scale.mean == 3.0
+
+
+def test_the_advice_for_a_bounded_capacity_follows_the_kind_the_self_check_found() -> None:
+    """The words of a search's stop are not read back: the checks of the stages where the generator fell behind
+    decide (analysis/selfcheck.advice). A stalled loop gets the stalled fix, where the words once always gave CPU's."""
+    arm, control = capacity([5.0, 5.1, 5.2], [BEHIND, None, None]), capacity([10.0, 10.2, 10.1], [None] * 3)
+    cause = "stall.hold_the_loop (stall.py:9)"
+    stalled = GeneratorCheck(kind="stalled", cause=cause, processes=1, cores=0.1)
+    arm.per_repeat[0].generator_checks = [stalled]
+    said, text = capacity_text("mps", "exclusive", with_ratio(arm, control), control)
+    assert said == "generator-limited" and stalled_advice([cause]) in text and "--processes" not in text
+    arm.per_repeat[0].generator_checks = [GeneratorCheck(kind="cpu-bound", processes=2, cores=1.9)]
+    said, text = capacity_text("mps", "exclusive", with_ratio(arm, control), control)
+    assert cpu_advice(4) in text
+
+
+def test_a_limited_search_finds_the_checks_of_the_stages_its_load_generator_fell_behind_in() -> None:
+    stages = [stage(i, {"llm": stats()}) for i in range(4)]
+    stages[2].generator_limited = "CPU-bound: ..."
+    stages[2].generator_check = GeneratorCheck(kind="cpu-bound", processes=1, cores=0.97)
+    stages[3].generator_limited = "stalled: ..."  # another segment's search: not this one's
+    stages[3].generator_check = GeneratorCheck(kind="stalled", cause="x")
+    t = trial("mps", 1, stages)
+
+    def probe(segment: int, scale: float, indices: list[int], outcome: str) -> SearchProbe:
+        return SearchProbe(segment=segment, ray="mix", phase="probe", scale=scale, passed=outcome == "pass",
+                           stages=indices, decision=ProbeDecision(outcome=outcome, point=False, confidence=0.95,
+                                                                  stages=indices))
+
+    t.probes = [probe(0, 1.0, [0, 1], "pass"), probe(0, 2.0, [2], "generator-limited"),
+                probe(1, 2.0, [3], "generator-limited")]
+    result = SearchResult(segment=0, classes=["llm"], mix={"llm": 1.0}, status="generator-limited", lo=1.0,
+                          hi=None, estimate=1.0, precision=None, runs=3, fixed_sweep_runs=10)
+    assert limited_checks(t, result) == [stages[2].generator_check]
+    t.probes = []  # a search whose probes were not recorded: an empty check, worded as CPU-bound
+    assert limited_checks(t, result) == [GeneratorCheck()]

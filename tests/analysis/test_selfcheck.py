@@ -19,12 +19,13 @@ from bench_plugin.analysis.selfcheck import (
     check_stage,
     cpu_advice,
     processes_needed,
+    stalled_advice,
 )
 from bench_plugin.analysis.summary import class_stats
 from bench_plugin.analysis.verdict import stage_verdict
 from bench_plugin.results.samples import Sample
-from bench_plugin.results.summary import GeneratorUse
-from bench_plugin.results.words import Call
+from bench_plugin.results.summary import GeneratorCheck, GeneratorUse
+from bench_plugin.results.words import Call, GeneratorLimit
 
 T0 = 1_000.0
 CAUSE = "blocker.poll (blocker.py:7) via bench_plugin.telemetry.source.PollingSource.poll_once (source.py:160)"
@@ -84,7 +85,7 @@ def test_a_stage_whose_stalls_touched_too_many_requests_is_generator_limited_sta
                                      f"loop was blocked in `{CAUSE}`, not short of CPU (0.10 cores); ")
     assert f"10 of its 100 embedding requests (10%) were in flight during a block (at most {AFFECTED_LIMIT:.0%}" \
         in result.limited
-    text = advice([f"mps repeat 1: {result.limited}"])
+    text = advice([result.found])
     assert "not a CPU shortage, more workers will not help" in text and f"`{CAUSE}`" in text
     assert CPU_ADVICE not in text
 
@@ -118,7 +119,8 @@ def test_a_process_short_of_cpu_is_cpu_bound_by_its_cores_or_by_what_its_loop_wa
     busy = check(on_time, usage([], cores=0.95))
     assert busy.limited == "CPU-bound: load generator local used 0.95 cores (limit 0.9); 1 process, 0.95 cores in all"
     assert busy.found.kind == "cpu-bound"
-    assert advice([busy.limited]) == cpu_advice(2)  # ceil(0.95 / 0.5)
+    assert (busy.found.processes, busy.found.cores) == (1, 0.95)
+    assert advice([busy.found]) == cpu_advice(2)  # ceil(0.95 / 0.5)
     # a busy host gives a starved loop little CPU: it still wanted a whole core (on a CPU or waiting for one)
     starved = check(requests(late={5: 40.0, 55: 40.0}), usage([block_over(5, 40.0), block_over(55, 40.0)], cores=0.3,
                                                            busy_s=9.6))
@@ -127,7 +129,8 @@ def test_a_process_short_of_cpu_is_cpu_bound_by_its_cores_or_by_what_its_loop_wa
     assert starved.found.kind == "cpu-bound" and starved.found.note.startswith("stalls: 2 blocks (84 ms in all")
     # it used 0.3 cores but wanted 0.96: what it needed is what it wanted
     assert starved.limited.endswith("; 1 process, 0.96 cores in all")
-    assert advice([starved.limited]) == cpu_advice(2)
+    assert (starved.found.processes, starved.found.cores) == (1, 0.96)
+    assert advice([starved.found]) == cpu_advice(2)
 
 
 def test_lag_without_a_stall_or_mostly_outside_the_stalls_is_a_backlog() -> None:
@@ -135,7 +138,7 @@ def test_lag_without_a_stall_or_mostly_outside_the_stalls_is_a_backlog() -> None
     none = check(requests(late=late), usage([]))
     assert none.limited.startswith("CPU-bound: send lag P99 15.0 ms for embedding (limit 10 ms) with no stall")
     assert none.limited.endswith("too much for one process; 1 process, 0.10 cores in all")
-    assert advice([none.limited]) == cpu_advice(2)  # behind on 0.1 core: at least one more process than ran
+    assert advice([none.found]) == cpu_advice(2)  # behind on 0.1 core: at least one more process than ran
     outside = check(requests(late=late), usage([block_over(0, 15.0)]))  # 1 of the 10 late requests in a block
     assert outside.found.kind == "cpu-bound"
     assert "9 of the 10 requests sent over 10 ms late were not in flight during a stall" in outside.limited
@@ -158,40 +161,49 @@ def test_a_stall_without_lag_is_only_noted() -> None:
 def test_the_verdicts_advice_follows_the_kind() -> None:
     obj = objectives(p95=1000.0, budget=0.05)
 
-    def verdict(reason: str) -> tuple[str, ...]:
+    def verdict(reason: str, found: GeneratorCheck | None) -> tuple[str, ...]:
         mine = [trial("mps", r, [stage(0, {"llm": stats(6.0, 300.0), "embedding": stats(6.0, 300.0)})], 1)
                 for r in (1, 2)]
         theirs = [trial("exclusive", r, [stage(0, {"llm": stats(10.0, 300.0), "embedding": stats(10.0, 300.0)})],
                         2) for r in (1, 2)]
         mine[0].stages[0].generator_limited = reason
-        found = stage_verdict(stage_contention(0, mine, theirs, obj))
-        assert found.call == Call.GENERATOR_LIMITED
-        return found.reasons
+        mine[0].stages[0].generator_check = found
+        found_verdict = stage_verdict(stage_contention(0, mine, theirs, obj))
+        assert found_verdict.call == Call.GENERATOR_LIMITED
+        return found_verdict.reasons
 
     stalled = verdict(f"stalled: send lag P99 14.0 ms for llm (limit 10 ms) while the event loop was blocked in "
-                      f"`{CAUSE}`, not short of CPU (0.12 cores); 9 of its 30 llm requests (30%) were in flight")
+                      f"`{CAUSE}`, not short of CPU (0.12 cores); 9 of its 30 llm requests (30%) were in flight",
+                      GeneratorCheck(kind=GeneratorLimit.STALLED, cause=CAUSE, processes=1, cores=0.12))
     assert "mps repeat 1: stalled" in stalled[0]
     assert stalled[1] == (f"the event loop was held by `{CAUSE}`: not a CPU shortage, more workers will not help; "
                           "make that operation yield to gevent or move it into an OS thread, then rerun")
-    cpu = verdict("CPU-bound: load generator local used 0.97 cores (limit 0.9); 1 process, 0.97 cores in all")
+    cpu = verdict("CPU-bound: load generator local used 0.97 cores (limit 0.9); 1 process, 0.97 cores in all",
+                  GeneratorCheck(kind=GeneratorLimit.CPU_BOUND, processes=1, cores=0.97))
     assert cpu[1] == cpu_advice(2) and cpu[1].startswith("rerun with --processes 2 ")
     assert "--master and workers on other hosts" in cpu[1]
-    assert verdict("CPU-bound: load generator local used 0.97 cores (limit 0.9)")[1] == CPU_ADVICE  # no figures
-    assert verdict("send lag P99 42.0 ms for llm (limit 10 ms)")[1] == CPU_ADVICE  # a summary from before the kinds
+    # the words of the reason are not read: the check's kind and figures decide
+    assert verdict("CPU-bound: ...; 1 process, 0.97 cores in all", GeneratorCheck(kind=GeneratorLimit.CPU_BOUND))[1] \
+        == CPU_ADVICE  # no figures
+    assert verdict("send lag P99 42.0 ms for llm (limit 10 ms)", None)[1] == CPU_ADVICE  # a store from before the kinds
 
 
 def test_the_advice_asks_for_the_processes_the_measured_cpu_needs() -> None:
     # the stage's CPU in all over 0.5 core a process, and never fewer than one more process than ran
-    assert processes_needed(["CPU-bound: send lag ...; 2 processes, 1.90 cores in all"]) == 4
-    assert processes_needed(["CPU-bound: send lag ...; 3 processes, 0.60 cores in all"]) == 4
-    assert processes_needed(["CPU-bound: load generator local used 1.00 cores (limit 0.9); 1 process, 1.00 cores "
-                             "in all"]) == 2
+    def cpu(processes: int, cores: float) -> GeneratorCheck:
+        return GeneratorCheck(kind=GeneratorLimit.CPU_BOUND, processes=processes, cores=cores)
+
+    assert processes_needed([cpu(2, 1.90)]) == 4
+    assert processes_needed([cpu(3, 0.60)]) == 4
+    assert processes_needed([cpu(1, 1.00)]) == 2
     # over the runs of a stage (repeats, arms), the worst decides
-    reasons = ["exclusive repeat 1: CPU-bound: ...; 1 process, 0.95 cores in all",
-               "mps repeat 2: CPU-bound: ...; 1 process, 2.40 cores in all"]
-    assert processes_needed(reasons) == 5
-    assert advice(iter(reasons)) == cpu_advice(5)  # capacity.py hands the reasons over as a generator
-    assert processes_needed(["send lag P99 42.0 ms for llm (limit 10 ms)"]) is None
+    checks = [cpu(1, 0.95), cpu(1, 2.40)]
+    assert processes_needed(checks) == 5
+    assert advice(iter(checks)) == cpu_advice(5)  # capacity.py hands the checks over as a generator
+    assert processes_needed([GeneratorCheck(kind=GeneratorLimit.CPU_BOUND)]) is None
+    # stalled and CPU-bound runs of one stage: both fixes, the stalled run's figures left out of the sizing
+    both = advice([cpu(1, 0.95), GeneratorCheck(kind=GeneratorLimit.STALLED, cause=CAUSE, processes=4, cores=9.0)])
+    assert both == f"{cpu_advice(2)}; {stalled_advice([CAUSE])}"
 
 
 def test_a_stalled_stage_whose_servers_failed_by_themselves_keeps_its_verdict() -> None:

@@ -42,7 +42,9 @@ version is refused with one line rather than read as something it is not. Versio
   ``envelope.rays[].limit`` (empty lists where /2 had null); and each class's breaches at a stage as items too
   (``stages[].classes.<class>.limits``, written only where some breach is). A /2 file still reads: its joined
   strings read into the same items (their words joined with ", " make the string again), so it renders as it did;
-  written again, it is /3.
+  written again, it is /3. It grew ``trials[].stages[].generator_check.processes`` and ``.cores`` (what the
+  stage's load-generating processes needed in all, which the advice for a CPU-bound stage sizes ``--processes``
+  by), written only where set: absent in files written before them.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from bench_plugin.results.limits import Limit
 from bench_plugin.results.server_figures import LatencySplit, Sparse
 from bench_plugin.results.spread import Judged, Model, Spread
 from bench_plugin.results.summary.classes import PerClass
+from bench_plugin.results.summary.generators import GeneratorCheck
 
 
 class ArmClassFigures(Model):
@@ -139,6 +140,9 @@ class StageComparison(Model):
     classes: dict[str, ClassComparison]
     generator_limited: list[str] = Field(default_factory=list)
     """``<arm> repeat r: <why>`` for each run (of this arm or the control) whose load generator fell behind."""
+    generator_checks: list[GeneratorCheck] = Field(default_factory=list, exclude=True)
+    """What the self-check found in each of those runs, in the same order (an empty check where it found none):
+    for the analysis, which words the verdict's advice from it; not written."""
     host_busy: list[str] = Field(default_factory=list)
     """``<arm> repeat r: <why>`` for each run measured while the host was busy with other work."""
     protocol_failure: list[str] = Field(default_factory=list)

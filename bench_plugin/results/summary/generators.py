@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
+from bench_plugin.results.server_figures import Sparse
 from bench_plugin.results.spread import Model
 from bench_plugin.results.words import GeneratorLimit
 
@@ -90,8 +91,10 @@ class LoadGenerators(Model):
     """Load generator (``local``, or a worker's id) -> where it ran, for each that took part (not the refused)."""
 
 
-class GeneratorCheck(Model):
+class GeneratorCheck(Sparse):
     """What the self-check made of a stage's load generator (analysis/selfcheck.py)."""
+
+    SPARSE: ClassVar[frozenset[str]] = frozenset({"processes", "cores"})
 
     kind: GeneratorLimit | None = None
     """Why the stage is generator-limited, where it is: ``cpu-bound`` (a process short of CPU, or a loop behind
@@ -106,6 +109,12 @@ class GeneratorCheck(Model):
     """Class -> its requests held up by the blocks (they overlapped over 5% of its intended send to its end)."""
     p95_without_ms: dict[str, float | None] = Field(default_factory=dict)
     """Class -> its P95 without those requests (the classes that had any)."""
+    processes: int | None = None
+    """How many load-generating processes sent the stage, where the stall monitor reported (written only where
+    set: absent in files written before it)."""
+    cores: float | None = None
+    """What they needed in all: per process the larger of the cores it used and its loop's demand (a starved loop
+    used less than it wanted). With ``processes``, what the advice for a CPU-bound stage sizes ``--processes`` by."""
 
 
 class HostLoad(Model):

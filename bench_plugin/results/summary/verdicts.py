@@ -13,6 +13,7 @@ from bench_plugin.results.summary.arms import StageComparison
 from bench_plugin.results.summary.campaign import Conditions
 from bench_plugin.results.summary.classes import PerClass
 from bench_plugin.results.summary.envelope import Envelope
+from bench_plugin.results.summary.generators import GeneratorCheck
 
 
 class RepeatBoundary(Model):
@@ -55,6 +56,9 @@ class RepeatCapacity(Model):
     limited: str | None = None
     """Where its load generator fell behind before the boundary (status ``generator-limited``: ``scale`` is
     only a lower bound), else None."""
+    generator_checks: list[GeneratorCheck] = Field(default_factory=list, exclude=True)
+    """What the self-check found in the stages where it fell behind (an empty check where it found none): for
+    the analysis, which words the verdict's advice from it; not written."""
 
 
 class Capacity(Model):
