@@ -38,7 +38,7 @@ def test_the_answer_is_the_last_thing_printed_after_locusts_own_tables(campaign:
 
 def test_trials_are_interleaved_arms_times_repeats(campaign: tuple[Path, str]) -> None:
     summary = json.loads((campaign[0] / "summary.json").read_text())
-    assert summary["schema"] == "bench_plugin.summary/3"
+    assert summary["schema"] == "bench_plugin.summary/4"
     assert [(t["arm"], t["repeat"]) for t in summary["trials"]] == [
         ("exclusive", 1), ("shared", 1), ("exclusive", 2), ("shared", 2)
     ]

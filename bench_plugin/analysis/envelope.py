@@ -122,7 +122,7 @@ def envelope_rays(trials: list[TrialSummary], rays: dict[str, dict[str, float]],
         scale = spread([r.scale for r in repeats])
         out.append(EnvelopeRay(
             name=name, mix=dict(mix), held_out=name in held_out,
-            status=statuses.most_common(1)[0][0] if len(statuses) == 1 else ", ".join(sorted(statuses)),
+            status=sorted(statuses),
             scale=scale, lo=spread([r.lo for r in repeats]),
             boundary={} if scale.mean is None else {c: r * scale.mean for c, r in mix.items()},
             limit=list(limits.most_common(1)[0][0]) if limits else [], per_repeat=repeats,

@@ -210,7 +210,7 @@ def arm_model(trials: list[TrialSummary], rays: list[EnvelopeRay],
     predicted = {r.name: model.boundary(r.mix)[0] for r in rays}
     held = {r.name: (predicted[r.name] - r.scale.mean) / r.scale.mean
             for r in rays
-            if r.held_out and r.scale.mean and r.status == SearchStatus.FOUND and math.isfinite(predicted[r.name])}
+            if r.held_out and r.scale.mean and r.agreed == SearchStatus.FOUND and math.isfinite(predicted[r.name])}
     validated = f"load mixes in the cone of the rays {', '.join(fitted_on)}, up to the busiest stage measured"
     if held:
         worst = max(abs(e) for e in held.values())

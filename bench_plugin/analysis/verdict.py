@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from bench_plugin.analysis.boundary import format_offered
 from bench_plugin.analysis.selfcheck import advice
 from bench_plugin.analysis.significance import describe
+from bench_plugin.results.reasons import Reason, reason
 from bench_plugin.results.summary import Boundary, Conditions, StageComparison, Verdict
 from bench_plugin.results.words import Call, Significance
 
@@ -70,7 +71,7 @@ class StageVerdict:
     """The call at one stage and the figures that decided it."""
 
     call: str
-    reasons: tuple[str, ...]
+    reasons: tuple[Reason, ...]
     pairs: int = 0
     """Paired repeats with a goodput per device ratio (a zero ratio counts; a missing one does not)."""
 
@@ -83,30 +84,35 @@ def stage_verdict(stage: StageComparison) -> StageVerdict:
     zeros = sum(1 for v in ratio.spread.excluded if v is not None) if ratio else 0
     pairs = len(ratio.spread.values) + zeros if ratio else 0
     if stage.protocol_failure:
-        return StageVerdict(Call.NOT_MEASURED, (*stage.protocol_failure, "the server does not accept or return what "
-                                                "the class sends and reads: fix the scenario or the server, then "
-                                                "rerun"), pairs)
+        return StageVerdict(Call.NOT_MEASURED, _why(*stage.protocol_failure, "the server does not accept or return "
+                                                    "what the class sends and reads: fix the scenario or the server, "
+                                                    "then rerun"), pairs)
     if stage.generator_limited:
-        why = "the load generator fell behind, so latency here is partly the client's: " + "; ".join(
-            stage.generator_limited)
-        return StageVerdict(Call.GENERATOR_LIMITED, (why, advice(stage.generator_checks)), pairs)
+        why = reason("the load generator fell behind, so latency here is partly the client's",
+                     stage.generator_limited)
+        return StageVerdict(Call.GENERATOR_LIMITED, _why(why, advice(stage.generator_checks)), pairs)
     if ratio is None or pairs == 0:
-        return StageVerdict(Call.NOT_COMPARED, (_not_compared(stage), *breaches))
+        return StageVerdict(Call.NOT_COMPARED, _why(_not_compared(stage), *breaches))
     own, ref = stage.goodput_per_device.mean, (stage.control_goodput_per_device or stage.goodput_per_device).mean
     figures = f"{own:.3g} vs {ref:.3g} req/s within SLO, " if own is not None and ref is not None else ""
     gain = f"goodput per device {figures}{describe(ratio, what=CONTROLS)}"
     kept = all(c.meets_slo and c.within_error_budget for c in stage.classes.values())
     slo = (KEPT,) if kept else breaches
     if pairs < MIN_PAIRS:
-        return StageVerdict(inconclusive(pairs), (gain, *slo, too_few(pairs)), pairs)
+        return StageVerdict(inconclusive(pairs), _why(gain, *slo, too_few(pairs)), pairs)
     if zeros:
         none = f"no request of this arm met every SLO in {zeros} of {pairs} paired repeats (goodput per device 0)"
-        return StageVerdict(Call.LOSS, (gain, none, *breaches), pairs)
+        return StageVerdict(Call.LOSS, _why(gain, none, *breaches), pairs)
     if ratio.call != Significance.HIGHER:
-        return StageVerdict(Call.LOSS, (gain, *breaches), pairs)
+        return StageVerdict(Call.LOSS, _why(gain, *breaches), pairs)
     if kept:
-        return StageVerdict(Call.WORTH_IT, (gain, KEPT), pairs)
-    return StageVerdict(Call.TRADE_OFF, (gain, *breaches), pairs)
+        return StageVerdict(Call.WORTH_IT, _why(gain, KEPT), pairs)
+    return StageVerdict(Call.TRADE_OFF, _why(gain, *breaches), pairs)
+
+
+def _why(*parts: str | Reason) -> tuple[Reason, ...]:
+    """A verdict's reasons as the document holds them: each sentence a Reason (results/reasons.py)."""
+    return tuple(p if isinstance(p, Reason) else reason(p) for p in parts)
 
 
 def _not_compared(stage: StageComparison) -> str:
@@ -152,7 +158,7 @@ def _span(run: list[tuple[StageComparison, StageVerdict]], first: bool, arrival:
     decisive = hi if call == Call.WORTH_IT else lo
     reasons = run[-1][1].reasons if call == Call.WORTH_IT else run[0][1].reasons
     load = format_offered(decisive.offered, arrival)
-    return f"{_ARTICLE.get(call, call)}{'' if first else ' above,'} {where} ({load}): {'; '.join(reasons)}"
+    return f"{_ARTICLE.get(call, call)}{'' if first else ' above,'} {where} ({load}): {'; '.join(map(str, reasons))}"
 
 
 def overall_verdict(arm: str, control: str, stages: list[tuple[StageComparison, StageVerdict]],

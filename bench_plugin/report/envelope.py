@@ -45,7 +45,7 @@ def _scale(ray: EnvelopeRay) -> str:
     """The scale with its CI, and the search's status where it found no boundary (``generator-limited``: the load
     generator fell behind first)."""
     s = ray.scale
-    status = "" if ray.status == SearchStatus.FOUND else f" ({ray.status})"
+    status = "" if ray.agreed == SearchStatus.FOUND else f" ({', '.join(ray.status)})"
     if s.mean is None:
         return "-" + status
     return (f"{s.mean:.3g} ± {s.ci95:.2g}" if s.ci95 is not None else f"{s.mean:.3g} ({_one_repeat(ray)})") + status
@@ -54,7 +54,7 @@ def _scale(ray: EnvelopeRay) -> str:
 def _one_repeat(ray: EnvelopeRay) -> str:
     """``one repeat: held at 1.25, broke at 1.5``: with no spread, the bracket the search left is the uncertainty."""
     only = ray.per_repeat[0] if len(ray.per_repeat) == 1 else None
-    if only is None or only.lo is None or only.hi is None or ray.status != SearchStatus.FOUND:
+    if only is None or only.lo is None or only.hi is None or ray.agreed != SearchStatus.FOUND:
         return "one repeat"
     return f"one repeat: held at {only.lo:.3g}, broke at {only.hi:.3g}"
 
@@ -75,7 +75,7 @@ def _predicted(ray: EnvelopeRay, fit: EnvelopeFit | None) -> str:
         return "-"
     error = fit.held_out_error.get(ray.name) if ray.held_out else None
     measured = ray.scale.mean
-    if error is None and measured and ray.status == SearchStatus.FOUND:  # beyond the maximum, nothing to compare with
+    if error is None and measured and ray.agreed == SearchStatus.FOUND:  # beyond the maximum, nothing to compare with
         error = (value - measured) / measured
     return f"{value:.3g}" + ("" if error is None else f" ({error:+.0%})")
 
@@ -202,7 +202,7 @@ def envelope_plot(summary: Summary, styles: dict[str, ArmStyle]) -> Plot | None:
                 colour = st.colour if st else "#222222"
                 # a boundary, or a load shown to hold
                 on_face = [r for r in envelope.rays if set(r.mix) <= {x, y} and r.scale.mean is not None
-                           and r.status in (SearchStatus.FOUND, SearchStatus.ABOVE_MAXIMUM)]
+                           and r.agreed in (SearchStatus.FOUND, SearchStatus.ABOVE_MAXIMUM)]
                 for ray in on_face:
                     assert ray.scale.mean is not None
                     lo = ray.scale.lo if ray.scale.lo is not None else ray.scale.mean

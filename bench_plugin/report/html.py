@@ -38,7 +38,6 @@ from bench_plugin.report.comparison import (
     call_kind,
     compared,
     offered_text,
-    reason_items,
     significance_text,
     spread_text,
     status_text,
@@ -54,6 +53,7 @@ from bench_plugin.report.telemetry import drawn_metrics
 from bench_plugin.report.timeline import timeline_plot
 from bench_plugin.results.plan import FILENAME as PLAN_FILE
 from bench_plugin.results.plan import PlanDocument, read_plan
+from bench_plugin.results.reasons import Reason
 from bench_plugin.results.record import CampaignRecord
 from bench_plugin.results.store import (
     MAX_POINTS,
@@ -285,14 +285,14 @@ def _slowdown_basis(mine: Basis | None, theirs: Basis | None) -> Basis | None:
     return Basis(mine.label, mine.q, mine.runs, mine.notes + theirs.notes, against=theirs.runs)
 
 
-def _reasons(reasons: list[str]) -> Raw:
+def _reasons(reasons: list[Reason]) -> Raw:
     """A stage's reasons as a short bulleted list (a list reason's items nested under it)."""
     if not reasons:
         return Raw("-")
     items = []
-    for head, rest in reason_items(reasons):
-        sub = "<ul>" + "".join(f"<li>{esc(item)}</li>" for item in rest) + "</ul>" if rest else ""
-        items.append(f"<li>{esc(head)}{':' if rest else ''}{sub}</li>")
+    for why in reasons:
+        sub = "<ul>" + "".join(f"<li>{esc(item)}</li>" for item in why.items) + "</ul>" if why.items else ""
+        items.append(f"<li>{esc(why.text)}{':' if why.items else ''}{sub}</li>")
     return Raw('<ul class="reasons">' + "".join(items) + "</ul>")
 
 

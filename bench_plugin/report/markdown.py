@@ -27,7 +27,6 @@ from bench_plugin.report.comparison import (
     boundary_short,
     boundary_text,
     compared,
-    reason_items,
     resume_rows,
     significance_text,
     status_text,
@@ -42,6 +41,7 @@ from bench_plugin.report.stage_series import TrialSeries, markdown_section
 from bench_plugin.report.warm_start import warm_start_line
 from bench_plugin.results.facts import BackendFacts
 from bench_plugin.results.plan import PlanDocument
+from bench_plugin.results.reasons import Reason
 from bench_plugin.results.summary import Comparison, Provenance, Summary
 from bench_plugin.results.words import Call
 
@@ -154,12 +154,12 @@ def _cell(text: Any) -> str:
     return str(text if text is not None else "-").replace("|", "\\|").replace("\n", " ")
 
 
-def reasons_cell(reasons: list[str]) -> str:
+def reasons_cell(reasons: list[Reason]) -> str:
     """A stage's reasons as bullets inside one table cell: ``• a<br>• b``, a list reason's items as ``◦``."""
     lines = []
-    for head, items in reason_items(reasons):
-        lines.append(f"• {head}" + (":" if items else ""))
-        lines += [f"&nbsp;&nbsp;◦ {item}" for item in items]
+    for why in reasons:
+        lines.append(f"• {why.text}" + (":" if why.items else ""))
+        lines += [f"&nbsp;&nbsp;◦ {item}" for item in why.items or ()]
     return _cell("<br>".join(lines) or "-")
 
 

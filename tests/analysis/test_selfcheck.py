@@ -170,7 +170,7 @@ def test_the_verdicts_advice_follows_the_kind() -> None:
         mine[0].stages[0].generator_check = found
         found_verdict = stage_verdict(stage_contention(0, mine, theirs, obj))
         assert found_verdict.call == Call.GENERATOR_LIMITED
-        return found_verdict.reasons
+        return tuple(str(r) for r in found_verdict.reasons)
 
     stalled = verdict(f"stalled: send lag P99 14.0 ms for llm (limit 10 ms) while the event loop was blocked in "
                       f"`{CAUSE}`, not short of CPU (0.12 cores); 9 of its 30 llm requests (30%) were in flight",

@@ -39,14 +39,14 @@ def verdict_of(mine: list[TrialSummary], control: list[TrialSummary]) -> StageVe
 def test_worth_it_when_goodput_per_device_rises_and_every_class_keeps_its_slo() -> None:
     v = verdict_of(arm("shared", 9.0, 400.0, 1), arm("exclusive", 10.0, 300.0, 2))
     assert v.call == Call.WORTH_IT and v.pairs == 3
-    assert v.reasons[0] == ("goodput per device 18 vs 10 req/s within SLO, 1.80x the control's (geometric mean of "
+    assert str(v.reasons[0]) == ("goodput per device 18 vs 10 req/s within SLO, 1.80x the control's (geometric mean of "
                             "3 repeats, 95% CI [1.80, 1.80]: higher)")
 
 
 def test_trade_off_when_it_rises_but_a_class_breaks_its_slo() -> None:
     v = verdict_of(arm("shared", 9.0, 400.0, 1, p95_llm=210.0), arm("exclusive", 10.0, 300.0, 2))
     assert v.call == Call.TRADE_OFF
-    assert any(r.startswith("llm p95 2.10x its SLO (2100 ms vs 1000 ms)") for r in v.reasons)
+    assert any(r.startswith("llm p95 2.10x its SLO (2100 ms vs 1000 ms)") for r in map(str, v.reasons))
 
 
 def test_trade_off_when_errors_exceed_the_budget() -> None:
@@ -54,25 +54,27 @@ def test_trade_off_when_errors_exceed_the_budget() -> None:
     for t in shared:
         t.stages[0].classes["embedding"] = stats(9.0, 400.0, errors=10)
     v = verdict_of(shared, arm("exclusive", 10.0, 300.0, 2))
-    assert v.call == Call.TRADE_OFF and any("embedding error rate 10.0% vs its budget 5.0%" in r for r in v.reasons)
+    assert v.call == Call.TRADE_OFF
+    assert any("embedding error rate 10.0% vs its budget 5.0%" in r for r in map(str, v.reasons))
 
 
 def test_loss_when_goodput_per_device_shows_no_significant_difference() -> None:
     v = verdict_of(arm("mps", 10.0, 300.0, 2), arm("exclusive", 10.0, 300.0, 2))
-    assert v.call == Call.LOSS and "no significant difference" in v.reasons[0]
+    assert v.call == Call.LOSS and "no significant difference" in str(v.reasons[0])
 
 
 def test_loss_when_goodput_per_device_falls() -> None:
     v = verdict_of(arm("mps", 6.0, 300.0, 2), arm("exclusive", 10.0, 300.0, 2))
-    assert v.call == Call.LOSS and v.reasons[0].endswith(": lower)")
+    assert v.call == Call.LOSS and str(v.reasons[0]).endswith(": lower)")
 
 
 def test_one_repeat_is_inconclusive_never_a_loss() -> None:
     v = verdict_of(arm("shared", 9.0, 400.0, 1, repeats=1), arm("exclusive", 10.0, 300.0, 2, repeats=1))
     assert v.call == "inconclusive (1 repeat)" == inconclusive(1) and v.pairs == 1 and is_inconclusive(v.call)
-    assert "1.80x the control's (one repeat: no spread" in v.reasons[0]
-    assert v.reasons[1] == "every class kept its SLOs and error budget in every repeat"
-    assert v.reasons[2].startswith("1 paired repeat has no spread") and "run at least 2 repeats" in v.reasons[2]
+    assert "1.80x the control's (one repeat: no spread" in str(v.reasons[0])
+    assert str(v.reasons[1]) == "every class kept its SLOs and error budget in every repeat"
+    assert str(v.reasons[2]).startswith("1 paired repeat has no spread")
+    assert "run at least 2 repeats" in str(v.reasons[2])
     # Falling goodput per device with one repeat is no more a loss than a rise is a win.
     assert verdict_of(arm("mps", 6.0, 300.0, 2, repeats=1), arm("exclusive", 10.0, 300.0, 2, repeats=1)).call == \
         inconclusive(1)
@@ -96,8 +98,8 @@ def test_no_goodput_in_some_repeat_is_a_loss_not_a_geometric_mean_over_the_rest(
     shared[0].stages[0].classes = {n: stats(9.0, 400.0, goodput=0.0) for n in ("llm", "embedding")}
     v = verdict_of(shared, arm("exclusive", 10.0, 300.0, 2))
     assert v.call == Call.LOSS and v.pairs == 3
-    assert "1 of 3 repeats left out (a geometric mean needs positive ratios): 0 not positive" in v.reasons[0]
-    assert v.reasons[1] == "no request of this arm met every SLO in 1 of 3 paired repeats (goodput per device 0)"
+    assert "1 of 3 repeats left out (a geometric mean needs positive ratios): 0 not positive" in str(v.reasons[0])
+    assert str(v.reasons[1]) == "no request of this arm met every SLO in 1 of 3 paired repeats (goodput per device 0)"
 
 
 def test_not_compared_without_a_control_measurement() -> None:
@@ -149,7 +151,7 @@ def test_not_compared_says_which_side_was_skipped() -> None:
         del t.stages[0].classes["embedding"]  # offered but without figures: skipped after a rollback
         t.stages[0].status = "skipped"
     v = verdict_of(arm("shared", 9.0, 400.0, 1), control)
-    assert v.call == Call.NOT_COMPARED and v.reasons[0].startswith("the control has no complete measurement")
+    assert v.call == Call.NOT_COMPARED and str(v.reasons[0]).startswith("the control has no complete measurement")
 
 
 def test_a_one_repeat_campaign_is_inconclusive_overall_with_its_reasons() -> None:
@@ -209,4 +211,6 @@ def test_a_generator_limited_stage_is_not_blamed_on_the_gpu() -> None:
     assert figures.generator_limited == ["exclusive repeat 2: send lag P99 42.0 ms for llm (limit 10 ms)"]
     verdict = stage_verdict(figures)
     assert verdict.call == Call.GENERATOR_LIMITED
-    assert "load generator fell behind" in verdict.reasons[0] and "exclusive repeat 2" in verdict.reasons[0]
+    behind = verdict.reasons[0]
+    assert behind.text == "the load generator fell behind, so latency here is partly the client's"
+    assert behind.items == ("exclusive repeat 2: send lag P99 42.0 ms for llm (limit 10 ms)",)

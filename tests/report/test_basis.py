@@ -6,9 +6,9 @@ import re
 from pathlib import Path
 
 from bench_plugin.report.basis import FIGURES, LOW_MARK, Bases, low_rule, markdown_text, value_text
-from bench_plugin.report.comparison import reason_items
 from bench_plugin.report.html import render_html
 from bench_plugin.report.markdown import render_report
+from bench_plugin.results.reasons import reason
 from bench_plugin.results.store import open_store
 from bench_plugin.results.summary import Summary, load_summary
 
@@ -129,23 +129,11 @@ def test_a_percentile_without_intervals_in_the_summary_is_shown_as_before(defaul
     assert markdown_text(text, basis) == markdown_text(text, None) == text and "n=" not in text
 
 
-def test_reasons_become_short_bullets() -> None:
-    lag = ("the load generator fell behind, so latency here is partly the client's: shared repeat 1: send lag P99 "
-           "13.1 ms for llm (limit 10 ms); exclusive repeat 2: send lag P99 11.1 ms for llm (limit 10 ms)")
-    slo = "llm p95 3.06x its SLO (9176 ms vs 3000 ms) (mean; over the limit in 3 of 3 repeats)"
-    assert reason_items([lag, slo, "rerun with more load-generating processes"]) == [
-        ("the load generator fell behind, so latency here is partly the client's",
-         ["shared repeat 1: send lag P99 13.1 ms for llm (limit 10 ms)",
-          "exclusive repeat 2: send lag P99 11.1 ms for llm (limit 10 ms)"]),
-        (slo, []),  # "; " inside parentheses does not split
-        ("rerun with more load-generating processes", [])]
-    assert reason_items(["a; b"]) == [("a", ["b"])] and reason_items([]) == []
-
-
 def test_reasons_cells_are_bullets_in_html_and_in_a_valid_markdown_table(default_results: Path) -> None:
     summary = load_summary(default_results / "summary.json")
     summary.comparison.arms["shared"].stages[2].reasons = [
-        "the load generator fell behind: a repeat 1: lag 12 ms; b repeat 2: lag 13 ms", "rerun with | more"]
+        reason("the load generator fell behind", ["a repeat 1: lag 12 ms", "b repeat 2: lag 13 ms"]),
+        reason("rerun with | more")]
     with open_store(default_results / "results.sqlite") as db:
         verdict = section(render_html(summary, db), "verdict")
     assert ('<ul class="reasons"><li>llm P95 1.9x the control</li><li>errors 2% &gt; budget 1%</li></ul>'

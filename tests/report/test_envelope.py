@@ -37,6 +37,21 @@ def test_one_repeat_shows_the_bracket_the_search_left() -> None:
     assert scale_cell(ray(SearchStatus.GENERATOR_LIMITED, [(2.0, None)])) == "2 (one repeat) (generator-limited)"
 
 
+def test_a_ray_whose_repeats_ended_differently_lists_each_status_and_an_older_file_reads_the_same() -> None:
+    """A ray's statuses are a list (summary/4); summary/3 and before joined them into one string, which reads into
+    the same list, so the cell is the same."""
+    mixed = ray(SearchStatus.FOUND, [(1.25, 1.5), (1.5, None)])
+    mixed.per_repeat[1].status = SearchStatus.GENERATOR_LIMITED
+    mixed.status = [SearchStatus.FOUND, SearchStatus.GENERATOR_LIMITED]
+    assert mixed.agreed is None
+    assert scale_cell(mixed).endswith(" (found, generator-limited)")
+    written = mixed.model_dump(mode="json")
+    assert written["status"] == ["found", "generator-limited"]
+    older = EnvelopeRay.model_validate({**written, "status": "found, generator-limited"})
+    assert older == mixed and scale_cell(older) == scale_cell(mixed)
+    assert ray(SearchStatus.FOUND, [(1.25, 1.5)]).agreed == SearchStatus.FOUND
+
+
 def with_envelope(tmp_path: Path) -> tuple[Summary, str]:
     """A searched campaign's summary whose shared arm has an envelope of two rays and a model with an
     embedding criterion only (its llm rays did not end); and that arm's name."""

@@ -17,6 +17,7 @@ from bench_plugin.report.comparison import (
     spread_text,
 )
 from bench_plugin.report.markdown import render_report, render_summary
+from bench_plugin.results.reasons import reason
 from bench_plugin.results.summary import Boundary, Judged, Spread, Summary, load_summary
 
 MakeCampaign = Callable[..., Path]  # the make_campaign fixture of this folder's conftest.py
@@ -73,7 +74,7 @@ def test_a_partial_comparison_does_not_break_the_report(default_results: Path) -
 
 def test_pipes_in_reasons_do_not_break_tables(default_results: Path) -> None:
     summary = summary_of(default_results)
-    summary.comparison.arms["shared"].stages[0].reasons = ["a | b"]
+    summary.comparison.arms["shared"].stages[0].reasons = [reason("a | b")]
     text = render_report(summary)
     assert "a \\| b" in text
 

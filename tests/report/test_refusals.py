@@ -1,6 +1,6 @@
 """The report reads the typed summary and store only: what it cannot read, it refuses in one line.
 
-summary.json is read through results.summary.load_summary (schemas "bench_plugin.summary/2" and "/3" only) and
+summary.json is read through results.summary.load_summary (schemas "bench_plugin.summary/2", "/3" and "/4" only) and
 results.sqlite through results.store (known store versions only). report.html raises their one-line
 errors; ``python -m bench_plugin.report DIR`` turns them into ``bench_plugin: error: <line>`` and exit 2.
 """

@@ -208,11 +208,12 @@ def test_a_summary_of_another_schema_is_refused_naming_it(tmp_path: Path) -> Non
     path = tmp_path / "summary.json"
     path.write_text(json.dumps({"schema": "bench_plugin.summary/1", "trials": []}))
     with pytest.raises(SummaryError, match=r"schema 'bench_plugin.summary/1' is not one this bench-plugin reads "
-                                           r"\('bench_plugin.summary/2', 'bench_plugin.summary/3'\).*"
+                                           r"\('bench_plugin.summary/2', 'bench_plugin.summary/3', "
+                                           r"'bench_plugin.summary/4'\).*"
                                            r"regenerate it with `bench-plugin report DIR`"):
         load_summary(path)
-    path.write_text(json.dumps({"schema": "bench_plugin.summary/4", "trials": []}))  # newer: no advice to regenerate
-    with pytest.raises(SummaryError, match=r"schema 'bench_plugin.summary/4' is not one this bench-plugin reads "
+    path.write_text(json.dumps({"schema": "bench_plugin.summary/5", "trials": []}))  # newer: no advice to regenerate
+    with pytest.raises(SummaryError, match=r"schema 'bench_plugin.summary/5' is not one this bench-plugin reads "
                                            r"\([^)]*\)$"):
         load_summary(path)
     with pytest.raises(SummaryError, match="schema 'something/9'"):

@@ -45,6 +45,11 @@ version is refused with one line rather than read as something it is not. Versio
   written again, it is /3. It grew ``trials[].stages[].generator_check.processes`` and ``.cores`` (what the
   stage's load-generating processes needed in all, which the advice for a CPU-bound stage sizes ``--processes``
   by), written only where set: absent in files written before them.
+- ``bench_plugin.summary/4``: a stage verdict's reasons are typed items (results/reasons.Reason: a sentence, and
+  the items it lists), not strings with the items joined in: ``comparison.arms.<arm>.stages[].reasons``; and an
+  envelope ray's ``status`` is the list of its repeats' statuses (``comparison.arms.<arm>.envelope.rays[].status``:
+  ``["found"]``), not one string with them joined. A /3 or /2 file still reads: each string is split once where
+  it is read (``text: a; b; c``; ``found, generator-limited``), so it renders as it did; written again, it is /4.
 """
 
 from __future__ import annotations
@@ -116,10 +121,10 @@ from bench_plugin.results.summary.verdicts import (
     Verdict,
 )
 
-SCHEMA: Literal["bench_plugin.summary/3"] = "bench_plugin.summary/3"
+SCHEMA: Literal["bench_plugin.summary/4"] = "bench_plugin.summary/4"
 """The schema this code writes."""
-READS = ("bench_plugin.summary/2", SCHEMA)
-"""The schemas this code reads: an older /2 file reads as the same document in /3's form."""
+READS = ("bench_plugin.summary/2", "bench_plugin.summary/3", SCHEMA)
+"""The schemas this code reads: an older /2 or /3 file reads as the same document in /4's form."""
 
 
 class SummaryError(Exception):
@@ -129,8 +134,9 @@ class SummaryError(Exception):
 class Summary(Model):
     """The whole summary.json document."""
 
-    schema_: Literal["bench_plugin.summary/2", "bench_plugin.summary/3"] = Field(default=SCHEMA, alias="schema")
-    """Read as either version; the document is /3's whatever it was read from (see :func:`_now`)."""
+    schema_: Literal["bench_plugin.summary/2", "bench_plugin.summary/3", "bench_plugin.summary/4"] = Field(
+        default=SCHEMA, alias="schema")
+    """Read as any of them; the document is /4's whatever it was read from (see :func:`_now`)."""
     scenario: ScenarioRef
     status: CampaignStatus
     overrides: Overrides | None = None
@@ -154,8 +160,9 @@ class Summary(Model):
 
     @field_validator("schema_", mode="after")
     @classmethod
-    def _now(cls, schema: str) -> Literal["bench_plugin.summary/3"]:
-        """A /2 file's fields were read into /3's form (results/limits.py): it is now a /3 document."""
+    def _now(cls, schema: str) -> Literal["bench_plugin.summary/4"]:
+        """An older file's fields were read into /4's form (results/limits.py, results/reasons.py): it is now a
+        /4 document."""
         return SCHEMA
 
     def to_json(self) -> str:

@@ -7,6 +7,7 @@ from typing import ClassVar
 from pydantic import Field
 
 from bench_plugin.results.limits import Limit
+from bench_plugin.results.reasons import Reasons
 from bench_plugin.results.server_figures import LatencySplit, Sparse
 from bench_plugin.results.spread import Judged, Model, Spread
 from bench_plugin.results.summary.classes import PerClass
@@ -155,4 +156,5 @@ class StageComparison(Model):
     control_goodput_per_device: Spread | None = None
     goodput_per_device_ratio: Judged | None = None
     verdict: str | None = None
-    reasons: list[str] = Field(default_factory=list)
+    reasons: Reasons = Field(default_factory=list)
+    """Why the stage got its verdict (results/reasons.py)."""

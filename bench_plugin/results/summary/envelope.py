@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Field
 
 from bench_plugin.results.limits import CommaLimits
 from bench_plugin.results.spread import Model, Spread
@@ -25,6 +27,15 @@ class RayRepeat(Model):
     stopped: str | None = None
 
 
+def _joined(value: Any) -> Any:
+    """A ray's statuses as a file before ``summary/4`` held them: one string, joined with ", "."""
+    return value.split(", ") if isinstance(value, str) else value
+
+
+RayStatuses = Annotated[list[str], BeforeValidator(_joined)]
+"""A ray's statuses over its repeats; an older file's joined string reads into the list."""
+
+
 class EnvelopeRay(Model):
     """The arm's boundary along one ray (load mix) over its repeats: one point of its envelope's frontier."""
 
@@ -33,7 +44,9 @@ class EnvelopeRay(Model):
     """Class -> req/s at scale 1 (classes it leaves idle absent)."""
     held_out: bool = False
     """Searched to test the envelope model's prediction, and kept out of its fit."""
-    status: str
+    status: RayStatuses
+    """The search statuses of its repeats, each once, sorted: one where they agree (``found``). Files before
+    ``summary/4`` joined them into one string (``found, generator-limited``), read into the same list."""
     scale: Spread
     """The boundary's scale over repeats (each repeat's estimate)."""
     lo: Spread
@@ -44,6 +57,11 @@ class EnvelopeRay(Model):
     """What breaks first beyond it: the criterion (``embedding p95``) most repeats name, or the classes of the
     lowest boundary where no probe named one; empty where nothing broke."""
     per_repeat: list[RayRepeat] = Field(default_factory=list)
+
+    @property
+    def agreed(self) -> str | None:
+        """The status every repeat ended with; None where they differ."""
+        return self.status[0] if len(self.status) == 1 else None
 
 
 class CriterionFit(Model):
