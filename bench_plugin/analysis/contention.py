@@ -33,6 +33,7 @@ from bench_plugin.analysis.queueing import latency_split
 from bench_plugin.analysis.significance import Judged, complement_figure, ratio_figure
 from bench_plugin.analysis.statistics import Spread, spread
 from bench_plugin.results.limits import ERROR_RATE, NOT_MEASURED, Limit, skipped_note
+from bench_plugin.results.reasons import RunFlag
 from bench_plugin.results.summary import (
     ClassComparison,
     ClassStats,
@@ -47,14 +48,14 @@ Run = tuple[TrialSummary, StageSummary]
 """One repeat's trial and its judged stage."""
 
 
-def _flags(runs: dict[int, Run], theirs: dict[int, Run], attribute: str) -> list[str]:
-    """Each run's ``attribute`` reason (generator_limited, host_busy, protocol_failure), named by its arm and repeat."""
+def _flags(runs: dict[int, Run], theirs: dict[int, Run], attribute: str) -> list[RunFlag]:
+    """Each run's ``attribute`` reason (generator_limited, host_busy, protocol_failure), with its arm and repeat."""
     out = []
     for group in (runs, theirs):
         for repeat, (trial, stage) in sorted(group.items()):
             reason = getattr(stage, attribute)
             if reason:
-                out.append(f"{trial.arm} repeat {repeat}: {reason}")
+                out.append(RunFlag(arm=trial.arm, repeat=repeat, why=reason))
     return out
 
 

@@ -84,12 +84,12 @@ def stage_verdict(stage: StageComparison) -> StageVerdict:
     zeros = sum(1 for v in ratio.spread.excluded if v is not None) if ratio else 0
     pairs = len(ratio.spread.values) + zeros if ratio else 0
     if stage.protocol_failure:
-        return StageVerdict(Call.NOT_MEASURED, _why(*stage.protocol_failure, "the server does not accept or return "
-                                                    "what the class sends and reads: fix the scenario or the server, "
-                                                    "then rerun"), pairs)
+        fix = ("the server does not accept or return what the class sends and reads: fix the scenario or the "
+               "server, then rerun")
+        return StageVerdict(Call.NOT_MEASURED, _why(*map(str, stage.protocol_failure), fix), pairs)
     if stage.generator_limited:
         why = reason("the load generator fell behind, so latency here is partly the client's",
-                     stage.generator_limited)
+                     [str(flag) for flag in stage.generator_limited])
         return StageVerdict(Call.GENERATOR_LIMITED, _why(why, advice(stage.generator_checks)), pairs)
     if ratio is None or pairs == 0:
         return StageVerdict(Call.NOT_COMPARED, _why(_not_compared(stage), *breaches))

@@ -7,10 +7,15 @@ run that fell behind as an item under it. summary.json (``bench_plugin.summary/4
 without reading the words back. Files written before (``summary/3`` and ``/2``) held each reason as one string,
 its items joined into it (``text: a; b; c``); they read into the same Reasons here (:data:`Reasons`), split
 once where they are read, so an older file renders as it did.
+
+The runs an arm's stage sets apart (its load generator fell behind, its host was busy, a class's requests all
+failed with one protocol error) are :class:`RunFlag` items the same way: the arm, the repeat and why, where
+older files wrote ``<arm> repeat <r>: <why>`` (:data:`RunFlags`).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, ClassVar
 
 from pydantic import BeforeValidator, ConfigDict
@@ -75,3 +80,35 @@ def _old_form(value: Any) -> Any:
 
 Reasons = Annotated[list[Reason], BeforeValidator(_old_form)]
 """A stage's reasons; each may be an older file's string, read into its Reason."""
+
+
+class RunFlag(Sparse):
+    """One run (an arm's repeat) that a stage sets apart, and why."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    arm: str
+    repeat: int
+    why: str
+
+    def __str__(self) -> str:
+        """``<arm> repeat <r>: <why>``."""
+        return f"{self.arm} repeat {self.repeat}: {self.why}"
+
+
+_FLAG = re.compile(r"^(?P<arm>.+?) repeat (?P<repeat>\d+): (?P<why>.*)$", re.S)
+
+
+def _old_flags(value: Any) -> Any:
+    """An older file's flags, each ``<arm> repeat <r>: <why>``, as RunFlags."""
+    if not isinstance(value, list):
+        return value
+    out = []
+    for v in value:
+        found = _FLAG.match(v) if isinstance(v, str) else None
+        out.append({"arm": found["arm"], "repeat": int(found["repeat"]), "why": found["why"]} if found else v)
+    return out
+
+
+RunFlags = Annotated[list[RunFlag], BeforeValidator(_old_flags)]
+"""The runs a stage sets apart; each may be an older file's string, read into its RunFlag."""

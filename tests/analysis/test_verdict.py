@@ -208,7 +208,9 @@ def test_a_generator_limited_stage_is_not_blamed_on_the_gpu() -> None:
     assert verdict_of(shared, control).call == Call.LOSS
     control[1].stages[0].generator_limited = "send lag P99 42.0 ms for llm (limit 10 ms)"
     figures = stage_contention(0, shared, control, OBJ)
-    assert figures.generator_limited == ["exclusive repeat 2: send lag P99 42.0 ms for llm (limit 10 ms)"]
+    assert [str(f) for f in figures.generator_limited] == [
+        "exclusive repeat 2: send lag P99 42.0 ms for llm (limit 10 ms)"]
+    assert (figures.generator_limited[0].arm, figures.generator_limited[0].repeat) == ("exclusive", 2)
     verdict = stage_verdict(figures)
     assert verdict.call == Call.GENERATOR_LIMITED
     behind = verdict.reasons[0]

@@ -48,8 +48,11 @@ version is refused with one line rather than read as something it is not. Versio
 - ``bench_plugin.summary/4``: a stage verdict's reasons are typed items (results/reasons.Reason: a sentence, and
   the items it lists), not strings with the items joined in: ``comparison.arms.<arm>.stages[].reasons``; and an
   envelope ray's ``status`` is the list of its repeats' statuses (``comparison.arms.<arm>.envelope.rays[].status``:
-  ``["found"]``), not one string with them joined. A /3 or /2 file still reads: each string is split once where
-  it is read (``text: a; b; c``; ``found, generator-limited``), so it renders as it did; written again, it is /4.
+  ``["found"]``), not one string with them joined; and the runs an arm's stage sets apart are items of their arm,
+  repeat and why (``comparison.arms.<arm>.stages[].generator_limited``, ``host_busy``, ``protocol_failure``:
+  results/reasons.RunFlag), not ``<arm> repeat <r>: <why>``. A /3 or /2 file still reads: each string is split
+  once where it is read (``text: a; b; c``; ``found, generator-limited``; ``mps repeat 2: ...``), so it renders
+  as it did; written again, it is /4.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from typing import ClassVar
 from pydantic import Field
 
 from bench_plugin.results.limits import Limit
-from bench_plugin.results.reasons import Reasons
+from bench_plugin.results.reasons import Reasons, RunFlags
 from bench_plugin.results.server_figures import LatencySplit, Sparse
 from bench_plugin.results.spread import Judged, Model, Spread
 from bench_plugin.results.summary.classes import PerClass
@@ -139,15 +139,15 @@ class StageComparison(Model):
     """Class -> the load the stage really offered (realised)."""
     repeats: int
     classes: dict[str, ClassComparison]
-    generator_limited: list[str] = Field(default_factory=list)
-    """``<arm> repeat r: <why>`` for each run (of this arm or the control) whose load generator fell behind."""
+    generator_limited: RunFlags = Field(default_factory=list)
+    """Each run (of this arm or the control) whose load generator fell behind, and why."""
     generator_checks: list[GeneratorCheck] = Field(default_factory=list, exclude=True)
     """What the self-check found in each of those runs, in the same order (an empty check where it found none):
     for the analysis, which words the verdict's advice from it; not written."""
-    host_busy: list[str] = Field(default_factory=list)
-    """``<arm> repeat r: <why>`` for each run measured while the host was busy with other work."""
-    protocol_failure: list[str] = Field(default_factory=list)
-    """``<arm> repeat r: <why>`` for each run in which some class's requests all failed with one protocol error."""
+    host_busy: RunFlags = Field(default_factory=list)
+    """Each run measured while the host was busy with other work, and why."""
+    protocol_failure: RunFlags = Field(default_factory=list)
+    """Each run in which some class's requests all failed with one protocol error, and which."""
     goodput_per_device: Spread
     paired_repeats: int = 0
     """Repeats with this stage judged in both the arm and the control."""
