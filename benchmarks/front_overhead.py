@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from loadgen_nullserver import MODEL, binary, command, describe, free_port, wait_healthy
 
+from bench_plugin.analysis.statistics import percentile
 from bench_plugin.sharing.processes import HOST, start_front
 
 ASR_BYTES = 220 * 1024
@@ -118,11 +119,6 @@ def _round(port: int, kind: str, n: int) -> tuple[list[float], list[float]]:
     return latencies, firsts
 
 
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=400, help="requests per round and path (default 400)")
@@ -155,7 +151,8 @@ def main() -> int:
             n = args.rounds * args.requests
             row: dict[str, object] = {"requests_per_path": n, "front_cpu_us_per_request": 1e6 * front_cpu / n}
             for name, (latencies, firsts) in (("direct", direct), ("front", fronted)):
-                row[name] = {"p50_ms": 1000 * statistics.median(latencies), "p99_ms": 1000 * _pct(latencies, 0.99)}
+                p99 = percentile(latencies, 99)  # linear interpolation, as every percentile of the project
+                row[name] = {"p50_ms": 1000 * statistics.median(latencies), "p99_ms": 1000 * (p99 or 0.0)}
                 if firsts:
                     row[name]["first_p50_ms"] = 1000 * statistics.median(firsts)  # type: ignore[index]
             results[kind] = row
