@@ -76,10 +76,10 @@ def test_each_ray_is_within_the_search_precision_of_the_truth(campaign: tuple[Pa
             if SearchStatus.GENERATOR_LIMITED in ray.status:  # in one repeat or more
                 assert any((r.stopped or "").startswith("the load generator fell behind at x") for r in ray.per_repeat)
                 continue
-            if ray.status == SearchStatus.ABOVE_MAXIMUM:
+            if ray.agreed == SearchStatus.ABOVE_MAXIMUM:
                 assert ray.lo.mean is not None and truth >= ray.lo.mean * (1 - precision), (arm, ray.name)
                 continue
-            assert ray.status == SearchStatus.FOUND and ray.scale.mean is not None, (arm, ray.name, ray.status)
+            assert ray.agreed == SearchStatus.FOUND and ray.scale.mean is not None, (arm, ray.name, ray.status)
             assert abs(ray.scale.mean - truth) / truth <= precision, (arm, ray.name, ray.scale.mean, truth)
             checked += 1
             held = [r.sustain for r in ray.per_repeat]
@@ -105,7 +105,7 @@ def test_the_held_out_ray_is_predicted_within_the_stated_error(campaign: tuple[P
         (held,) = [r for r in envelope.rays if r.held_out]
         assert held.name == "llm+asr" and held.name not in envelope.model.fitted_on
         error = envelope.model.held_out_error[held.name]
-        if held.status != SearchStatus.FOUND:  # not judged (its load generator fell behind): no error to state
+        if held.agreed != SearchStatus.FOUND:  # not judged (its load generator fell behind): no error to state
             assert error is None
             continue
         assert error is not None and abs(error) <= 1.2 / (1 - precision) - 1, (arm, error)

@@ -169,8 +169,10 @@ def words_of(summary: dict[str, Any]) -> Iterator[tuple[str, str | None, tuple[t
         for repeat in (arm.get("search") or {}).get("per_repeat", []):
             yield "comparison.arms.<arm>.search.per_repeat[].status", repeat["status"], (SearchStatus,)
         for ray in (arm.get("envelope") or {}).get("rays", []):
-            # repeats that disagree are named together: "found, above the maximum"
-            for part in ray["status"].split(", "):
+            # one status per repeat that ended so (summary/4); before, repeats that disagreed were named together in one
+            # string: "found, above the maximum"
+            status = ray["status"]
+            for part in status if isinstance(status, list) else status.split(", "):
                 yield "comparison.arms.<arm>.envelope.rays[].status", part, (SearchStatus,)
             for repeat in ray.get("per_repeat", []):
                 yield "comparison.arms.<arm>.envelope.rays[].per_repeat[].status", repeat["status"], (SearchStatus,)
