@@ -170,7 +170,11 @@ def test_a_stage_its_load_generator_fell_behind_in_is_set_aside_and_run_again(tm
     (trial,) = summary["trials"]
     (result,) = trial["search"]
     probes = trial["probes"]
-    (lapsed,) = [p for p in probes if p["set_aside"]]
+    # the lapse's probe; on a busy host (the suite's lanes side by side) another stage's generator may fall behind
+    # too, and that stage is set aside by the same rule: allowed, where the stage is flagged for it
+    (lapsed,) = [p for p in probes if 1 in p["set_aside"]]
+    others = [i for p in probes if p is not lapsed for i in p["set_aside"]]
+    assert all(trial["stages"][i]["generator_limited"] for i in others), others
     assert lapsed["scale"] in (1.0, 2.0) and lapsed["set_aside"] == [1] and 1 not in lapsed["stages"], lapsed
     # the rerun is the next stage (an extension may follow it where a busy host left the rerun undecided)
     assert 2 in lapsed["stages"] and lapsed["decision"]["set_aside"] == [1] and lapsed["passed"], lapsed
@@ -179,8 +183,7 @@ def test_a_stage_its_load_generator_fell_behind_in_is_set_aside_and_run_again(tm
     assert lapse.startswith(("CPU-bound: ", "stalled: ")), lapse
     assert not any(trial["stages"][i]["generator_limited"] for i in lapsed["stages"]), lapsed
     later = probes[probes.index(lapsed) + 1:]
-    assert later and later[0]["scale"] == min(2 * lapsed["scale"], 3.0) and all(p["set_aside"] == [] for p in later), \
-        "the search went on past the lapse"
+    assert later and later[0]["scale"] == min(2 * lapsed["scale"], 3.0), "the search went on past the lapse"
     assert result["status"] != "generator-limited" and result["runs"] == len(trial["stages"]), result
     with open_campaign(results / "results.sqlite") as reader:
         (step,) = [e.detail for e in reader.events("search_step", trial["id"]) if e.detail["scale"] == lapsed["scale"]]
