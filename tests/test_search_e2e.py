@@ -19,7 +19,7 @@ import yaml
 from harness import ROOT, holding_locustfile, run_locust, scenario_variant
 
 from bench_plugin.analysis.objectives import ClassObjectives
-from bench_plugin.analysis.probe import decide, extension_futile, judge_lag, taken_as_passed
+from bench_plugin.analysis.probe import SET_ASIDE_LIMIT, decide, extension_futile, judge_lag, taken_as_passed
 from bench_plugin.results.store import open_campaign
 from bench_plugin.results.summary import ProbeDecision
 from bench_plugin.results.words import Phase, ProbeOutcome
@@ -107,8 +107,8 @@ def test_the_report_gives_the_boundary_and_the_cost(campaign: tuple[Path, dict[s
 def test_a_probe_its_load_generator_fell_behind_in_stops_the_search_unjudged(tmp_path: Path) -> None:
     """The first probe (30 req/s for 2 s: 60 requests, enough to show a pass) passes; from the second stage on, the
     generator's loop is busy 95% of the time, so requests leave and are read up to 95 ms late against a 60 ms SLO.
-    Whatever it measures there, the first probe that does not pass sets its stage aside, runs again as late, and is
-    not judged; the boundary is said to be at least the last load that passed."""
+    Whatever it measures there, the first probe that does not pass sets its stage aside twice, runs again as late,
+    and is not judged; the boundary is said to be at least the last load that passed."""
     locustfile = holding_locustfile(tmp_path, "hogged", "hog", from_stage=1)
     scenario = scenario_variant(tmp_path, "search-calibration", repeats=1, search={
         "mix": {"embedding": 30}, "start_scale": 1, "max_scale": 32, "precision": 0.15, "stage_duration_s": 2,
@@ -128,13 +128,15 @@ def test_a_probe_its_load_generator_fell_behind_in_stops_the_search_unjudged(tmp
         limited = any(trial["stages"][i]["generator_limited"] for i in probe["stages"])
         assert probe["decision"]["outcome"] != "generator-limited" and (probe["passed"] or not limited), probe
     assert last["decision"]["outcome"] == "generator-limited" and not last["passed"] and last["scale"] > 1.0
-    (aside,) = last["set_aside"]
-    assert last["decision"]["set_aside"] == [aside] and aside < last["stages"][0], "set aside once, run again"
+    aside = last["set_aside"]
+    assert len(aside) == SET_ASIDE_LIMIT and last["decision"]["set_aside"] == aside, "set aside twice"
+    assert max(aside) < last["stages"][0], "and run again"
     # The hog wants its core: CPU-bound, where the process got (or its loop waited for) 0.9 of one. Where the
     # hypervisor took the core from it instead (steal is neither CPU time nor a wait the guest sees: 0.39 cores
     # measured once in a CI run), the stall monitor's blocks make it stalled: either way generator-limited.
     lapses = ("CPU-bound: ", "stalled: ")
-    assert trial["stages"][aside]["generator_limited"].startswith(lapses), trial["stages"][aside]
+    for i in aside:
+        assert trial["stages"][i]["generator_limited"].startswith(lapses), trial["stages"][i]
     stage = trial["stages"][last["stages"][-1]]
     assert stage["generator_limited"].startswith(lapses), stage
     assert last["decision"]["note"] == stage["generator_limited"]
@@ -175,9 +177,11 @@ def test_a_stage_its_load_generator_fell_behind_in_is_set_aside_and_run_again(tm
     (lapsed,) = [p for p in probes if 1 in p["set_aside"]]
     others = [i for p in probes if p is not lapsed for i in p["set_aside"]]
     assert all(trial["stages"][i]["generator_limited"] for i in others), others
-    assert lapsed["scale"] in (1.0, 2.0) and lapsed["set_aside"] == [1] and 1 not in lapsed["stages"], lapsed
+    # the lapse is its probe's last set aside (a stage before it, at the same load, may be one the busy host made)
+    assert lapsed["scale"] in (1.0, 2.0) and lapsed["set_aside"][-1] == 1 and 1 not in lapsed["stages"], lapsed
+    assert all(trial["stages"][i]["generator_limited"] for i in lapsed["set_aside"]), lapsed
     # the rerun is the next stage (an extension may follow it where a busy host left the rerun undecided)
-    assert 2 in lapsed["stages"] and lapsed["decision"]["set_aside"] == [1] and lapsed["passed"], lapsed
+    assert 2 in lapsed["stages"] and lapsed["decision"]["set_aside"] == lapsed["set_aside"] and lapsed["passed"], lapsed
     # the hog's loop is busy 95% of the stage: CPU-bound where it got its core, stalled where the host held it back
     lapse = trial["stages"][1]["generator_limited"] or ""
     assert lapse.startswith(("CPU-bound: ", "stalled: ")), lapse
@@ -187,7 +191,7 @@ def test_a_stage_its_load_generator_fell_behind_in_is_set_aside_and_run_again(tm
     assert result["status"] != "generator-limited" and result["runs"] == len(trial["stages"]), result
     with open_campaign(results / "results.sqlite") as reader:
         (step,) = [e.detail for e in reader.events("search_step", trial["id"]) if e.detail["scale"] == lapsed["scale"]]
-    assert step["decision"]["set_aside"] == [1]
+    assert step["decision"]["set_aside"] == lapsed["set_aside"]
 
 
 def search_campaign(tmp_path: Path, repeats: int, search: dict[str, Any], *args: str,

@@ -37,11 +37,11 @@ may have made it, and the send times alone cannot say how much, since a loop sho
 the answers late. So a probe that fails (or stays undecided beyond its allowance, or whose stage the
 rollback stopped for its latency) on such a stage is not judged. A lapse can be brief (a virtual machine
 stalled for tens of milliseconds, a burst of other work on the host): so such a stage is first **set
-aside**, once per probe (``SET_ASIDE_LIMIT``), and run again at the same load; its samples are not pooled,
-and the decision lists it (``set_aside``). Where the generator falls behind again in a probe that does not
-pass, its outcome is ``generator-limited``, and the search stops there (analysis/search.py), its boundary at
-least the last load that passed. The fix is the generator's (more load-generating processes), not the
-probe's.
+aside** and run again at the same load, up to twice per probe (``SET_ASIDE_LIMIT``: a busy host can lapse
+twice in a row); its samples are not pooled, and the decision lists it (``set_aside``). Where the generator
+falls behind a third time in a probe that does not pass, its outcome is ``generator-limited``, and the search
+stops there (analysis/search.py), its boundary at least the last load that passed. The fix is the
+generator's (more load-generating processes), not the probe's.
 
 Special cases, each decided: a class with requests but none successful fails its latency criteria; a
 zero error budget passes with no error and fails with one; a successful LLM answer without a first-token
@@ -64,7 +64,7 @@ from bench_plugin.results.words import ProbeOutcome
 
 P95_ALLOWED = 0.05
 """The fraction of requests a P95 SLO lets be slower than it."""
-SET_ASIDE_LIMIT = 1
+SET_ASIDE_LIMIT = 2
 """Stages a probe sets aside at most, its load generator behind in them, before it goes unjudged."""
 BATCHES = 10
 """Consecutive batches of a criterion's requests for the batch-means bounds."""

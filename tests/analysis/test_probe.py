@@ -141,13 +141,14 @@ def test_an_undecided_probe_of_a_generator_that_fell_behind_stands_only_within_i
     assert judge_lag(failed_stage(0.95, [0], "its stage was aborted"), None).outcome == ProbeOutcome.FAIL
 
 
-def test_a_stage_the_generator_fell_behind_in_is_set_aside_once_unless_the_probe_passes() -> None:
+def test_a_stage_the_generator_fell_behind_in_is_set_aside_twice_at_most_unless_the_probe_passes() -> None:
     spec = objectives(p95=100.0, names=("llm",))
     slow = decide([sample(i, 200.0, workload="llm") for i in range(300)], spec, 0.95, [4])
     fast = decide([sample(i, 50.0, workload="llm") for i in range(300)], spec, 0.95, [4])
     assert set_aside(slow, BEHIND, 0), "a failure the client may have made is run again"
     assert set_aside(failed_stage(0.95, [4], "its stage was aborted"), BEHIND, 0)
-    assert not set_aside(slow, BEHIND, 1), "once per probe: then it goes unjudged"
+    assert set_aside(slow, BEHIND, 1), "a busy host can lapse twice in a row"
+    assert not set_aside(slow, BEHIND, 2), "twice per probe: then it goes unjudged"
     assert judge_lag(slow, BEHIND).outcome == ProbeOutcome.GENERATOR_LIMITED
     assert not set_aside(fast, BEHIND, 0), "a pass stands, late generator or not"
     assert not set_aside(slow, None, 0), "the generator kept up: the failure is judged"

@@ -79,15 +79,21 @@ def test_a_stage_rolled_back_fails_the_probe_at_once() -> None:
     assert run.decision.stages == [7, 8] and run.stages == [7, 8]
 
 
-def test_a_stage_the_generator_fell_behind_in_is_set_aside_once_and_run_again() -> None:
+def test_a_stage_the_generator_fell_behind_in_is_set_aside_twice_at_most_and_run_again() -> None:
     behind = "send lag P99 40 ms over 10 ms"
-    script = Script([(StageStatus.COMPLETED, 200, 40, behind), (StageStatus.COMPLETED, 200, 40, behind),
-                     (StageStatus.COMPLETED, 200, 0, None)])
+    script = Script([(StageStatus.COMPLETED, 200, 40, behind)] * 3 + [(StageStatus.COMPLETED, 200, 0, None)])
     run = probe(script)
-    # the first failed with the generator behind: set aside; its rerun failed behind too: kept, and unjudged
-    assert script.asked == [(7, "x2"), (8, "x2 again 1")]
-    assert run.aside == [7] and run.stages == [8] and run.decision.set_aside == [7] and run.next_index == 9
+    # the first two failed with the generator behind: set aside; the third failed behind too: kept, and unjudged
+    assert script.asked == [(7, "x2"), (8, "x2 again 1"), (9, "x2 again 2")]
+    assert run.aside == [7, 8] and run.stages == [9] and run.decision.set_aside == [7, 8] and run.next_index == 10
     assert run.decision.outcome == ProbeOutcome.GENERATOR_LIMITED and run.decision.note == behind
+
+
+def test_a_rerun_the_generator_kept_up_in_is_judged_after_two_lapses() -> None:
+    behind = "send lag P99 40 ms over 10 ms"
+    script = Script([(StageStatus.COMPLETED, 200, 40, behind)] * 2 + [(StageStatus.COMPLETED, 200, 0, None)])
+    run = probe(script)
+    assert run.aside == [7, 8] and run.stages == [9] and run.decision.outcome == ProbeOutcome.PASS
 
 
 def test_a_pass_with_the_generator_behind_stands_and_a_spent_budget_sets_nothing_aside() -> None:
