@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from bench_plugin.report.basis import html_cell, markdown_text, of_stats
-from bench_plugin.report.tables import Raw, esc, table
+from bench_plugin.report.basis import of_stats
+from bench_plugin.report.page import Inline, Paragraph, Pct, Section, table
 from bench_plugin.results.summary import ClassStats, StageSummary, Summary
 from bench_plugin.results.words import StageStatus
 
@@ -47,15 +47,15 @@ def _p95_value(figures: ClassStats) -> str:
     return f"{p95:.1f} [{_number(ci.lo)}, {_number(ci.hi) if ci.hi is not None else 'unbounded'}]"
 
 
-def _p95(figures: ClassStats) -> str:
-    """The P95 cell of report.md: value, interval and count; one from too few samples in italics and marked."""
+def _p95_cell(figures: ClassStats) -> Inline:
+    """The P95 cell: value, interval and count; one from too few samples muted, in italics and marked."""
     value = _p95_value(figures)
     basis = of_stats(figures, "latency_p95_ms")
     if value == "-":
         return value
     if basis is None:
         return f"{value} (n={figures.requests})"
-    return markdown_text(value, basis)
+    return Pct(value, basis)
 
 
 def _flags(stage: StageSummary, figures: ClassStats) -> str:
@@ -73,48 +73,20 @@ def _flags(stage: StageSummary, figures: ClassStats) -> str:
     return "; ".join(flags) or "-"
 
 
-def _entries(summary: Summary) -> Iterator[tuple[list[str], ClassStats]]:
-    """Each row (as report.md shows it) with the run's figures, in run order."""
+def _rows(summary: Summary) -> Iterator[list[Inline]]:
+    """One row per trial, stage and class, in run order."""
     for trial in summary.trials:
         for stage in trial.stages:
             cores = max((g.cores for g in stage.generators.values()), default=None)
             others = stage.host.others_cores if stage.host else None
             label = f"{stage.index} {stage.name}" if stage.name else str(stage.index)
             for name, figures in stage.classes.items():
-                yield ([f"{trial.id} {trial.arm} r{trial.repeat}", label, name, _number(stage.offered.get(name), "g"),
-                        _number(stage.realised.get(name), ".3g"), str(figures.requests), _p95(figures),
-                        _number(figures.send_lag_ms.get("p99")), str(figures.slot_waits),
-                        _number(cores, ".2f"), _number(others, ".2f"), _flags(stage, figures)], figures)
+                yield [f"{trial.id} {trial.arm} r{trial.repeat}", label, name, _number(stage.offered.get(name), "g"),
+                       _number(stage.realised.get(name), ".3g"), str(figures.requests), _p95_cell(figures),
+                       _number(figures.send_lag_ms.get("p99")), str(figures.slot_waits),
+                       _number(cores, ".2f"), _number(others, ".2f"), _flags(stage, figures)]
 
 
-def rows(summary: Summary) -> Iterator[list[str]]:
-    """One row per trial, stage and class, in run order."""
-    for row, _ in _entries(summary):
-        yield row
-
-
-def flagged(summary: Summary) -> int:
-    """How many (trial, stage, class) rows carry a flag."""
-    return sum(1 for row in rows(summary) if row[-1] != "-")
-
-
-def _p95_html(figures: ClassStats) -> Raw | str:
-    value = _p95_value(figures)
-    basis = of_stats(figures, "latency_p95_ms")
-    if value == "-":
-        return value
-    return html_cell(value, basis) if basis is not None else f"{value} (n={figures.requests})"
-
-
-def html_section(summary: Summary) -> str:
-    """The report.html section: the intro and one table."""
-    body = table(list(HEADERS), ([*row[:6], _p95_html(figures), *row[7:]] for row, figures in _entries(summary)),
-                 "checks")
-    return f"<p>{esc(INTRO)}</p>\n{body}"
-
-
-def markdown_section(summary: Summary) -> list[str]:
-    """The report.md section."""
-    lines = ["## Measurement checks", "", INTRO, "", "| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
-    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows(summary)]
-    return [*lines, ""]
+def section(summary: Summary) -> Section:
+    """The section: the intro and one table."""
+    return Section("checks", "Measurement checks", (Paragraph((INTRO,)), table(HEADERS, _rows(summary), "checks")))

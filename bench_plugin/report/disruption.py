@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from bench_plugin.report.comparison import spread_text
-from bench_plugin.report.tables import esc, table
+from bench_plugin.report.page import Block, Heading, Paragraph, Section, table
 from bench_plugin.results.summary import DisruptionFigures, Spread, StageDisruption, Summary, TrialSummary
 
 HEADERS = ("class", "action", "target", "at", "failed requests", "latency spike (P95 1 s peak / before)",
@@ -120,37 +120,16 @@ COST_INTRO = ("Over each arm's repeats (mean ± 95% interval; the number of repe
               "through when their servers still ran and answered.")
 
 
-def html_section(summary: Summary) -> str:
-    """The report.html section (empty without a disrupted stage)."""
+def section(summary: Summary) -> Section | None:
+    """The section (None without a disrupted stage): the cost over repeats, then per disrupted trial its table and
+    its steps."""
     found = disrupted(summary)
     if not found:
-        return ""
+        return None
     costs = list(cost_rows(summary))
-    parts = [f"<p>{esc(COST_INTRO)}</p>", table(list(COST_HEADERS), costs, "disruption-cost")] if costs else []
-    parts.append(f"<p>{esc(intro(found[0][2]))}</p>")
+    blocks: list[Block] = [Paragraph((COST_INTRO,)), table(COST_HEADERS, costs, "disruption-cost")] if costs else []
+    blocks.append(Paragraph((intro(found[0][2]),)))
     for trial, index, d in found:
-        parts.append(f"<h3>Trial {trial.id}: {esc(trial.arm)} r{trial.repeat}</h3>")
-        parts.append(table(list(HEADERS), rows(index, d), "disruption"))
-        parts.append(table(list(STEP_HEADERS), steps(d), "disruption-steps"))
-    return "\n".join(parts)
-
-
-def _md(headers: tuple[str, ...], body: Iterator[list[str]]) -> list[str]:
-    return ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers),
-            *("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in body)]
-
-
-def markdown_section(summary: Summary) -> list[str]:
-    """The report.md section ([] without a disrupted stage)."""
-    found = disrupted(summary)
-    if not found:
-        return []
-    lines = ["## Disruption", ""]
-    costs = list(cost_rows(summary))
-    if costs:
-        lines += [COST_INTRO, "", *_md(COST_HEADERS, iter(costs)), ""]
-    lines += [intro(found[0][2]), ""]
-    for trial, index, d in found:
-        lines += [f"### Trial {trial.id}: {trial.arm} r{trial.repeat}", "", *_md(HEADERS, rows(index, d)), "",
-                  *_md(STEP_HEADERS, steps(d)), ""]
-    return lines
+        blocks += [Heading(f"Trial {trial.id}: {trial.arm} r{trial.repeat}"),
+                   table(HEADERS, rows(index, d), "disruption"), table(STEP_HEADERS, steps(d), "disruption-steps")]
+    return Section("disruption", "Disruption", tuple(blocks))

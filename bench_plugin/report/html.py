@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench_plugin.report import answer, checks, cut_short, disruption, envelope, guide, latency_split
+from bench_plugin.report import answer, checks, cut_short, disruption, envelope, guide, latency_split, page_html
 from bench_plugin.report import plan as plan_section
 from bench_plugin.report.basis import Bases, Basis, any_low, html_cell, low_rule, value_text
 from bench_plugin.report.comparison import (
@@ -45,9 +45,11 @@ from bench_plugin.report.comparison import (
 from bench_plugin.report.css import CSS
 from bench_plugin.report.figures import Plot, arm_styles
 from bench_plugin.report.markdown import render_report
+from bench_plugin.report.page import Section
 from bench_plugin.report.plots import classes_of, fairness_plot, latency_plot, streaming_plot, throughput_plot
 from bench_plugin.report.stage_groups import group_rows, stage_groups
-from bench_plugin.report.stage_series import html_section, read_trial_series
+from bench_plugin.report.stage_series import read_trial_series
+from bench_plugin.report.stage_series import section as stage_series_section
 from bench_plugin.report.tables import Raw, conditions_section, errors_table, esc, table, when
 from bench_plugin.report.telemetry import drawn_metrics
 from bench_plugin.report.timeline import timeline_plot
@@ -139,7 +141,9 @@ def render_html(summary: Summary, db: sqlite3.Connection, max_points: int = MAX_
     stage_series = read_trial_series(db, trials)
     opening = answer.html(summary, answer.answer_plot(summary, styles))
     cut = cut_short.html(summary)
-    goes = latency_split.html_section(summary)
+    goes = latency_split.section(summary)
+    disrupted = disruption.section(summary)
+    series = stage_series_section(stage_series)
     sections = [
         *([("answer", "The answer", opening)] if opening else []),
         ("verdict", "Verdict", _verdict(summary, comparison, bases)),
@@ -149,16 +153,21 @@ def render_html(summary: Summary, db: sqlite3.Connection, max_points: int = MAX_
         ("load", "Latency vs offered load", _figures(load_plots)),
         ("sharing", "Throughput and fairness", _figures(share_plots) + _fairness_note(comparison)),
         ("stages", "Per-stage figures", _stage_tables(summary, bases)),
-        *([("where-it-goes", "Where the added latency goes", goes)] if goes else []),
+        *([_tree(goes)] if goes else []),
         *([("cut-short", "Stages cut short", cut)] if cut else []),
         ("timelines", "Trial timelines", _figures(timelines)),
-        *([("disruption", "Disruption", disruption.html_section(summary))] if disruption.disrupted(summary) else []),
-        *([("gpu-series", "GPU series per stage", html_section(stage_series))] if stage_series else []),
-        ("checks", "Measurement checks", checks.html_section(summary)),
+        *([_tree(disrupted)] if disrupted else []),
+        *([_tree(series)] if series else []),
+        _tree(checks.section(summary)),
         ("errors", "Errors", errors_table(trials, read_failures(db))),
         ("conditions", "Conditions (everything needed to run it again)", conditions_section(summary, record, trials)),
     ]
     return _page(summary, record, sections, comparison)
+
+
+def _tree(section: Section) -> tuple[str, str, str]:
+    """A section of the document tree (report.page) as the page's (id, title, body)."""
+    return section.id, section.title, page_html.body(section)
 
 
 def stage_names(summary: Summary) -> list[str]:

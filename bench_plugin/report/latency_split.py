@@ -2,7 +2,7 @@
 server's queue, its compute, the client's own wait and the rest (analysis/queueing.py), in three forms:
 
 - a sentence for the answer (``growth_text``): the class the arm slows the most where its answer rests;
-- a table per arm (``markdown_section``, ``html_section``): per stage and class, the growth of each part, mean
+- a table per arm (``section``): per stage and class, the growth of each part, mean
   over paired repeats with its 95% interval, around the P95 where the replies said their split, else on average;
 - a picture per arm (``split_plot``): the same growths as stacked bars, one bar per stage and class.
 
@@ -13,7 +13,7 @@ bigger slice. Everything comes from ``comparison.arms.<arm>.stages[].classes.<cl
 from __future__ import annotations
 
 from bench_plugin.report.figures import DataMarks, Plot, figure_svg, new_figure, style
-from bench_plugin.report.tables import esc, table
+from bench_plugin.report.page import Block, Figure, Heading, Section, table
 from bench_plugin.results.server_figures import LatencyGrowth, LatencySplit, PartsGrowth
 from bench_plugin.results.spread import Spread
 from bench_plugin.results.summary import Summary
@@ -103,30 +103,19 @@ def split_arms(summary: Summary) -> list[str]:
             and any(c.latency_split is not None for s in comp.stages for c in s.classes.values())]
 
 
-def markdown_section(summary: Summary) -> list[str]:
-    """The section for report.md (no lines where no arm has a split)."""
+def section(summary: Summary, figures: bool = True) -> Section | None:
+    """The section (None where no arm has a split): per arm its picture (``figures``: drawn; report.md has no
+    pictures, so its page skips drawing them) and its table."""
     arms = split_arms(summary)
     if not arms:
-        return []
-    lines = ["## Where the added latency goes", ""]
+        return None
+    blocks: list[Block] = []
     for arm in arms:
-        lines += [f"### {arm}", "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-        lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in arm_rows(summary, arm)]
-        lines.append("")
-    return lines
-
-
-def html_section(summary: Summary) -> str:
-    """The section's body for report.html ("" where no arm has a split)."""
-    parts = []
-    for arm in split_arms(summary):
-        plot = split_plot(summary, arm)
-        parts.append(f"<h3>{esc(arm)}</h3>")
-        if plot is not None:
-            parts.append(f'<figure class="plot" id="{esc(plot.id)}" data-plot="{esc(plot.id)}">\n{plot.svg}\n'
-                         f"<figcaption>{esc(plot.caption)}</figcaption>\n</figure>")
-        parts.append(table(COLUMNS, arm_rows(summary, arm), f"split-{arm}"))
-    return "\n".join(parts)
+        blocks.append(Heading(arm))
+        if figures and (plot := split_plot(summary, arm)) is not None:
+            blocks.append(Figure.of(plot, titled=False))
+        blocks.append(table(COLUMNS, arm_rows(summary, arm), f"split-{arm}"))
+    return Section("where-it-goes", "Where the added latency goes", tuple(blocks))
 
 
 def split_plot(summary: Summary, arm: str) -> Plot | None:

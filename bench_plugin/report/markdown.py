@@ -16,7 +16,17 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
-from bench_plugin.report import answer, checks, cut_short, disruption, envelope, guide, latency_split, scheduling
+from bench_plugin.report import (
+    answer,
+    checks,
+    cut_short,
+    disruption,
+    envelope,
+    guide,
+    latency_split,
+    page_markdown,
+    scheduling,
+)
 from bench_plugin.report import plan as plan_section
 from bench_plugin.report.basis import FIGURES, Bases, any_low, low_rule, markdown_text, value_text
 from bench_plugin.report.clock import campaign_clock
@@ -37,7 +47,8 @@ from bench_plugin.report.generators import generators_line
 from bench_plugin.report.placement import cpus_by_arm
 from bench_plugin.report.protocol import embedding_format_lines, output_length_lines
 from bench_plugin.report.stage_groups import StageGroup, group_rows, stage_groups
-from bench_plugin.report.stage_series import TrialSeries, markdown_section
+from bench_plugin.report.stage_series import TrialSeries
+from bench_plugin.report.stage_series import section as stage_series_section
 from bench_plugin.report.warm_start import warm_start_line
 from bench_plugin.results.facts import BackendFacts
 from bench_plugin.results.plan import PlanDocument
@@ -275,11 +286,11 @@ def render_report(summary: Summary, *, started_s: float | None = None,
     lines += _stage_sections(summary, "###")
     lines += cut_short.markdown(summary, "###")
     lines += _boundary_section(comparison)
-    lines += _guided(latency_split.markdown_section(summary), "where-it-goes")
-    lines += _guided(disruption.markdown_section(summary), "disruption")
+    lines += page_markdown.section(latency_split.section(summary, figures=False))
+    lines += page_markdown.section(disruption.section(summary))
     lines += _guided(scheduling.markdown_section(summary), "scheduling")
-    lines += _guided(checks.markdown_section(summary), "checks")
-    lines += _guided(markdown_section(stage_series), "gpu-series")
+    lines += page_markdown.section(checks.section(summary))
+    lines += page_markdown.section(stage_series_section(stage_series))
     lines += _conditions_section(summary, started_s, arm_settings)
     return "\n".join(lines)
 

@@ -17,7 +17,7 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bench_plugin.report.tables import esc, table
+from bench_plugin.report.page import Block, Heading, Paragraph, Section, bullets, table
 from bench_plugin.results.store import SampledFigures, StageRecord, TrialRecord, read_stage_series, telemetry_figures
 from bench_plugin.telemetry.fields import FIELDS, PROFILING_FIELDS
 from bench_plugin.telemetry.stage_series import summarise
@@ -121,39 +121,17 @@ INTRO = ("Per stage, the mean and peak of the points a range query returned for 
          "\"-\" where it did not sample that field. Notes say what could not be had.")
 
 
-def html_section(trials: Sequence[TrialSeries]) -> str:
-    """The report.html section: the intro, then per trial its table and its notes."""
-    parts = [f"<p>{esc(INTRO)}</p>"]
-    for series in trials:
-        parts.append(f"<h3>{esc(_title(series))}</h3>")
-        if series.rows:
-            parts.append(table(_headers(series.source), [_cells(r) for r in series.rows], "series"))
-        else:
-            parts.append('<p class="note">No series came back for this trial.</p>')
-        if series.notes:
-            parts.append('<ul class="notes">' + "".join(f"<li>{esc(n)}</li>" for n in series.notes) + "</ul>")
-    return "\n".join(parts)
-
-
-def _md(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def markdown_section(trials: Sequence[TrialSeries]) -> list[str]:
-    """The report.md section (no lines when there is nothing to show)."""
+def section(trials: Sequence[TrialSeries]) -> Section | None:
+    """The section (None when there is nothing to show): the intro, then per trial its table and its notes."""
     if not trials:
-        return []
-    lines = ["## GPU series per stage", "", INTRO, ""]
+        return None
+    blocks: list[Block] = [Paragraph((INTRO,))]
     for series in trials:
-        lines += [f"### {_title(series)}", ""]
+        blocks.append(Heading(_title(series)))
         if series.rows:
-            headers = _headers(series.source)
-            lines += ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-            lines += ["| " + " | ".join(_md(c) for c in _cells(r)) + " |" for r in series.rows]
+            blocks.append(table(_headers(series.source), (_cells(r) for r in series.rows), "series"))
         else:
-            lines.append("No series came back for this trial.")
-        lines.append("")
-        lines += [f"- {_md(n)}" for n in series.notes]
+            blocks.append(Paragraph(("No series came back for this trial.",), "note"))
         if series.notes:
-            lines.append("")
-    return lines
+            blocks.append(bullets(series.notes, "notes"))
+    return Section("gpu-series", "GPU series per stage", tuple(blocks))
