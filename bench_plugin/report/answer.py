@@ -14,7 +14,7 @@ from bench_plugin.analysis.boundary import every_stage_disrupted, format_offered
 from bench_plugin.report.comparison import boundary_short, call_kind, error_bars, interval, spread_text
 from bench_plugin.report.figures import ArmStyle, DataMarks, Plot, figure_svg, new_figure, style
 from bench_plugin.report.latency_split import growth_text, stage_names
-from bench_plugin.report.tables import esc, table
+from bench_plugin.report.page import Block, Bullets, Em, Figure, Item, Paragraph, Section, Strong, table
 from bench_plugin.results.limits import limits_text
 from bench_plugin.results.summary import Answer, ArmComparison, Judged, Summary
 from bench_plugin.results.words import BoundaryStatus, Call, SearchStatus, Significance
@@ -125,39 +125,23 @@ def rows(summary: Summary) -> list[list[str]]:
     return out
 
 
-def markdown(summary: Summary) -> list[str]:
-    """The section for report.md (no lines for a summary without answers)."""
+def section(summary: Summary, picture: Plot | None = None) -> Section | None:
+    """The section (None for a summary without answers): the headline, a sentence per arm with its next step, the
+    ``picture`` where drawn, and the table."""
     found = answered(summary)
     if not found:
-        return []
+        return None
     control = summary.comparison.control
-    lines = ["## The answer", "", f"**{headline(summary)}**", ""]
     names = stage_names(summary)
+    items = []
     for name, comp, answer in found:
         goes = f" {growth_text(answer.growth, names.get(answer.growth.stage))}" if answer.growth else ""
-        lines.append(f"- {sentence(name, comp, answer, control)}{goes} Next: {answer.next_step}.")
-    lines += ["", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows(summary)]
-    return [*lines, ""]
-
-
-def html(summary: Summary, picture: Plot | None) -> str:
-    """The section's body for report.html ("" for a summary without answers)."""
-    found = answered(summary)
-    if not found:
-        return ""
-    control = summary.comparison.control
-    names = stage_names(summary)
-    items = "".join(
-        f"<li>{esc(sentence(name, comp, answer, control))}"
-        + (f" {esc(growth_text(answer.growth, names.get(answer.growth.stage)))}" if answer.growth else "")
-        + f" <i>Next: {esc(answer.next_step)}.</i></li>" for name, comp, answer in found)
-    parts = [f'<p class="headline"><b>{esc(headline(summary))}</b></p>', f"<ul>{items}</ul>"]
+        items.append(Item((f"{sentence(name, comp, answer, control)}{goes} ", Em(f"Next: {answer.next_step}."))))
+    blocks: list[Block] = [Paragraph((Strong(headline(summary)),), "headline"), Bullets(tuple(items))]
     if picture is not None:
-        parts.append(f'<figure class="plot" id="{esc(picture.id)}" data-plot="{esc(picture.id)}">\n{picture.svg}\n'
-                     f"<figcaption>{esc(picture.caption)}</figcaption>\n</figure>")
-    parts.append(table(COLUMNS, rows(summary), "answer"))
-    return "\n".join(parts)
+        blocks.append(Figure.of(picture, titled=False))
+    blocks.append(table(COLUMNS, rows(summary), "answer"))
+    return Section("answer", "The answer", tuple(blocks))
 
 
 def answer_plot(summary: Summary, styles: dict[str, ArmStyle]) -> Plot | None:

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from bench_plugin.analysis.boundary import format_offered
-from bench_plugin.report.tables import esc, table
+from bench_plugin.report.page import Paragraph, Section, table
 from bench_plugin.results.summary import ClassStats, Percentiles, StageSummary, Summary, TrialSummary
 from bench_plugin.results.words import JUDGED_STATUSES
 
@@ -77,23 +77,12 @@ def _rows(summary: Summary) -> Iterator[list[str]]:
                    cut.ran, name, *class_cells(stats)]
 
 
-def markdown(summary: Summary, level: str = "##") -> list[str]:
-    """The section in markdown (no lines when no stage was cut short)."""
+def section(summary: Summary) -> Section | None:
+    """The section (None when no stage was cut short): the note, then one row per stage and class."""
     rows = list(_rows(summary))
     if not rows:
-        return []
-    lines = [f"{level} Stages cut short", "", NOTE, "", "| " + " | ".join(HEADINGS) + " |",
-             "|" + "---|" * len(HEADINGS)]
-    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
-    return [*lines, ""]
-
-
-def html(summary: Summary) -> str:
-    """The section's body in HTML ("" when no stage was cut short)."""
-    rows = list(_rows(summary))
-    if not rows:
-        return ""
-    return f'<p class="note">{esc(NOTE)}</p>\n' + table(HEADINGS, rows)
+        return None
+    return Section("cut-short", "Stages cut short", (Paragraph((NOTE,), "note"), table(HEADINGS, rows)))
 
 
 def terminal(summary: Summary, arm: str) -> list[str]:

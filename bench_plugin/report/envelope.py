@@ -17,7 +17,7 @@ import numpy as np
 
 from bench_plugin.analysis.envelope_model import predicted_scale
 from bench_plugin.report.figures import ArmStyle, DataMarks, Layout, Plot, figure_svg, grid, new_figure, style
-from bench_plugin.report.tables import esc, table
+from bench_plugin.report.page import Block, Figure, Heading, Paragraph, Section, table
 from bench_plugin.results.limits import limits_text
 from bench_plugin.results.summary import Envelope, EnvelopeFit, EnvelopeRay, Summary
 from bench_plugin.results.words import Hold, SearchStatus
@@ -118,35 +118,20 @@ def model_rows(fit: EnvelopeFit) -> list[list[str]]:
     return out
 
 
-def html_section(summary: Summary, plot: Plot | None) -> str:
-    """report.html's "Envelope" section."""
-    parts = []
-    if plot is not None:
-        parts.append(f'<figure id="{plot.id}">{plot.svg}<figcaption>{esc(plot.caption)}</figcaption></figure>')
-    for name, envelope in envelopes(summary):
-        parts.append(f"<h3>{esc(name)}</h3>")
-        parts.append(table(HEADERS, rows(envelope)))
-        if envelope.model is not None:
-            parts.append(f"<p>{esc(model_text(envelope.model))}</p>")
-            parts.append(table(MODEL_HEADERS, model_rows(envelope.model)))
-        else:
-            parts.append("<p>No model: too few probes measured to fit one.</p>")
-    return "\n".join(parts)
-
-
-def markdown(summary: Summary) -> list[str]:
-    """report.md's and summary.md's envelope lines."""
-    lines: list[str] = []
-    for name, envelope in envelopes(summary):
-        lines += [f"### {name}", "", "| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
-        lines += ["| " + " | ".join(row) + " |" for row in rows(envelope)]
+def section(summary: Summary, plot: Plot | None = None) -> Section | None:
+    """The "Operating envelope" section (None without an envelope): its picture (``plot``, where drawn), then per
+    arm its rays and its model."""
+    found = envelopes(summary)
+    if not found:
+        return None
+    blocks: list[Block] = [Figure.of(plot, titled=False)] if plot is not None else []
+    for name, envelope in found:
+        blocks += [Heading(name), table(HEADERS, rows(envelope))]
         if envelope.model is None:
-            lines += ["", "No model: too few probes to fit one.", ""]
+            blocks.append(Paragraph(("No model: too few probes measured to fit one.",)))
             continue
-        lines += ["", model_text(envelope.model), "", "| " + " | ".join(MODEL_HEADERS) + " |",
-                  "|" + "---|" * len(MODEL_HEADERS)]
-        lines += ["| " + " | ".join(row) + " |" for row in model_rows(envelope.model)] + [""]
-    return lines
+        blocks += [Paragraph((model_text(envelope.model),)), table(MODEL_HEADERS, model_rows(envelope.model))]
+    return Section("envelope", "Operating envelope", tuple(blocks))
 
 
 def terminal(summary: Summary) -> list[str]:

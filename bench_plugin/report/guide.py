@@ -2,7 +2,7 @@
 
 Each says what the section shows and how to read it in one to three sentences; report.html puts it
 under the section's heading as ``<p class="how">``, report.md as an italic line. Keys are the
-sections' ids in report.html (report.md uses the same ones for its sections of the same content).
+sections' ids (report/page.py Section.id), one page's for both.
 """
 
 from __future__ import annotations
@@ -55,9 +55,6 @@ HOW_TO_READ: dict[str, str] = {
         "count per repeat (n=). A percentile in italics and marked † rests on too few samples in some repeat for its "
         f"95% interval to be bounded (a P95 needs {samples_needed(0.95)}): compare it with care, and see the "
         "measurement checks for each run's interval."),
-    "boundary": (
-        "The highest load at which each arm still met every class's SLOs and error budget, interpolated between "
-        "stages, and which class limited it: the arm with the higher boundary carries more load before it degrades."),
     "timelines": (
         "One timeline per trial, in seconds from its start: where each server ran and when it became ready, the "
         "stages and their outcome, failed requests, every request's latency (log scale, dashed SLO lines) and, where "

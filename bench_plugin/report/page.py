@@ -1,10 +1,11 @@
-"""The report as a document tree: sections of paragraphs, bullets, tables and figures, built once from the summary.
+"""The report as a document tree: a page of sections of paragraphs, bullets, tables and figures.
 
 A section module builds its :class:`Section` from the typed summary (or returns None where it has nothing to
-show); report/page_markdown.py and report/page_html.py write that one tree as report.md and report.html, so
-the two pages say the same thing in the same words. Text is plain: a writer escapes it for its format. Inline
-marks are types, not markup: :class:`Strong`, :class:`Code`, :class:`Pct` (a percentile with what it rests on,
-report.basis) and :class:`Badge` (a verdict's call).
+show); report/document.py puts the sections in one :class:`Page`, and report/page_markdown.py and
+report/page_html.py write that one tree as report.md and report.html, so the two pages say the same thing in
+the same words. Text is plain: a writer escapes it for its format. Inline
+marks are types, not markup: :class:`Strong`, :class:`Em`, :class:`Code`, :class:`Pct` (a percentile with what
+it rests on, report.basis) and :class:`Badge` (a verdict's call).
 
 Nothing here imports matplotlib: a :class:`Figure` carries its SVG already drawn (report.figures.Plot's fields).
 """
@@ -23,6 +24,13 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Strong:
     """Text that stands out: bold in both pages."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Em:
+    """Text set apart: italic in both pages."""
 
     text: str
 
@@ -50,7 +58,7 @@ class Badge:
     css: str
 
 
-Inline = str | Strong | Code | Pct | Badge
+Inline = str | Strong | Em | Code | Pct | Badge
 """One piece of a line of text."""
 
 Text = tuple[Inline, ...]
@@ -91,8 +99,16 @@ def bullets(lines: Iterable[str | Text], css: str = "") -> Bullets:
     return Bullets(tuple(Item((line,) if isinstance(line, str) else line) for line in lines), css)
 
 
-Cell = Text | Bullets
-"""A table cell: a line of text, or bullets."""
+@dataclass(frozen=True)
+class Lines:
+    """Several lines in one table cell (``css``: report.html's class of the cell's block)."""
+
+    lines: tuple[Text, ...]
+    css: str = ""
+
+
+Cell = Text | Bullets | Lines
+"""A table cell: a line of text, bullets, or lines."""
 
 
 @dataclass(frozen=True)
@@ -104,13 +120,13 @@ class Table:
     css: str = ""
 
 
-def table(header: Iterable[str], rows: Iterable[Iterable[Inline | Text | Bullets]], css: str = "") -> Table:
+def table(header: Iterable[str], rows: Iterable[Iterable[Inline | Cell]], css: str = "") -> Table:
     """A table whose cells may be given as single pieces (a string, a :class:`Pct`...): each becomes a line."""
     return Table(tuple(header), tuple(tuple(_cell(c) for c in row) for row in rows), css)
 
 
-def _cell(cell: Inline | Text | Bullets) -> Cell:
-    return cell if isinstance(cell, tuple | Bullets) else (cell,)
+def _cell(cell: Inline | Cell) -> Cell:
+    return cell if isinstance(cell, tuple | Bullets | Lines) else (cell,)
 
 
 @dataclass(frozen=True)
@@ -137,7 +153,26 @@ class Heading:
     text: str
 
 
-Block = Paragraph | Bullets | Table | Figure | Heading
+@dataclass(frozen=True)
+class Facts:
+    """Named values, one per line: report.html's two-column table (the names in bold), report.md's bullets."""
+
+    pairs: tuple[tuple[str, Text], ...]
+
+
+@dataclass(frozen=True)
+class Part:
+    """A part of a section with a title of its own (one level below the section's): report.html shows it as a
+    disclosure, open (``css``: its class); report.md as a heading and its blocks."""
+
+    title: str
+    blocks: tuple[Block, ...]
+    css: str = ""
+    open: bool = True
+    """Whether report.html shows it open (a long one folds away)."""
+
+
+Block = Paragraph | Bullets | Table | Facts | Figure | Heading | Part
 """What a section is made of."""
 
 
@@ -149,3 +184,17 @@ class Section:
     id: str
     title: str
     blocks: tuple[Block, ...]
+
+
+@dataclass(frozen=True)
+class Page:
+    """The whole report: its title, the facts under it, its sections in order and what its footer says."""
+
+    title: str
+    facts: tuple[tuple[str, str], ...]
+    sections: tuple[Section, ...]
+    footer: str
+    state: str
+    """The campaign's state (``completed``, ``interrupted``...): how report.html colours the facts."""
+    schema: str
+    """The summary's schema version, named in the footer."""

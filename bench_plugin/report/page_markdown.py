@@ -1,12 +1,16 @@
-"""report.md's writer of the document tree (report/page.py): a section as lines of markdown.
+"""report.md's writer of the document tree (report/page.py, report/document.py): the page as markdown.
 
-A section is its ``##`` heading, its "how to read this" (report.guide), then each block followed by a blank
+The page is its title, its facts as ``- name: value`` lines, its sections, and what its footer says. A section
+is its ``##`` heading, its "how to read this" (report.guide), then each block followed by a blank
 line: a paragraph as its line, bullets as ``-`` lines (nested ones indented), a table as a pipe table whose
-cells have their pipes escaped and their bullets as ``•``/``◦`` lines joined by ``<br>``, a heading one level
-down. Figures are report.html's only: report.md has no pictures, and leaves them out.
+cells have their pipes escaped and their bullets (``•``/``◦``) or lines joined by ``<br>``, a heading one level
+down, named values as ``- **name**: value`` lines, a part as a heading one level down and its blocks. Figures
+are report.html's only: report.md has no pictures, and leaves them out (and a section of figures alone).
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from bench_plugin.report import guide
 from bench_plugin.report.basis import markdown_text
@@ -16,10 +20,15 @@ from bench_plugin.report.page import (
     Bullets,
     Cell,
     Code,
+    Em,
+    Facts,
     Figure,
     Heading,
     Inline,
+    Lines,
+    Page,
     Paragraph,
+    Part,
     Pct,
     Section,
     Strong,
@@ -32,6 +41,8 @@ def inline(piece: Inline) -> str:
     """One piece of text as markdown."""
     if isinstance(piece, Strong | Badge):
         return f"**{piece.text}**"
+    if isinstance(piece, Em):
+        return f"*{piece.text}*"
     if isinstance(piece, Code):
         return f"`{piece.text}`"
     if isinstance(piece, Pct):
@@ -61,6 +72,8 @@ def cell(value: Cell) -> str:
             parts.append(f"• {line(item.text)}" + (":" if item.sub is not None else ""))
             parts += [f"&nbsp;&nbsp;◦ {line(sub.text)}" for sub in (item.sub.items if item.sub else ())]
         text = "<br>".join(parts) or "-"
+    elif isinstance(value, Lines):
+        text = "<br>".join(line(piece) for piece in value.lines)
     else:
         text = line(value)
     return text.replace("|", "\\|").replace("\n", " ")
@@ -82,17 +95,38 @@ def block(value: Block, level: int) -> list[str]:
         return table_lines(value)
     if isinstance(value, Heading):
         return [f"{'#' * (level + 1)} {value.text}"]
+    if isinstance(value, Facts):
+        return [f"- **{name}**: {line(text)}".replace("\n", " ") for name, text in value.pairs]
+    if isinstance(value, Part):
+        inner = blocks(value.blocks, level + 1)
+        return [f"{'#' * (level + 1)} {value.title}", *(["", *inner[:-1]] if inner else [])]
     assert isinstance(value, Figure)
     return []
 
 
-def section(value: Section | None, level: int = 2) -> list[str]:
-    """A section's lines: heading, how to read it, its blocks, each followed by a blank line ([] for None)."""
-    if value is None:
-        return []
-    lines = [f"{'#' * level} {value.title}", "", *guide.markdown(value.id)]
-    for piece in value.blocks:
+def blocks(values: Iterable[Block], level: int) -> list[str]:
+    """Blocks' lines, each followed by a blank line (a heading among them one level below ``level``)."""
+    lines: list[str] = []
+    for piece in values:
         written = block(piece, level)
         if written:
             lines += [*written, ""]
     return lines
+
+
+def section(value: Section | None, level: int = 2, *, guided: bool = True) -> list[str]:
+    """A section's lines: heading, how to read it (``guided``: summary.md, the figures alone, has none), its
+    blocks, each followed by a blank line ([] for None)."""
+    if value is None:
+        return []
+    return [f"{'#' * level} {value.title}", "", *(guide.markdown(value.id) if guided else []),
+            *blocks(value.blocks, level)]
+
+
+def page(value: Page) -> str:
+    """The whole of report.md."""
+    lines = [f"# {value.title}", "", *(f"- {name}: {text}" for name, text in value.facts), ""]
+    for found in value.sections:
+        if any(not isinstance(b, Figure) for b in found.blocks):
+            lines += section(found)
+    return "\n".join([*lines, value.footer, ""])

@@ -7,7 +7,7 @@ envelope model outside where the model was validated.
 
 from __future__ import annotations
 
-from bench_plugin.report.tables import esc, table
+from bench_plugin.report.page import Block, Heading, Paragraph, Section, table
 from bench_plugin.results.limits import limits_text
 from bench_plugin.results.plan import ArmPlan, GroupPlan, PlanDocument, TrafficPlan
 
@@ -83,7 +83,7 @@ def best_text(plan: TrafficPlan) -> str:
 
 
 def arm_line(plan: ArmPlan, control: bool) -> str:
-    """One arm's plan in one line (the terminal, report.md)."""
+    """One arm's plan in one line (the terminal)."""
     name = plan.arm + (" (control)" if control else "")
     if plan.gpus is None:
         return f"{name}: no plan: {plan.note}"
@@ -130,22 +130,11 @@ def _rows(plan: TrafficPlan, control: str | None) -> list[list[str]]:
 HEADERS = ["arm", "GPUs", "saved vs control", "cost", "packing", "growth absorbed (breaks first)", "extrapolation"]
 
 
-def html_section(document: PlanDocument, control: str | None) -> str:
-    """report.html's "Capacity plan" section."""
-    parts = [f"<p>{esc(document.method)}</p>"]
+def section(document: PlanDocument, control: str | None) -> Section:
+    """The "Capacity plan" section: how it was made, then per traffic its table and the best arm."""
+    cost = f", GPU cost {money(document.gpu_cost)}" if document.gpu_cost is not None else ""
+    blocks: list[Block] = [Paragraph((document.method,))]
     for plan in document.plans:
-        cost = f", GPU cost {money(document.gpu_cost)}" if document.gpu_cost is not None else ""
-        parts.append(f"<h3>{esc(traffic_text(plan.traffic))} (headroom {document.headroom:.0%}{esc(cost)})</h3>")
-        parts.append(table(HEADERS, _rows(plan, control)))
-        parts.append(f"<p>Best: {esc(best_text(plan))}.</p>")
-    return "\n".join(parts)
-
-
-def markdown(document: PlanDocument, control: str | None) -> list[str]:
-    """report.md's lines of the plan."""
-    lines = ["## Capacity plan", "", document.method, ""]
-    for plan in document.plans:
-        lines += [f"### {traffic_text(plan.traffic)} (headroom {document.headroom:.0%})", ""]
-        lines += [f"- {arm_line(arm, arm.arm == control)}" for arm in plan.arms]
-        lines += ["", f"Best: {best_text(plan)}.", ""]
-    return lines
+        blocks += [Heading(f"{traffic_text(plan.traffic)} (headroom {document.headroom:.0%}{cost})"),
+                   table(HEADERS, _rows(plan, control)), Paragraph((f"Best: {best_text(plan)}.",))]
+    return Section("plan", "Capacity plan", tuple(blocks))

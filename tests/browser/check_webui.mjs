@@ -111,7 +111,14 @@ try {
   // offers a new test (its "New" button) or its form, whichever it shows, rather than looking once.
   const again = page.getByRole('button', { name: /new/i }).first();
   const submit = page.locator('form button[type=submit]').first();
-  await again.or(submit).first().waitFor({ timeout: 60000 });
+  try {
+    await again.or(submit).first().waitFor({ timeout: 60000 });
+  } catch (err) {
+    // say what the runner's own state was then (its stats poll), so a hang is told from a slow host
+    const stats = await page.request.get(new URL('stats/requests', base.endsWith('/') ? base : base + '/').href)
+      .then((r) => r.json()).catch((e) => ({ state: `unreadable: ${e}` }));
+    throw new Error(`${err.message}; the runner's state then: ${stats.state}, workers: ${JSON.stringify(stats.workers)}`);
+  }
   if (await again.isVisible()) await again.click();
   await submit.click({ timeout: 60000 });
   result.secondStart = await waitFor(() => swarmReplies[0], 15);

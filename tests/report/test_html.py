@@ -20,7 +20,7 @@ from stored_scenario import resolved
 from bench_plugin.report.answer import sentence
 from bench_plugin.report.clock import campaign_clock
 from bench_plugin.report.comparison import NO_COMPARISON
-from bench_plugin.report.html import write_report
+from bench_plugin.report.html import stored, write_report
 from bench_plugin.report.markdown import render_report
 from bench_plugin.report.outputs import write_summaries
 from bench_plugin.results.recorder import Recorder
@@ -313,13 +313,26 @@ def test_a_large_campaign_renders_each_timeline_thinned(make_campaign: MakeCampa
     assert len(text) < 5_000_000
 
 
+def test_both_pages_are_one_page_in_one_order(default_report: Path) -> None:
+    """report.html and report.md are one page written twice: the same sections under the same titles in the same
+    order; report.md leaves out only the sections that hold pictures alone."""
+    page = default_report.read_text(encoding="utf-8")
+    sections = re.findall(r'<section id="([^"]+)">\n<h2>([^<]*)</h2>\n(.*?)\n</section>', page, re.S)
+    pictures = {sid for sid, _, body in sections
+                if not re.sub(r'<p class="how">.*?</p>|<figure .*?</figure>', "", body, flags=re.S).strip()}
+    assert {"load", "timelines"} <= pictures  # the default campaign's plots
+    md = (default_report.parent / "report.md").read_text(encoding="utf-8")
+    titles = [line.removeprefix("## ") for line in md.splitlines() if line.startswith("## ")]
+    assert titles == [html.unescape(title) for sid, title, _ in sections if sid not in pictures]
+    assert titles == ["Verdict", "Per-stage figures", "Measurement checks", "Errors",
+                      "Conditions (everything needed to run it again)"], titles
+
+
 def test_markdown_written_beside_matches_render_report(default_results: Path, default_report: Path) -> None:
     results = default_results
     summary = load_summary(results / "summary.json")
-    arms = {arm.name: json.dumps(arm.model_dump(mode="json"), sort_keys=True)  # as the fixture planned them
-            for arm in (Arm(name="exclusive", control=True, sharing="exclusive"),
-                        Arm(name="shared", control=False, sharing="time-slicing"))}
-    expected = render_report(summary, started_s=1_800_000_000.0, arm_settings=arms)
+    with open_store(results / "results.sqlite") as db:
+        expected = render_report(summary, stored(summary, db))  # the same page, without its pictures
     assert (results / "report.md").read_text(encoding="utf-8") == expected
 
 

@@ -16,8 +16,10 @@ from bench_plugin.report.comparison import (
     significance_text,
     spread_text,
 )
+from bench_plugin.report.html import stored
 from bench_plugin.report.markdown import render_report, render_summary
 from bench_plugin.results.reasons import reason
+from bench_plugin.results.store import open_store
 from bench_plugin.results.summary import Boundary, Judged, Spread, Summary, load_summary
 
 MakeCampaign = Callable[..., Path]  # the make_campaign fixture of this folder's conftest.py
@@ -27,31 +29,32 @@ def summary_of(results: Path) -> Summary:
     return load_summary(results / "summary.json")
 
 
-def test_verdict_comes_first_then_stages_then_boundaries_then_conditions(default_results: Path) -> None:
-    text = render_report(summary_of(default_results), started_s=1_800_000_000.0,
-                         arm_settings={"shared": '{"sharing": "time-slicing"}'})
-    order = [text.index(h) for h in ("## Verdict", "## Per-stage figures", "## Operating boundary per arm",
-                                     "## Conditions")]
+def test_verdict_comes_first_then_stages_then_errors_then_conditions(default_results: Path) -> None:
+    summary = summary_of(default_results)
+    with open_store(default_results / "results.sqlite") as db:
+        text = render_report(summary, stored(summary, db))
+    order = [text.index(h) for h in ("## Verdict", "## Per-stage figures", "## Errors", "## Conditions")]
     assert order == sorted(order)
     verdict = text[text.index("## Verdict"):text.index("## Per-stage figures")]
     row = ("| shared | time-slicing | **worth it** | 0 low "
            "| reached at about llm 2, embedding 4, asr 1; limited by llm |")
     assert row in verdict
-    assert "| exclusive | exclusive | control |" in verdict
+    assert "| exclusive | exclusive | **control** |" in verdict
     assert "worth it up to stage 0 (low); a trade-off above it" in verdict
     assert "| 1 high | llm 4 req/s, embedding 8 req/s, asr 2 req/s | 1.60x [1.52, 1.68] (higher) | 0.88 ± 0.05 " \
-        "| 2.40 [2.29, 2.52] | trade-off |" in verdict
-    assert "| • llm P95 1.9x the control<br>• errors 2% > budget 1% |" in verdict  # one bullet per reason
-    assert "- **exclusive**: every stage met its SLOs" in text
-    assert "started: 2027-01-15 08:00 +00:00;" in text and '`{"sharing": "time-slicing"}`' in text
-    assert "driver: 550.54.15" in text
+        "| 2.40 [2.29, 2.52] | " in verdict
+    assert "| **trade-off** | • llm P95 1.9x the control<br>• errors 2% > budget 1% |" in verdict  # a bullet per reason
+    assert "### exclusive (control: the reference every other arm is compared with)" in verdict
+    assert "**Operating boundary.** every stage met its SLOs" in verdict
+    assert "- **started**: 2027-01-15 08:00:00 +00:00" in text and '| shared | `{"' in text
+    assert "- **driver**: 550.54.15" in text
 
 
 def test_without_a_comparison_it_says_so_and_still_gives_the_figures(make_campaign: MakeCampaign) -> None:
     summary = summary_of(make_campaign(comparison=None))
     assert not compared(summary.comparison)
     text = render_report(summary)
-    assert text.count(NO_COMPARISON) == 2  # the verdict and the boundary sections
+    assert text.count(NO_COMPARISON) == 2  # the verdict, and fairness in "Throughput and fairness"
     assert "### Stage 2: offered llm 8 req/s, embedding 16 req/s, asr 4 req/s" in text
     assert "| shared | llm |" in text
 
@@ -68,7 +71,7 @@ def test_a_partial_comparison_does_not_break_the_report(default_results: Path) -
     shared.stages[0].classes["llm"].slowdown_p95 = None
     text = render_report(summary)
     assert "| shared | time-slicing | **worth it** | - | not measured |" in text
-    assert "- **shared**: not measured" in text
+    assert "**Operating boundary.** not measured" in text
     assert "| 1 high | llm 4 req/s, embedding 8 req/s, asr 2 req/s | 1.60x [1.52, 1.68] (higher) | - |" in text
 
 
@@ -116,7 +119,9 @@ def test_an_inconclusive_verdict_is_shown_as_such(default_results: Path) -> None
     text = render_report(summary)
     assert "| shared | time-slicing | **inconclusive (1 repeat)** | - |" in text
     assert "shared against exclusive: inconclusive (1 repeat) at stages 0-2" in text
-    assert text.count("| inconclusive (1 repeat) |") == 3 and "| loss |" not in text.split("## Per-stage")[0]
+    # the arms' table, then each of the arm's three stages
+    assert text.count("| **inconclusive (1 repeat)** |") == 4 and "| **loss** |" not in text.split("## Per-stage")[0]
+    assert "### shared (inconclusive (1 repeat))" in text
 
 
 def test_the_analysis_writes_ratio_intervals_the_report_shows(make_campaign: MakeCampaign) -> None:

@@ -11,11 +11,15 @@ from bench_plugin.report.page import (
     Block,
     Bullets,
     Code,
+    Em,
+    Facts,
     Figure,
     Heading,
     Inline,
     Item,
+    Lines,
     Paragraph,
+    Part,
     Pct,
     Section,
     Strong,
@@ -41,6 +45,10 @@ SECTION = Section("checks", "Measurement checks", (
     Figure("p2", "Untitled", "<svg/>", "caption", titled=False),
     bullets(["a note\non two lines"], "notes"),
     Paragraph(("No series.",), "note"),
+    Facts((("driver", ("550",)), ("mig mode", (Code('{"cuda:0": "disabled"}'),)))),
+    table(("P95 slowdown",), [[Lines(((Pct("llm 2.00x", SOUND),), ("asr 1.50x",)), "slowdown")]]),
+    Part("mps (worth it)", (Paragraph(("Why.",)), Heading("inside")), "arm"),
+    Part("3 server processes", (Paragraph(("x",)),), "servers", open=False),
 ))
 
 
@@ -56,6 +64,10 @@ def test_report_md_writes_every_block_and_leaves_figures_out() -> None:
         "| asr | 40.0 (n=90) | - | - |", "",
         "- a note on two lines", "",
         "No series.", "",
+        "- **driver**: 550", '- **mig mode**: `{"cuda:0": "disabled"}`', "",
+        "| P95 slowdown |", "|---|", "| llm 2.00x (n=90)<br>asr 1.50x |", "",
+        "### mps (worth it)", "", "Why.", "", "#### inside", "",
+        "### 3 server processes", "", "x", "",
     ]
     assert page_markdown.section(None) == []
 
@@ -78,19 +90,31 @@ def test_report_html_writes_every_block_escaped() -> None:
                               "<figcaption>what to read</figcaption>\n</figure>\n"
                               '<figure class="plot" id="p2" data-plot="p2">\n<svg/>\n<figcaption>caption</figcaption>\n'
                               "</figure>\n")
-    assert figures.endswith('<ul class="notes"><li>a note\non two lines</li></ul>\n<p class="note">No series.</p>')
+    body = page_html.body(SECTION)
+    assert '<ul class="notes"><li>a note\non two lines</li></ul>\n<p class="note">No series.</p>\n' in body
+    rest = body.split('<p class="note">No series.</p>\n')[1].split("\n")
+    assert rest[:4] == ['<table class="kv"><thead><tr><th></th><th></th></tr></thead>', "<tbody>",
+                        "<tr><td><b>driver</b></td><td>550</td></tr>",
+                        "<tr><td><b>mig mode</b></td><td><code>{&quot;cuda:0&quot;: &quot;disabled&quot;}</code></td>"
+                        "</tr>"]
+    lines = next(r for r in rest if r.startswith('<tr><td><div class="slowdown"><span class="pct" data-pct="P95"'))
+    assert lines.endswith('<span class="n">n=90</span></span><br>asr 1.50x</div></td></tr>')
+    assert body.endswith('<details open class="arm"><summary>mps (worth it)</summary>\n<p>Why.</p>\n'
+                         '<h3>inside</h3>\n</details>\n<details class="servers"><summary>3 server processes</summary>\n'
+                         "<p>x</p>\n</details>")
 
 
 def test_both_writers_know_every_block_and_every_mark() -> None:
     """A new kind of block or mark is written by both pages, or this fails: neither falls through to another's."""
     blocks: tuple[Block, ...] = (Paragraph(("p",)), bullets(["b"]), table(("h",), [["c"]]),
-                                 Figure("f", "t", "<svg/>", "c"), Heading("h"))
+                                 Facts((("k", ("v",)),)), Figure("f", "t", "<svg/>", "c"), Heading("h"),
+                                 Part("p", (Paragraph(("q",)),)))
     assert {type(b) for b in blocks} == set(typing.get_args(Block))
     for b in blocks:
         page_html.block(b)
         page_markdown.block(b, 2)
-    marks: tuple[Inline, ...] = ("s", Strong("s"), Code("c"), Pct("1.0", None), Badge("b", "good"))
+    marks: tuple[Inline, ...] = ("s", Strong("s"), Em("e"), Code("c"), Pct("1.0", None), Badge("b", "good"))
     assert {type(m) for m in marks} == set(typing.get_args(Inline))
-    assert [page_markdown.inline(m) for m in marks] == ["s", "**s**", "`c`", "1.0", "**b**"]
-    assert [page_html.inline(m) for m in marks] == ["s", "<b>s</b>", "<code>c</code>", "1.0",
+    assert [page_markdown.inline(m) for m in marks] == ["s", "**s**", "*e*", "`c`", "1.0", "**b**"]
+    assert [page_html.inline(m) for m in marks] == ["s", "<b>s</b>", "<i>e</i>", "<code>c</code>", "1.0",
                                                     '<span class="badge good">b</span>']

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from bench_plugin.analysis.packing import best_arm, with_costs
-from bench_plugin.report.plan import best_text, growth_text, html_section, markdown, saved_text, terminal
+from bench_plugin.report import page_html, page_markdown
+from bench_plugin.report.plan import best_text, growth_text, saved_text, section, terminal
 from bench_plugin.results.limits import parse_limit
 from bench_plugin.results.plan import ArmPlan, GroupPlan, PlanDocument, TrafficPlan
 
@@ -63,6 +64,6 @@ def test_the_best_arm_says_why() -> None:
 def test_the_report_sections_carry_the_reason() -> None:
     plan = traffic_plan(arm("exclusive", 4), arm("mps", 3))
     document = PlanDocument(campaign="c", headroom=0.2, gpu_cost=None, method="m", plans=[plan])
-    assert "<p>Best: mps, with the fewest GPUs (3).</p>" in html_section(document, "exclusive")
-    assert "Best: mps, with the fewest GPUs (3)." in markdown(document, "exclusive")
+    assert "<p>Best: mps, with the fewest GPUs (3).</p>" in page_html.body(section(document, "exclusive"))
+    assert "Best: mps, with the fewest GPUs (3)." in page_markdown.section(section(document, "exclusive"))
     assert terminal(document, "exclusive").endswith("  best: mps, with the fewest GPUs (3)\n")

@@ -60,8 +60,7 @@ def test_the_markdown_has_a_scheduling_table_per_trial(pods_report: Path) -> Non
                 in section), name
         assert "- **shared**: longest Pending 2.5 s" in section and "preempted 1, evicted 1" in section
     report = (pods_report.parent / "report.md").read_text(encoding="utf-8")
-    assert report.index("## Operating boundary per arm") < report.index("## Scheduling") < report.index(
-        "## Conditions")
+    assert report.index("## Per-stage figures") < report.index("## Scheduling") < report.index("## Conditions")
 
 
 def test_summary_json_carries_the_pods(pods_report: Path) -> None:

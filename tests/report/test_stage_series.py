@@ -83,7 +83,7 @@ def test_prometheus_figures_sit_beside_nvml_figures_per_stage_and_class(make_cam
     assert (f"| 0 low | llm | cuda:0 | DCGM_FI_DEV_GPU_UTIL (%) | 50.0 | 60.0 | 2 | {util_mean:.1f} "
             f"| {util_peak:.1f} |") in md
     assert f"- stage 0 low: {NOTE}" in md
-    assert md.index("## Operating boundary") < md.index("## GPU series per stage") < md.index("## Conditions")
+    assert md.index("## Per-stage figures") < md.index("## GPU series per stage") < md.index("## Measurement checks")
 
 
 def test_notes_alone_still_say_what_was_missing(make_campaign: MakeCampaign) -> None:

@@ -242,7 +242,7 @@ def test_a_campaign_pins_each_class_and_records_and_reports_its_cores(tmp_path: 
     assert seen[f"llm {where['llm']['pid']}"] == {"0"}, seen
     assert seen[f"embedding {where['embedding']['pid']}"] == {"1"}, seen
     report = (results / "report.md").read_text()
-    assert "- arm disjoint, CPU cores of each server (read back at its start): llm 0; embedding 1" in report
+    assert "| llm | cpu | 0 |" in report and "| embedding | cpu | 1 |" in report  # its Servers table, as report.html
     html = (results / "report.html").read_text()
     assert "<th>device</th><th>cpus</th>" in html
     assert "<td>llm</td><td>cpu</td><td>0</td>" in html and "<td>embedding</td><td>cpu</td><td>1</td>" in html
