@@ -79,7 +79,7 @@ def _verdicts(summary: Summary) -> str:
     comparison = summary.comparison
     if not compared(comparison):
         return "not available (no control arm to compare with)"
-    names = verdict.stage_names(summary)
+    names = verdict.stage_labels(summary)
     calls = []
     for arm, comp in comparison.arms.items():
         if comp.is_control:
@@ -127,7 +127,7 @@ def _draw(summary: Summary) -> _Drawn:
     if "llm" in classes_of(summary):
         load.append(streaming_plot(summary, styles, comparison, bases))
     sharing = [p for p in (throughput_plot(summary, styles),
-                           fairness_plot(comparison, styles, verdict.stage_names(summary))) if p is not None]
+                           fairness_plot(comparison, styles, verdict.stage_labels(summary))) if p is not None]
     return _Drawn(answer.answer_plot(summary, styles), envelope.envelope_plot(summary, styles), load, sharing)
 
 

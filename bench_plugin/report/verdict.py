@@ -51,7 +51,7 @@ def badge(call: str | None) -> Badge:
     return Badge(call or Call.NO_VERDICT, CALL_CSS.get(call_kind(call) or "", "none"))
 
 
-def stage_names(summary: Summary) -> list[str]:
+def stage_labels(summary: Summary) -> list[str]:
     """``"0 low"``, ``"1 high"``...: each stage's index and name, from the first trial that ran it."""
     names: dict[int, str] = {}
     for trial in summary.trials:
@@ -129,7 +129,7 @@ def section(summary: Summary, comparison: Comparison) -> Section:
     """The section: the arms' table, then a part per arm (a note where there is no control to compare with)."""
     if not compared(comparison):
         return Section("verdict", "Verdict", (Paragraph((NOT_COMPARED,), "note"),))
-    names = stage_names(summary)
+    names = stage_labels(summary)
     bases = Bases(summary)
     rows: list[list[Inline]] = [
         [arm, comp.sharing or "-", Badge("control", "none") if comp.is_control else badge(_call(comp)),
