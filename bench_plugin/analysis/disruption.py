@@ -46,7 +46,8 @@ STABLE_S = 2.0
 
 RECOVERY_RULE = (f"recovered once every request succeeds within {SLOW_FACTOR:g}x the pre-disruption P95 for "
                  f"{STABLE_S:g} s up to the stage's end: the time from the disruption to the first request after "
-                 "the last failed or slow one (0 when none failed or was slow)")
+                 "the last failed or slow one (0 when none failed or was slow); a request's latency here leaves out "
+                 "how late the load generator itself sent it, which is not the disruption's doing")
 
 
 def _p95(values: Sequence[float]) -> float | None:
@@ -67,6 +68,12 @@ def _peak(after: Sequence[Sample], start_s: float, end_s: float,
     return peak
 
 
+def _served_ms(s: Sample) -> float:
+    """A request's latency less the load generator's own lateness in sending it (its wait for a free slot, the
+    servers' backlog, stays in)."""
+    return s.latency_ms - max(0.0, s.send_lag_ms)
+
+
 def _minus(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None else a - b
 
@@ -79,10 +86,11 @@ def class_interruption(samples: Sequence[Sample], start_s: float, end_s: float) 
     failed = sum(1 for s in after if not s.ok)
     p95_before = _p95(before)
     peak = _peak(after, start_s, end_s, lambda s: s.latency_ms)
-    limit = SLOW_FACTOR * p95_before if p95_before is not None else None
+    served_before = _p95([_served_ms(s) for s in samples if s.ok and s.intended_s < start_s])
+    limit = SLOW_FACTOR * served_before if served_before is not None else None
 
-    def bad(s: Sample) -> bool:
-        return not s.ok or (limit is not None and s.latency_ms > limit)
+    def bad(s: Sample) -> bool:  # a request the generator sent late is not the servers' to answer for
+        return not s.ok or (limit is not None and _served_ms(s) > limit)
 
     last_bad = max((i for i, s in enumerate(after) if bad(s)), default=None)
     recovered: float | None
