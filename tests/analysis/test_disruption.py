@@ -180,16 +180,34 @@ def test_a_local_restart_says_how_long_its_class_had_no_server_over_the_repeats(
 
 
 def test_a_request_the_load_generator_sent_late_does_not_delay_the_recovery() -> None:
-    """After the servers recovered (at 107 s), one request left the load generator 45 ms late on a busy host: 95 ms
-    from its intended send against a 50-ms P95 before. The servers answered it in 50 ms, so the recovery stands; a
-    request the servers themselves took 95 ms over moves it, as before."""
+    """After the servers recovered (at 107 s), requests left the load generator 45 ms late on a busy host: 95 ms
+    from their intended send against a 50-ms P95 before. The servers answered them in 50 ms, so the recovery
+    stands; the same latency from the servers moves it, where it is more than one request's tail."""
+    def at(samples: list[Sample], t: float, sent_late_s: float) -> list[Sample]:
+        out = list(samples)
+        for i, s in enumerate(out):
+            if abs(s.intended_s - (START + t)) < 1e-9:
+                out[i] = Sample(workload="llm", trial=1, segment=0, stage=0, seq=s.seq, item=0, intended_s=s.intended_s,
+                                sent_s=s.intended_s + sent_late_s, end_s=s.intended_s + 0.095, ok=True)
+        return out
+
+    late = llm_samples()
+    for t in (9.0, 9.1, 9.2):
+        late = at(late, t, 0.045)
+    assert class_interruption(late, DISRUPTED, START + STAGE_S).recovered_s == pytest.approx(2.0)
+    slow = llm_samples()
+    for t in (9.0, 9.1, 9.2):
+        slow = at(slow, t, 0.0)
+    # the windows from 108.5 s and 109 s hold the three: the first good one starts at 109.5 s
+    assert class_interruption(slow, DISRUPTED, START + STAGE_S).recovered_s == pytest.approx(4.5)
+
+
+def test_one_slow_request_is_the_tail_not_a_server_still_recovering() -> None:
+    """One request of 95 ms among its window's ten (P95 before: 50 ms) is the tail a busy host gives every stage:
+    the window's P95 stays within 1.5x, and the recovery stands at 107 s."""
     samples = llm_samples()
-    late = next(i for i, s in enumerate(samples) if s.intended_s >= START + 9.0)
-    s = samples[late]
-    samples[late] = Sample(workload="llm", trial=1, segment=0, stage=0, seq=s.seq, item=0, intended_s=s.intended_s,
-                           sent_s=s.intended_s + 0.045, end_s=s.intended_s + 0.095, ok=True)
-    figures = class_interruption(samples, DISRUPTED, START + STAGE_S)
-    assert samples[late].latency_ms == pytest.approx(95.0) and figures.recovered_s == pytest.approx(2.0)
-    samples[late] = Sample(workload="llm", trial=1, segment=0, stage=0, seq=s.seq, item=0, intended_s=s.intended_s,
-                           sent_s=s.intended_s, end_s=s.intended_s + 0.095, ok=True)
-    assert class_interruption(samples, DISRUPTED, START + STAGE_S).recovered_s == pytest.approx(4.1)
+    i = next(i for i, s in enumerate(samples) if s.intended_s >= START + 9.0)
+    s = samples[i]
+    samples[i] = Sample(workload="llm", trial=1, segment=0, stage=0, seq=s.seq, item=0, intended_s=s.intended_s,
+                        sent_s=s.intended_s, end_s=s.intended_s + 0.095, ok=True)
+    assert class_interruption(samples, DISRUPTED, START + STAGE_S).recovered_s == pytest.approx(2.0)
