@@ -19,7 +19,10 @@ from harness import RESTART_ORDER, ROOT, Campaign, run_campaign, run_locust
 from bench_plugin.results.store import open_campaign
 from bench_plugin.results.summary import Summary, load_summary
 
-pytestmark = pytest.mark.slow
+# timings against a known truth (a recovery within a second of the new server taking over): alone on the machine.
+# Beside the other lanes the host pauses the servers for tens of milliseconds at a time (other processes at 1 of
+# 2 cores), and a 20-ms class then reads slow in a window after its recovery whatever the rule.
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 COLD_START_S = 1.5
 HOLD_S = 1.5
