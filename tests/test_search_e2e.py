@@ -177,11 +177,13 @@ def test_a_stage_its_load_generator_fell_behind_in_is_set_aside_and_run_again(tm
     (lapsed,) = [p for p in probes if 1 in p["set_aside"]]
     others = [i for p in probes if p is not lapsed for i in p["set_aside"]]
     assert all(trial["stages"][i]["generator_limited"] for i in others), others
-    # the lapse is its probe's last set aside (a stage before it, at the same load, may be one the busy host made)
-    assert lapsed["scale"] in (1.0, 2.0) and lapsed["set_aside"][-1] == 1 and 1 not in lapsed["stages"], lapsed
+    # the lapse is one of its probe's set-asides: a stage before or after it at the same load may be one the busy
+    # host made, flagged as well
+    assert lapsed["scale"] in (1.0, 2.0) and 1 in lapsed["set_aside"] and 1 not in lapsed["stages"], lapsed
     assert all(trial["stages"][i]["generator_limited"] for i in lapsed["set_aside"]), lapsed
-    # the rerun is the next stage (an extension may follow it where a busy host left the rerun undecided)
-    assert 2 in lapsed["stages"] and lapsed["decision"]["set_aside"] == lapsed["set_aside"] and lapsed["passed"], lapsed
+    # the rerun came after it at the same load (an extension may follow where a busy host left the rerun undecided)
+    assert lapsed["stages"] and min(lapsed["stages"]) > 1 and lapsed["passed"], lapsed
+    assert lapsed["decision"]["set_aside"] == lapsed["set_aside"], lapsed
     # the hog's loop is busy 95% of the stage: CPU-bound where it got its core, stalled where the host held it back
     lapse = trial["stages"][1]["generator_limited"] or ""
     assert lapse.startswith(("CPU-bound: ", "stalled: ")), lapse
