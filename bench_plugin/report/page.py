@@ -65,11 +65,6 @@ Text = tuple[Inline, ...]
 """A line of text: its pieces in order."""
 
 
-def text(*parts: Inline) -> Text:
-    """A line of text from its pieces."""
-    return parts
-
-
 @dataclass(frozen=True)
 class Paragraph:
     """A paragraph; ``css`` (report.html's class, e.g. ``note``) changes only its look."""
