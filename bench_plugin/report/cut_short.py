@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from bench_plugin.analysis.boundary import format_offered
-from bench_plugin.report.page import Paragraph, Section, table
+from bench_plugin.report.page import Item, Paragraph, Section, table
 from bench_plugin.results.summary import ClassStats, Percentiles, StageSummary, Summary, TrialSummary
 from bench_plugin.results.words import JUDGED_STATUSES
 
@@ -85,8 +85,8 @@ def section(summary: Summary) -> Section | None:
     return Section("cut-short", "Stages cut short", (Paragraph((NOTE,), "note"), table(HEADINGS, rows)))
 
 
-def terminal(summary: Summary, arm: str) -> list[str]:
-    """One line per stage of ``arm`` cut short, for the terminal answer."""
+def terminal(summary: Summary, arm: str) -> list[Item]:
+    """One bullet per stage of ``arm`` cut short, for the terminal answer."""
     out = []
     for cut in cut_short(summary, arm):
         figures = "; ".join(f"{name} {stats.requests} requests" + "".join(
@@ -95,6 +95,6 @@ def terminal(summary: Summary, arm: str) -> list[str]:
                                                            ("TPOT P95", (stats.tpot_ms or {}).get("p95")))
             if value is not None) for name, stats in cut.stage.classes.items())
         load = ", ".join(f"{name} {rate:.3g}" for name, rate in cut.stage.offered.items())
-        out.append(f"    stage {cut.stage.index} ({load} req/s), repeat {cut.trial.repeat}: CUT SHORT "
-                   f"({cut.stage.status}) after {cut.ran}, not counted: {figures}")
+        out.append(Item((f"stage {cut.stage.index} ({load} req/s), repeat {cut.trial.repeat}: CUT SHORT "
+                         f"({cut.stage.status}) after {cut.ran}, not counted: {figures}",)))
     return out

@@ -17,7 +17,7 @@ import numpy as np
 
 from bench_plugin.analysis.envelope_model import predicted_scale
 from bench_plugin.report.figures import ArmStyle, DataMarks, Layout, Plot, figure_svg, grid, new_figure, style
-from bench_plugin.report.page import Block, Figure, Heading, Paragraph, Section, table
+from bench_plugin.report.page import Block, Figure, Heading, Item, Paragraph, Section, bullets, table
 from bench_plugin.results.limits import limits_text
 from bench_plugin.results.summary import Envelope, EnvelopeFit, EnvelopeRay, Summary
 from bench_plugin.results.words import Hold, SearchStatus
@@ -134,18 +134,17 @@ def section(summary: Summary, plot: Plot | None = None) -> Section | None:
     return Section("envelope", "Operating envelope", tuple(blocks))
 
 
-def terminal(summary: Summary) -> list[str]:
-    """The terminal's envelope lines: per arm, each ray's boundary, and the model's held-out error."""
-    lines = []
+def terminal(summary: Summary) -> list[Item]:
+    """The terminal answer's envelope: per arm, each ray's boundary, and the model's held-out error."""
+    out = []
     for name, envelope in envelopes(summary):
-        lines.append(f"  {name} envelope:")
-        for ray in envelope.rays:
-            tag = " (held out)" if ray.held_out else ""
-            lines.append(f"    {ray.name}{tag}: {_boundary(ray)}, scale {_scale(ray)}; "
-                         f"breaks first: {limits_text(ray.limit) or '-'}; model {_predicted(ray, envelope.model)}")
+        rays = [f"{ray.name}{' (held out)' if ray.held_out else ''}: {_boundary(ray)}, scale {_scale(ray)}; "
+                f"breaks first: {limits_text(ray.limit) or '-'}; model {_predicted(ray, envelope.model)}"
+                for ray in envelope.rays]
         if envelope.model is not None:
-            lines.append(f"    model valid for {envelope.model.validated}")
-    return lines
+            rays.append(f"model valid for {envelope.model.validated}")
+        out.append(Item((f"{name} envelope:",), bullets(rays)))
+    return out
 
 
 def _faces(summary: Summary) -> list[tuple[str, str]]:

@@ -1,4 +1,5 @@
-"""The capacity plan in words: the terminal text of `bench-plugin plan`, and its section in report.html and report.md.
+"""The capacity plan in words: the terminal text of `bench-plugin plan`, and its section in report.html and report.md,
+both trees of the document's blocks (report/page.py).
 
 Each traffic gets one line per arm: its GPUs, how the classes are packed on them, the growth it absorbs
 and what breaks first, its cost and what it saves against the control, and whether it rests on the
@@ -7,7 +8,8 @@ envelope model outside where the model was validated.
 
 from __future__ import annotations
 
-from bench_plugin.report.page import Block, Heading, Paragraph, Section, table
+from bench_plugin.report import page_text
+from bench_plugin.report.page import Block, Bullets, Heading, Item, Paragraph, Section, bullets, table
 from bench_plugin.results.limits import limits_text
 from bench_plugin.results.plan import ArmPlan, GroupPlan, PlanDocument, TrafficPlan
 
@@ -101,14 +103,14 @@ def arm_line(plan: ArmPlan, control: bool) -> str:
 
 
 def terminal(document: PlanDocument, control: str | None) -> str:
-    """What `bench-plugin plan` prints."""
-    lines = []
+    """What `bench-plugin plan` prints: per traffic a bullet, its arms' plans and the best arm under it, written for
+    a terminal (report.page_text)."""
     cost = f", GPU cost {money(document.gpu_cost)}" if document.gpu_cost is not None else ""
-    for plan in document.plans:
-        lines.append(f"Plan for {traffic_text(plan.traffic)} (headroom {document.headroom:.0%}{cost}):")
-        lines += [f"  {arm_line(arm, arm.arm == control)}" for arm in plan.arms]
-        lines.append(f"  best: {best_text(plan)}")
-    return "\n".join(lines) + "\n"
+    items = tuple(Item((f"Plan for {traffic_text(plan.traffic)} (headroom {document.headroom:.0%}{cost}):",),
+                       bullets([*(arm_line(arm, arm.arm == control) for arm in plan.arms),
+                                f"best: {best_text(plan)}"]))
+                  for plan in document.plans)
+    return "".join(f"{text}\n" for text in page_text.block(Bullets(items)))
 
 
 def _rows(plan: TrafficPlan, control: str | None) -> list[list[str]]:

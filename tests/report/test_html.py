@@ -17,9 +17,11 @@ import numpy as np
 import pytest
 from stored_scenario import resolved
 
+from bench_plugin.report import page_text
 from bench_plugin.report.answer import sentence
 from bench_plugin.report.clock import campaign_clock
 from bench_plugin.report.comparison import NO_COMPARISON
+from bench_plugin.report.document import FOOTER, build
 from bench_plugin.report.html import stored, write_report
 from bench_plugin.report.markdown import render_report
 from bench_plugin.report.outputs import write_summaries
@@ -332,8 +334,14 @@ def test_markdown_written_beside_matches_render_report(default_results: Path, de
     results = default_results
     summary = load_summary(results / "summary.json")
     with open_store(results / "results.sqlite") as db:
-        expected = render_report(summary, stored(summary, db))  # the same page, without its pictures
-    assert (results / "report.md").read_text(encoding="utf-8") == expected
+        kept = stored(summary, db)
+    expected = render_report(summary, kept)  # the same page, without its pictures
+    md = (results / "report.md").read_text(encoding="utf-8")
+    assert md == expected
+    # the terminal's writer writes the same page: the same sections under the same titles, in the same order
+    text = page_text.page(build(summary, kept)).splitlines()
+    titles = [text[i + 1] for i, line in enumerate(text[:-1]) if line == "" and text[i + 1][:1] not in " "]
+    assert titles == [line.removeprefix("## ") for line in md.splitlines() if line.startswith("## ")] + [FOOTER]
 
 
 def test_a_folder_without_summary_json_is_refused_with_the_reason(tmp_path: Path) -> None:

@@ -1,10 +1,11 @@
-"""One document tree, two pages: every block and mark of report/page.py written as report.md and report.html."""
+"""One document tree, three writers: every block and mark of report/page.py written as report.md, report.html and
+terminal text."""
 
 from __future__ import annotations
 
 import typing
 
-from bench_plugin.report import page_html, page_markdown
+from bench_plugin.report import page_html, page_markdown, page_text
 from bench_plugin.report.basis import LOW_MARK, Basis
 from bench_plugin.report.page import (
     Badge,
@@ -18,6 +19,7 @@ from bench_plugin.report.page import (
     Inline,
     Item,
     Lines,
+    Page,
     Paragraph,
     Part,
     Pct,
@@ -104,8 +106,37 @@ def test_report_html_writes_every_block_escaped() -> None:
                          "<p>x</p>\n</details>")
 
 
+def test_terminal_text_writes_every_block_plainly_and_leaves_figures_out() -> None:
+    """No markup: marks are their text, a percentile keeps its count and low mark as in report.md; bullets nest by
+    indentation; a table's columns line up under a rule; a part's blocks sit one level in."""
+    assert page_text.section(SECTION) == [
+        "", "Measurement checks",
+        "  Read this with a|b & <care>.",
+        "  Trial 1: mps r1",
+        "  class  P95 ms         verdict   reasons",
+        "  -----  -------------  --------  -----------------------------",
+        f"  llm    40.0 (n=31) {LOW_MARK}  worth it  fails (llm P95; asr P95); x|y",
+        "  asr    40.0 (n=90)    -         -",
+        "  a note on two lines",
+        "  No series.",
+        "  driver: 550",
+        '  mig mode: {"cuda:0": "disabled"}',
+        "  P95 slowdown",
+        "  ---------------------------",
+        "  llm 2.00x (n=90); asr 1.50x",
+        "  mps (worth it)",
+        "    Why.",
+        "    inside",
+        "  3 server processes",
+        "    x",
+    ]
+    nested = Bullets((Item(("arm",), Bullets((Item(("stage 0",), bullets(["disrupted"])),))),))
+    assert page_text.page(Page("head", (("status", "completed"),), (Section("a", "", (nested,)),), "", "completed",
+                               "1")) == "head\n  status: completed\n  arm\n    stage 0\n      disrupted\n"
+
+
 def test_both_writers_know_every_block_and_every_mark() -> None:
-    """A new kind of block or mark is written by both pages, or this fails: neither falls through to another's."""
+    """A new kind of block or mark is written by every writer, or this fails: none falls through to another's."""
     blocks: tuple[Block, ...] = (Paragraph(("p",)), bullets(["b"]), table(("h",), [["c"]]),
                                  Facts((("k", ("v",)),)), Figure("f", "t", "<svg/>", "c"), Heading("h"),
                                  Part("p", (Paragraph(("q",)),)))
@@ -113,8 +144,10 @@ def test_both_writers_know_every_block_and_every_mark() -> None:
     for b in blocks:
         page_html.block(b)
         page_markdown.block(b, 2)
+        page_text.block(b)
     marks: tuple[Inline, ...] = ("s", Strong("s"), Em("e"), Code("c"), Pct("1.0", None), Badge("b", "good"))
     assert {type(m) for m in marks} == set(typing.get_args(Inline))
     assert [page_markdown.inline(m) for m in marks] == ["s", "**s**", "*e*", "`c`", "1.0", "**b**"]
+    assert [page_text.inline(m) for m in marks] == ["s", "s", "e", "c", "1.0", "b"]
     assert [page_html.inline(m) for m in marks] == ["s", "<b>s</b>", "<i>e</i>", "<code>c</code>", "1.0",
                                                     '<span class="badge good">b</span>']

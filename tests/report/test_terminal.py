@@ -1,14 +1,17 @@
-"""The terminal answer: a campaign that did not complete says so first (status, cause, when); per arm its figure per
-device against the control's and the next step; the stages cut short with what they measured; no empty figures."""
+"""The terminal answer, a page of the document tree: a campaign that did not complete says so first (status, cause,
+when); per arm its figure per device against the control's and the next step; the stages cut short with what they
+measured; no empty figures."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
 
+from bench_plugin.report import page_text
 from bench_plugin.report.clock import clock
 from bench_plugin.report.outputs import summarise
-from bench_plugin.report.terminal import render_answer
+from bench_plugin.report.page import Bullets, Paragraph
+from bench_plugin.report.terminal import answer_page, render_answer
 
 MakeCampaign = Callable[..., Path]
 
@@ -59,3 +62,18 @@ def test_a_stage_cut_short_is_shown_with_what_it_measured(make_campaign: MakeCam
     assert lines[0].startswith(f"    stage {stage.index} (")
     assert f"repeat {trial.repeat}: CUT SHORT (interrupted)" in lines[0]
     assert f"llm {llm.requests} requests, P95 {llm.latency_ms['p95']:.0f} ms" in lines[0]
+
+
+def test_the_answer_is_a_page_of_the_document_tree(make_campaign: MakeCampaign) -> None:
+    """The terminal writes a tree of the report's own blocks: each arm a bullet, its stages and next step under it."""
+    summary = summarise(make_campaign(comparison="analysis"))
+    page = answer_page(summary, Path("r/report.html"))
+    assert render_answer(summary, Path("r/report.html")) == page_text.page(page)
+    (section,) = page.sections
+    arms = next(b for b in section.blocks if isinstance(b, Bullets)).items
+    assert [page_text.line(arm.text).split(":")[0] for arm in arms] == list(summary.comparison.arms)
+    for arm in arms:
+        assert arm.sub is not None
+        under = [page_text.line(item.text) for item in arm.sub.items]
+        assert under[0].startswith("stage 0 (") and under[-1].startswith("next: ")
+    assert section.blocks[-1] == Paragraph(("report: r/report.html",))
