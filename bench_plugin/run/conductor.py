@@ -447,6 +447,7 @@ class Conductor:
                                    assignment.end_s, assignment.duration_s, arrivals)
         status = StageStatus.INTERRUPTED  # until the stage has run
         reason: str | None = "the stage could not start"
+        stop: ServerGone | ProtocolFailure | None = None  # what ends the trial once the stage is closed
         window, disruption = None, None
         try:  # from here on the stage row exists: whatever stops the run closes it (a stop can come while announcing)
             try:
@@ -459,7 +460,7 @@ class Conductor:
                                                 classes, start, self.probe_at)
             if disruption is not None:
                 self.disrupted.add(trial.id)
-            status, reason = self._watch(assignment, ledger, disrupted=disruption is not None)
+            status, reason, stop = self._watch(assignment, ledger, disrupted=disruption is not None)
             if status != StageStatus.COMPLETED:
                 self.fleet.stop_stage(assignment.key)
                 logger.warning("trial %d stage %d %s: %s", trial.id, index, status, reason)
@@ -480,15 +481,11 @@ class Conductor:
             self.tally = None
             if disruption is not None:
                 disruption.end(stopped=status == StageStatus.INTERRUPTED)
-        gone = reason is not None and reason.startswith(SERVER_GONE)
-        stopped_early = status in (StageStatus.ABORTED, StageStatus.INTERRUPTED) or gone
+        stopped_early = status in (StageStatus.ABORTED, StageStatus.INTERRUPTED) or isinstance(stop, ServerGone)
         self.unverified.append((assignment.key, stopped_early))
-        if gone and reason is not None:
-            self._drain(trial, segment)  # keep what was measured up to the server's exit, then stop
-            raise ServerGone(f"stage {index}: {reason.removeprefix(SERVER_GONE)}")
-        if reason is not None and reason.startswith(PROTOCOL_FAILURE):
-            self._drain(trial, segment)  # keep what was measured, then stop: every stage would measure the same
-            raise ProtocolFailure(reason.removeprefix(PROTOCOL_FAILURE))
+        if stop is not None:  # a server exited (keep what was measured up to its exit), or a protocol failure
+            self._drain(trial, segment)  # (keep what was measured: every stage would measure the same); then stop
+            raise stop
         if status == StageStatus.INVALID:
             self._drain(trial, segment)  # keep what the remaining workers measured, then stop
             raise StageInvalid(f"trial {trial.id} stage {index} is invalid: {reason}")
@@ -537,9 +534,10 @@ class Conductor:
         load = self._class_load(name, url, 0.0)
         return self.probers[name](load, probe_item(name, self.request_sets[name]))
 
-    def _watch(self, assignment: StageAssignment, ledger: StageLedger,
-               disrupted: bool = False) -> tuple[StageStatus, str | None]:
-        """Sleep through the stage, checking the rollback conditions and the load generators twice a second.
+    def _watch(self, assignment: StageAssignment, ledger: StageLedger, disrupted: bool = False
+               ) -> tuple[StageStatus, str | None, ServerGone | ProtocolFailure | None]:
+        """Sleep through the stage, checking the rollback conditions and the load generators twice a second: its
+        status, the reason recorded for it, and what ends the trial after it (a server gone, a protocol failure).
 
         A ``disrupted`` stage is never rolled back: its errors and its latency spike are what it measures."""
         while (remaining := assignment.end_s - time.time()) > 0:
@@ -548,21 +546,22 @@ class Conductor:
                 raise StoreWriteError(self.recorder.failure)
             gone = self._exited(list(assignment.classes))
             if gone is not None:
-                return StageStatus.INVALID, SERVER_GONE + gone + " mid-stage"
+                gone += " mid-stage"
+                return StageStatus.INVALID, SERVER_GONE + gone, ServerGone(f"stage {assignment.stage}: {gone}")
             lost = self.fleet.lost(ledger)
             if lost and all(why == QUIT for why in lost.values()):
-                return StageStatus.INTERRUPTED, "; ".join(f"worker {w} quit mid-stage" for w in sorted(lost))
+                return StageStatus.INTERRUPTED, "; ".join(f"worker {w} quit mid-stage" for w in sorted(lost)), None
             if lost:
                 return StageStatus.INVALID, "; ".join(f"worker {w} was lost mid-stage ({why})"
-                                                     for w, why in sorted(lost.items()))
+                                                     for w, why in sorted(lost.items())), None
             assert self.tally is not None
             failure = self.tally.protocol_failure()
             if failure is not None:
-                return StageStatus.ABORTED, PROTOCOL_FAILURE + failure
+                return StageStatus.ABORTED, PROTOCOL_FAILURE + failure, ProtocolFailure(failure)
             reason = None if disrupted else self.guard.check(self.tally, self.fleet.in_flight_of(assignment.key))
             if reason is not None:
-                return StageStatus.ABORTED, reason
-        return StageStatus.COMPLETED, None
+                return StageStatus.ABORTED, reason, None
+        return StageStatus.COMPLETED, None, None
 
     def _drain(self, trial: Trial, segment: int) -> None:
         """Wait for what is in flight before the servers go, then check each stage's accounting.
