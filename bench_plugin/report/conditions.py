@@ -155,4 +155,4 @@ def section(summary: Summary, record: CampaignRecord | None = None, trials: Sequ
                                   for arm, classes in cores.items()))
         blocks.append(Paragraph(("Each arm's settings and each server's command line are in results.sqlite "
                                  "(trials.arm_config, segments.placement).",)))
-    return Section("conditions", "Conditions (everything needed to run it again)", tuple(blocks))
+    return Section("conditions", "Conditions (everything needed to run it again)", tuple(blocks), "Conditions")

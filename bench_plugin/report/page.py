@@ -179,6 +179,8 @@ class Section:
     id: str
     title: str
     blocks: tuple[Block, ...]
+    short: str = ""
+    """Its name in report.html's contents line where the title is long (``Conditions``); "": the title."""
 
 
 @dataclass(frozen=True)

@@ -120,7 +120,7 @@ def section(value: Section) -> str:
 def page(value: Page) -> str:
     """The whole of report.html."""
     facts = "".join(f"<div><dt>{esc(k)}</dt><dd>{esc(v)}</dd></div>" for k, v in value.facts)
-    nav = " · ".join(f'<a href="#{esc(s.id)}">{esc(s.title.split(" (")[0])}</a>' for s in value.sections)
+    nav = " · ".join(f'<a href="#{esc(s.id)}">{esc(s.short or s.title)}</a>' for s in value.sections)
     sections = "\n".join(section(s) for s in value.sections)
     return f"""<!doctype html>
 <html lang="en">

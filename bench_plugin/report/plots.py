@@ -14,6 +14,7 @@ arms at the same load are nudged sideways a little so their error bars do not hi
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 from matplotlib.axes import Axes
@@ -50,14 +51,22 @@ LAYOUT = Layout(left=0.8, right=0.3, top=0.35, bottom=1.0, wgap=1.0)
 """Panels side by side; the bottom margin holds the x labels and the arm legend."""
 HEIGHT_IN = 3.7
 
-METRIC_LABELS: dict[str, tuple[str, str | None]] = {
-    "latency_p50_ms": ("P50 latency (ms)", None),
-    "latency_p95_ms": ("P95 latency (ms)", "p95_ms"),
-    "ttft_p95_ms": ("TTFT P95 (ms)", "ttft_p95_ms"),
-    "tpot_p95_ms": ("TPOT P95 (ms per token)", "tpot_p95_ms"),
-    "itl_p95_ms": ("ITL P95 (ms per chunk)", None),
+class MetricLabel(NamedTuple):
+    """How a figure drawn against load is named: its name, its unit and the SLO key that bounds it."""
+
+    name: str
+    unit: str
+    slo_key: str | None
+
+
+METRIC_LABELS: dict[str, MetricLabel] = {
+    "latency_p50_ms": MetricLabel("P50 latency", "ms", None),
+    "latency_p95_ms": MetricLabel("P95 latency", "ms", "p95_ms"),
+    "ttft_p95_ms": MetricLabel("TTFT P95", "ms", "ttft_p95_ms"),
+    "tpot_p95_ms": MetricLabel("TPOT P95", "ms per token", "tpot_p95_ms"),
+    "itl_p95_ms": MetricLabel("ITL P95", "ms per chunk", None),
 }
-"""A class's figure over repeats (ArmClassFigures) -> (axis label, the SLO key that bounds it)."""
+"""A class's figure over repeats (ArmClassFigures) -> how it is named."""
 
 FIGURES: dict[str, Callable[[ArmClassFigures], Spread | None]] = {
     "latency_p50_ms": lambda f: f.latency_p50_ms,
@@ -220,7 +229,7 @@ def _metric_panel(ax: Axes, summary: Summary, cls: str, key: str, styles: dict[s
 
     False when there is nothing to draw; else whether some point was drawn hollow (too few samples).
     """
-    label, slo_key = METRIC_LABELS[key]
+    name, unit, slo_key = METRIC_LABELS[key]
     span = _x_span(summary, cls)
     lows, highs = [], []
     hollow = False
@@ -264,9 +273,9 @@ def _metric_panel(ax: Axes, summary: Summary, cls: str, key: str, styles: dict[s
         _slo_line(ax, float(slo), f"SLO {slo:g} ms", class_colour(cls))
     _boundaries(ax, cls, comparison, styles)
     _load_ticks(ax, summary, cls)
-    ax.set_ylabel(label + ", log scale")
+    ax.set_ylabel(f"{name} ({unit}), log scale")
     ax.set_xlabel(load_label(summary, cls))
-    ax.set_title(f"{cls}: {label.split(' (')[0]}", color=class_colour(cls))
+    ax.set_title(f"{cls}: {name}", color=class_colour(cls))
     return hollow
 
 

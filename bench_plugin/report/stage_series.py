@@ -12,7 +12,6 @@ nor notes has no table, and a campaign without any has no section.
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -82,11 +81,9 @@ def read_trial_series(db: sqlite3.Connection, trials: Sequence[TrialRecord]) -> 
 
 
 def unit(metric: str) -> str:
-    """The unit of a DCGM field from its HELP text (``MiB``, ``W``, ``%``), ``ratio`` for profiling fields."""
-    if metric in PROFILING_FIELDS:
-        return "ratio"
-    found = re.search(r"\(in ([^)]+)\)", FIELDS[metric].help) if metric in FIELDS else None
-    return found.group(1) if found else ""
+    """The unit of a DCGM field (``MiB``, ``W``, ``%``; ``ratio`` for profiling fields); "" for one not known."""
+    field = FIELDS.get(metric) or PROFILING_FIELDS.get(metric)
+    return field.unit if field is not None else ""
 
 
 def number(value: float | None, metric: str) -> str:

@@ -18,6 +18,17 @@ from matplotlib.axes import Axes
 
 from bench_plugin.report.figures import DataMarks, class_colour, plain_y
 from bench_plugin.results.store import TelemetrySeries, TrialRecord
+from bench_plugin.telemetry.fields import (
+    FB_TOTAL,
+    FB_USED,
+    FIELDS,
+    GPU_UTIL,
+    MEM_COPY_UTIL,
+    POWER_USAGE,
+    PROCESS_MEM_UTIL,
+    PROCESS_MEMORY,
+    PROCESS_SM_UTIL,
+)
 
 _DEVICE_COLOURS = ("#333333", "#e6550d", "#3182bd", "#31a354", "#756bb1", "#636363")
 
@@ -26,18 +37,27 @@ _DEVICE_COLOURS = ("#333333", "#e6550d", "#3182bd", "#31a354", "#756bb1", "#6363
 class TelemetryPanel:
     """One panel: a device-wide series, its per-process counterpart and, for memory, the capacity."""
 
-    label: str
+    title: str
     device_metric: str
     process_metric: str | None = None
     capacity_metric: str | None = None
 
+    @property
+    def unit(self) -> str:
+        """What its values are in: its device-wide field's unit (telemetry.fields)."""
+        return FIELDS[self.device_metric].unit
+
+    @property
+    def label(self) -> str:
+        """``VRAM used (MiB)``."""
+        return f"{self.title} ({self.unit})"
+
 
 PANELS: tuple[TelemetryPanel, ...] = (
-    TelemetryPanel("GPU utilisation (%)", "DCGM_FI_DEV_GPU_UTIL", "bench_process_sm_util"),
-    TelemetryPanel("VRAM used (MiB)", "DCGM_FI_DEV_FB_USED", "bench_process_gpu_memory_used_mib",
-                   "DCGM_FI_DEV_FB_TOTAL"),
-    TelemetryPanel("memory bandwidth utilisation (%)", "DCGM_FI_DEV_MEM_COPY_UTIL", "bench_process_mem_util"),
-    TelemetryPanel("power (W)", "DCGM_FI_DEV_POWER_USAGE"),
+    TelemetryPanel("GPU utilisation", GPU_UTIL, PROCESS_SM_UTIL),
+    TelemetryPanel("VRAM used", FB_USED, PROCESS_MEMORY, FB_TOTAL),
+    TelemetryPanel("memory bandwidth utilisation", MEM_COPY_UTIL, PROCESS_MEM_UTIL),
+    TelemetryPanel("power", POWER_USAGE),
 )
 """The panels, top to bottom; a panel without rows in the trial's window is left out."""
 
@@ -89,9 +109,8 @@ def draw_panel(ax: Axes, panel: TelemetryPanel, series: list[TelemetrySeries], t
             continue
         marks.tag(ax.plot(s.t - t0, s.value, color=device_colour, linewidth=2.0,
                           label=f"{s.device} (whole device)")[0])
-    unit = panel.label.split(" (")[-1].rstrip(")")
-    ax.set_ylabel(unit)
-    if unit == "%":
+    ax.set_ylabel(panel.unit)
+    if panel.unit == "%":
         ax.set_ylim(0, 105)  # the whole scale: "half busy" must look half busy
     else:
         ax.set_ylim(bottom=0)

@@ -119,7 +119,7 @@ def render(
     metrics = sorted({metric for metric, _, _ in newest}, key=lambda m: (order.get(m, len(order)), m))
     lines: list[str] = []
     for metric in metrics:
-        spec = FIELDS.get(metric, Field(metric, "gauge", ""))
+        spec = FIELDS.get(metric, Field(metric, "gauge", "", ""))
         lines.append(f"# HELP {metric} {escape_help(spec.help)}")
         lines.append(f"# TYPE {metric} {spec.prom_type}")
         series = sorted((k for k in newest if k[0] == metric), key=lambda k: (infos[k[1]].index, k[1], k[2] or ""))

@@ -24,12 +24,14 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class Field:
-    """One series: its name, Prometheus type and HELP text."""
+    """One series: its name, Prometheus type, HELP text and unit."""
 
     name: str
     prom_type: str
     """``gauge`` or ``counter`` (a counter keeps its DCGM name: no ``_total`` suffix, as dcgm-exporter)."""
     help: str
+    unit: str
+    """What a value is in (``MiB``, ``W``, ``%``; ``ratio`` for a profiling field): the HELP text's ``(in ...)``."""
 
 
 SM_CLOCK = "DCGM_FI_DEV_SM_CLOCK"
@@ -54,20 +56,23 @@ DRIVER_VERSION = "DCGM_FI_DRIVER_VERSION"
 FIELDS: dict[str, Field] = {
     f.name: f
     for f in (
-        Field(SM_CLOCK, "gauge", "SM clock frequency (in MHz)."),
-        Field(MEM_CLOCK, "gauge", "Memory clock frequency (in MHz)."),
-        Field(GPU_TEMP, "gauge", "GPU temperature (in C)."),
-        Field(POWER_USAGE, "gauge", "Power draw (in W)."),
-        Field(TOTAL_ENERGY, "counter", "Total energy consumption since boot (in mJ)."),
-        Field(GPU_UTIL, "gauge", "GPU utilization (in %)."),
-        Field(MEM_COPY_UTIL, "gauge", "Memory utilization (in %)."),
-        Field(FB_FREE, "gauge", "Framebuffer memory free (in MiB)."),
-        Field(FB_USED, "gauge", "Framebuffer memory used (in MiB)."),
-        Field(FB_RESERVED, "gauge", "Framebuffer memory reserved (in MiB)."),
-        Field(FB_TOTAL, "gauge", "Framebuffer memory total (in MiB)."),
-        Field(PROCESS_MEMORY, "gauge", "GPU memory used by one process (in MiB), from NVML's running processes."),
-        Field(PROCESS_SM_UTIL, "gauge", "SM utilization of one process over NVML's last sample period (in %)."),
-        Field(PROCESS_MEM_UTIL, "gauge", "Memory utilization of one process over NVML's last sample period (in %)."),
+        Field(SM_CLOCK, "gauge", "SM clock frequency (in MHz).", "MHz"),
+        Field(MEM_CLOCK, "gauge", "Memory clock frequency (in MHz).", "MHz"),
+        Field(GPU_TEMP, "gauge", "GPU temperature (in C).", "C"),
+        Field(POWER_USAGE, "gauge", "Power draw (in W).", "W"),
+        Field(TOTAL_ENERGY, "counter", "Total energy consumption since boot (in mJ).", "mJ"),
+        Field(GPU_UTIL, "gauge", "GPU utilization (in %).", "%"),
+        Field(MEM_COPY_UTIL, "gauge", "Memory utilization (in %).", "%"),
+        Field(FB_FREE, "gauge", "Framebuffer memory free (in MiB).", "MiB"),
+        Field(FB_USED, "gauge", "Framebuffer memory used (in MiB).", "MiB"),
+        Field(FB_RESERVED, "gauge", "Framebuffer memory reserved (in MiB).", "MiB"),
+        Field(FB_TOTAL, "gauge", "Framebuffer memory total (in MiB).", "MiB"),
+        Field(PROCESS_MEMORY, "gauge", "GPU memory used by one process (in MiB), from NVML's running processes.",
+              "MiB"),
+        Field(PROCESS_SM_UTIL, "gauge", "SM utilization of one process over NVML's last sample period (in %).",
+              "%"),
+        Field(PROCESS_MEM_UTIL, "gauge",
+              "Memory utilization of one process over NVML's last sample period (in %).", "%"),
     )
 }
 """Every series we write, in dcgm-exporter's CSV order, then ours."""
@@ -81,10 +86,10 @@ PROF_DRAM_ACTIVE = "DCGM_FI_PROF_DRAM_ACTIVE"
 PROFILING_FIELDS: dict[str, Field] = {
     f.name: f
     for f in (
-        Field(PROF_GR_ENGINE_ACTIVE, "gauge", "Ratio of time the graphics engine is active."),
-        Field(PROF_SM_ACTIVE, "gauge", "The ratio of cycles an SM has at least 1 warp assigned."),
+        Field(PROF_GR_ENGINE_ACTIVE, "gauge", "Ratio of time the graphics engine is active.", "ratio"),
+        Field(PROF_SM_ACTIVE, "gauge", "The ratio of cycles an SM has at least 1 warp assigned.", "ratio"),
         Field(PROF_DRAM_ACTIVE, "gauge",
-              "Ratio of cycles the device memory interface is active sending or receiving data."),
+              "Ratio of cycles the device memory interface is active sending or receiving data.", "ratio"),
     )
 }
 """DCGM's profiling (DCP) fields that the plugin reads from a dcgm-exporter (through Prometheus) and never writes:
