@@ -48,7 +48,9 @@ FORM = "P95_j = a_j + b_j / (1 - u_j), u_j = Σ_k w_jk λ_k over the classes on 
 MAX_SLO_MULTIPLE = 4.0
 """Points whose figure is beyond this multiple of its SLO are left out of the fit."""
 Criterion = tuple[str, str]
-"""(class, ``p95`` | ``ttft p95`` | ``tpot p95``)."""
+"""(class, one of :data:`CRITERION_FIGURES`)."""
+CRITERION_FIGURES = ("p95", "ttft p95", "tpot p95")
+"""The figures a criterion bounds."""
 
 
 def criteria_limits(objectives: dict[str, ClassObjectives]) -> dict[Criterion, float]:
@@ -64,8 +66,13 @@ def criteria_limits(objectives: dict[str, ClassObjectives]) -> dict[Criterion, f
 
 
 def label(criterion: Criterion) -> str:
-    """``llm ttft p95``."""
+    """``llm ttft p95``: the criterion's key in EnvelopeFit.criteria."""
     return f"{criterion[0]} {criterion[1]}"
+
+
+def criterion_of(key: str, row: CriterionFit) -> Criterion | None:
+    """The criterion that EnvelopeFit.criteria holds ``row`` under ``key`` for (the one :func:`label` writes so)."""
+    return next(((row.workload, f) for f in CRITERION_FIGURES if label((row.workload, f)) == key), None)
 
 
 def _figure(stage: StageSummary, criterion: Criterion) -> float | None:

@@ -31,6 +31,7 @@ from itertools import combinations
 
 import numpy as np
 
+from bench_plugin.analysis.envelope_model import criterion_of
 from bench_plugin.results.limits import HIGHEST_TRIED, Limit
 from bench_plugin.results.plan import ArmPlan, GroupPlan, PlanDocument, TrafficPlan
 from bench_plugin.results.summary import CriterionFit, EnvelopeFit, EnvelopeRay, Summary
@@ -198,9 +199,9 @@ def arm_plan(arm: str, sharing: str | None, fit: EnvelopeFit | None, rays: list[
 
 
 def _criterion(name: str, row: CriterionFit) -> Limit:
-    """The envelope model's criterion ``name`` (its key in EnvelopeFit.criteria: ``<class> <figure>``, as
-    analysis/envelope_model.label writes it) as what limits a plan."""
-    return Limit(workload=row.workload, figure=name.removeprefix(f"{row.workload} ") or None)
+    """The envelope model's criterion held under ``name`` in EnvelopeFit.criteria as what limits a plan."""
+    criterion = criterion_of(name, row)
+    return Limit(workload=row.workload, figure=criterion[1] if criterion else None)
 
 
 def _groups(counts: dict[tuple[str, ...], int], carried: dict[tuple[str, ...], dict[str, float]], g: float,

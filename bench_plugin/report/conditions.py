@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bench_plugin.report.comparison import RESUME_COLUMNS, resume_rows, status_text
-from bench_plugin.report.generators import generators_line
+from bench_plugin.report.generators import generators_text
 from bench_plugin.report.page import (
     Block,
     Code,
@@ -62,9 +62,8 @@ def _value(value: Any) -> Text:
     return (code(value),) if isinstance(value, dict | list) else (plain(value),)
 
 
-def _campaign(summary: Summary, record: CampaignRecord | None) -> Facts:
+def _campaign(summary: Summary, record: CampaignRecord | None, cond: Provenance) -> Facts:
     scenario = summary.scenario
-    cond = summary.conditions or (record.conditions if record else None) or Provenance()
     status = summary.status
     command = cond.command
     warm = warm_start_line(summary)
@@ -95,12 +94,12 @@ def _backend(facts: BackendFacts) -> list[Block]:
 
 def _generators(summary: Summary) -> list[Block]:
     """The load generators: how many and why, and where each process ran (nothing where none was recorded)."""
-    line, generators = generators_line(summary.load_generators), summary.load_generators
-    if line is None or generators is None:
+    text, generators = generators_text(summary.load_generators), summary.load_generators
+    if text is None or generators is None:
         return []
     rows = [[name, str(p.pid), plain(p.host), plain(p.cores)] for name, p in
             ([("master", generators.master)] if generators.master else []) + sorted(generators.processes.items())]
-    return [Heading("Load generators"), Paragraph((line.removeprefix("load generators: "),)),
+    return [Heading("Load generators"), Paragraph((text,)),
             *([table(("process", "pid", "host", "CPU cores"), rows)] if rows else [])]
 
 
@@ -134,7 +133,7 @@ def _servers(trials: Sequence[TrialRecord]) -> list[Block]:
 def section(summary: Summary, record: CampaignRecord | None = None, trials: Sequence[TrialRecord] = ()) -> Section:
     """The section, from the summary, and from the store's ``record`` and ``trials`` where it was read."""
     cond = summary.conditions or (record.conditions if record else None) or Provenance()
-    blocks: list[Block] = [Heading("Campaign"), _campaign(summary, record)]
+    blocks: list[Block] = [Heading("Campaign"), _campaign(summary, record, cond)]
     if summary.status.resumed:
         blocks += [Heading("Resumes"), table(RESUME_COLUMNS, resume_rows(summary))]
     blocks += [Heading("Request sets"),

@@ -10,25 +10,40 @@ from __future__ import annotations
 
 from bench_plugin.results.summary import GeneratorSizing, LoadGenerators
 
+PREFIX = "load generators: "
+"""What the line starts with; the conditions' table says it without."""
 
-def generators_line(generators: LoadGenerators | None) -> str | None:
-    """The line for a campaign's recorded load generators; None where nothing of them was recorded."""
+
+def generators_text(generators: LoadGenerators | None) -> str | None:
+    """How many processes sent the load and how their number was decided (the line without its prefix); None where
+    nothing of them was recorded."""
     if generators is None:
         return None
     took_part = len(generators.processes) or None
     if generators.sizing is not None:
-        return sizing_line(generators.sizing, took_part)
+        return sizing_text(generators.sizing, took_part)
     if took_part is None:  # a master whose workers did not say where they ran (a bench-plugin from before)
-        return "load generators: workers under a master"
-    return f"load generators: {_count(took_part, generators.master is not None)}"
+        return "workers under a master"
+    return _count(took_part, generators.master is not None)
 
 
-def sizing_line(sizing: GeneratorSizing, took_part: int | None = None) -> str:
-    """The line for a decision, with how many processes took part where known (else how many were asked for)."""
+def generators_line(generators: LoadGenerators | None) -> str | None:
+    """The line for a campaign's recorded load generators; None where nothing of them was recorded."""
+    text = generators_text(generators)
+    return None if text is None else PREFIX + text
+
+
+def sizing_text(sizing: GeneratorSizing, took_part: int | None = None) -> str:
+    """A decision, with how many processes took part where known (else how many were asked for)."""
     n = took_part if took_part is not None else sizing.processes
     distributed = sizing.decided == "workers" or (sizing.processes or 0) > 1
     count = _count(n, distributed) if n is not None else "workers started by hand under a master"
-    return f"load generators: {count} ({decision_text(sizing)})"
+    return f"{count} ({decision_text(sizing)})"
+
+
+def sizing_line(sizing: GeneratorSizing, took_part: int | None = None) -> str:
+    """The line for a decision (:func:`sizing_text` after the prefix)."""
+    return PREFIX + sizing_text(sizing, took_part)
 
 
 def _count(n: int, distributed: bool) -> str:

@@ -30,11 +30,11 @@ BASIS = {"replies": "each reply's own split", "metrics": "the server's metrics o
 COLUMNS = ("stage", "class", "split", "control", "growth", "server queue", "server compute", "client", "the rest")
 
 
-def _ms(value: float | None) -> str:
-    """``+31 ms``, ``+2.4 ms``: tenths below 10 ms, whole milliseconds above."""
+def _ms(value: float | None, unit: str = " ms") -> str:
+    """``+31 ms``, ``+2.4 ms``: tenths below 10 ms, whole milliseconds above (``unit``: what follows the number)."""
     if value is None:
         return "-"
-    return f"{value:+.1f} ms" if abs(value) < 10 else f"{value:+.0f} ms"
+    return (f"{value:+.1f}" if abs(value) < 10 else f"{value:+.0f}") + unit
 
 
 def _part(growth: PartsGrowth, field: str) -> Spread | None:
@@ -46,7 +46,7 @@ def _cell(figure: Spread | None) -> str:
     if figure is None or figure.mean is None:
         return "-"
     if figure.lo is not None and figure.hi is not None and figure.n > 1:
-        return f"{_ms(figure.mean)} ({_ms(figure.lo).removesuffix(' ms')} to {_ms(figure.hi).removesuffix(' ms')})"
+        return f"{_ms(figure.mean)} ({_ms(figure.lo, '')} to {_ms(figure.hi, '')})"
     return _ms(figure.mean)
 
 
