@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bench_plugin.report.comparison import RESUME_COLUMNS, resume_rows, status_text
-from bench_plugin.report.generators import generators_text
+from bench_plugin.report.generators import generators_phrase
 from bench_plugin.report.page import (
     Block,
     Code,
@@ -94,7 +94,7 @@ def _backend(facts: BackendFacts) -> list[Block]:
 
 def _generators(summary: Summary) -> list[Block]:
     """The load generators: how many and why, and where each process ran (nothing where none was recorded)."""
-    text, generators = generators_text(summary.load_generators), summary.load_generators
+    text, generators = generators_phrase(summary.load_generators), summary.load_generators
     if text is None or generators is None:
         return []
     rows = [[name, str(p.pid), plain(p.host), plain(p.cores)] for name, p in

@@ -14,7 +14,7 @@ PREFIX = "load generators: "
 """What the line starts with; the conditions' table says it without."""
 
 
-def generators_text(generators: LoadGenerators | None) -> str | None:
+def generators_phrase(generators: LoadGenerators | None) -> str | None:
     """How many processes sent the load and how their number was decided (the line without its prefix); None where
     nothing of them was recorded."""
     if generators is None:
@@ -29,7 +29,7 @@ def generators_text(generators: LoadGenerators | None) -> str | None:
 
 def generators_line(generators: LoadGenerators | None) -> str | None:
     """The line for a campaign's recorded load generators; None where nothing of them was recorded."""
-    text = generators_text(generators)
+    text = generators_phrase(generators)
     return None if text is None else PREFIX + text
 
 
