@@ -109,15 +109,25 @@ try {
   swarmReplies = [];
   // Locust's UI learns that its test stopped from its own polling, which a busy host delays: wait until it
   // offers a new test (its "New" button) or its form, whichever it shows, rather than looking once.
+  // Locust's UI polls its stats only while its state is spawning or running: a master is "stopping" from the Stop
+  // until its workers report stopped, and a poll landing then leaves the page at STOPPING for good (a user
+  // reloads it). Where the runner itself has stopped by then, the page is reloaded once, as a user would, and
+  // that is recorded; a runner still stopping is a hang, and fails.
   const again = page.getByRole('button', { name: /new/i }).first();
   const submit = page.locator('form button[type=submit]').first();
+  const runnerState = () => page.request.get(new URL('stats/requests', base.endsWith('/') ? base : base + '/').href)
+    .then((r) => r.json()).catch((e) => ({ state: `unreadable: ${e}` }));
   try {
-    await again.or(submit).first().waitFor({ timeout: 60000 });
+    await again.or(submit).first().waitFor({ timeout: 30000 });
   } catch (err) {
-    // say what the runner's own state was then (its stats poll), so a hang is told from a slow host
-    const stats = await page.request.get(new URL('stats/requests', base.endsWith('/') ? base : base + '/').href)
-      .then((r) => r.json()).catch((e) => ({ state: `unreadable: ${e}` }));
-    throw new Error(`${err.message}; the runner's state then: ${stats.state}, workers: ${JSON.stringify(stats.workers)}`);
+    const stats = await runnerState();
+    const shown = await page.innerText('body').catch(() => '');
+    if (stats.state === 'stopping' || !/\bSTOPPING\b/i.test(shown)) {
+      throw new Error(`${err.message}; the runner's state then: ${stats.state}, workers: ${JSON.stringify(stats.workers)}`);
+    }
+    result.reloadedAfterStop = stats.state;
+    await page.reload();
+    await again.or(submit).first().waitFor({ timeout: 30000 });
   }
   if (await again.isVisible()) await again.click();
   await submit.click({ timeout: 60000 });
