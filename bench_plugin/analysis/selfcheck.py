@@ -8,6 +8,9 @@ that promise without the servers being at fault, and they need different fixes:
 - **stalled**: one operation holds a process's event loop (a C call that does not yield to gevent: an
   NVML poll, a blocking read), and every request due meanwhile leaves late, in bursts, while the CPU is
   idle. More processes do not help; moving that operation off the loop does.
+- **held back**: a process with little to do, neither short of CPU nor blocked, sends late on a host that
+  was busy with other work (other processes, or the hypervisor taking its CPU): its requests were due while
+  it was not let run. More processes do not help either; a quieter host does.
 
 Per stage the check reads the send lag of every request (sent - intended - the time it waited for a free
 ``max_in_flight`` slot: a full slot pool is the servers' backlog, so that wait is queueing, not generator
@@ -25,8 +28,10 @@ The rule, in order:
    monitor ran), or fewer than half of the requests sent more than LAG_P99_LIMIT_MS late were in flight
    during a block (a request is in flight during a block when its intended send time to its end overlaps
    the block, on the process that sent it), the loop was behind on its work (a backlog), not stopped:
-   **CPU-bound**, generator-limited. Otherwise the stalls made the lag: **stalled**, and the stage is
-   still judged when the stalls touched little: the requests held up by a block are at most
+   **CPU-bound**, generator-limited; but where every process used (and its loop wanted) at most the
+   sizing's TARGET_CORES and the host was busy over the stage (telemetry.hostload's rule), no backlog was
+   there to make: **held back**, generator-limited. Otherwise the stalls made the lag: **stalled**, and the
+   stage is still judged when the stalls touched little: the requests held up by a block are at most
    AFFECTED_LIMIT (5%) of each class's requests AND every class's SLO outcome (each of its criteria,
    objectives.class_criteria: P95, llm TTFT/TPOT P95, error rate, against its limit) is the same with
    and without them. Then the stage keeps its verdict and carries the note; else it is
@@ -52,7 +57,8 @@ cores and its loop's demand, since a starved loop used less than it needed); the
 (GeneratorCheck.processes and .cores). :func:`advice` words the fix from the checks, never from the
 reasons' words, by the kind, for the verdict: for CPU-bound, ``--processes N`` with N = ceil(cores in all /
 the sizing's TARGET_CORES), and at least one more than ran (the worst stage named decides); for stalled, the
-operation to move off the loop. docs/analysis.md ("The instrument checks itself") has the rule with its figures.
+operation to move off the loop; for held back, a quieter host. docs/analysis.md ("The instrument checks itself")
+has the rule with its figures.
 """
 
 from __future__ import annotations
@@ -65,7 +71,7 @@ from dataclasses import dataclass, field
 from bench_plugin.analysis.objectives import ClassObjectives, class_criteria
 from bench_plugin.loadgen.sizing import TARGET_CORES
 from bench_plugin.results.samples import Sample
-from bench_plugin.results.summary import ClassStats, GeneratorCheck, GeneratorUse
+from bench_plugin.results.summary import ClassStats, GeneratorCheck, GeneratorUse, HostLoad
 from bench_plugin.results.words import GeneratorLimit
 
 LAG_P99_LIMIT_MS = 10.0
@@ -78,8 +84,8 @@ HELD_SHARE = 0.05
 """A request is held up by the blocks when they overlap more than this share of its life (intended send to end)."""
 
 CPU_BOUND = "CPU-bound"
-"""A CPU-bound stage's reason starts so (GeneratorLimit.CPU_BOUND, capitalised as prose); a stalled one's with
-GeneratorLimit.STALLED."""
+"""A CPU-bound stage's reason starts so (GeneratorLimit.CPU_BOUND, capitalised as prose); a stalled or held-back
+one's with GeneratorLimit.STALLED or HELD_BACK."""
 
 CPU_ADVICE = ("rerun with more load-generating processes (--processes N, or --master with workers on other hosts) "
               "or a lighter load per process")
@@ -118,20 +124,31 @@ def stalled_advice(causes: Sequence[str]) -> str:
             "operation yield to gevent or move it into an OS thread, then rerun")
 
 
+HELD_BACK_ADVICE = ("the host held the load generator back (other work, or the hypervisor, took the CPU when its "
+                    "requests were due): not a shortage of load-generating processes, more will not help; rerun on "
+                    "a quieter host, or keep other work off it")
+"""The fix for a held-back stage."""
+
+
 def advice(checks: Iterable[GeneratorCheck]) -> str:
     """The fix for generator-limited stages, by the kinds their ``checks`` found (CPU-bound where none is known)."""
-    cpu, causes, bound = False, [], []
+    cpu, stalled, held, causes, bound = False, False, False, [], []
     for check in checks:
         if check.kind == GeneratorLimit.STALLED:
+            stalled = True
             if check.cause is not None and check.cause not in causes:
                 causes.append(check.cause)
+        elif check.kind == GeneratorLimit.HELD_BACK:
+            held = True
         else:
             cpu = True
             bound.append(check)
     needed = processes_needed(bound)
     parts = [CPU_ADVICE if needed is None else cpu_advice(needed)] if cpu else []
-    if causes or not cpu:
+    if stalled or not (cpu or held):
         parts.append(stalled_advice(causes[:2]))
+    if held:
+        parts.append(HELD_BACK_ADVICE)
     return "; ".join(parts)
 
 
@@ -246,13 +263,14 @@ def _outcome(name: str, stats: ClassStats, objectives: ClassObjectives | None) -
 
 def check_stage(classes: Mapping[str, ClassStats], rows: Sequence[Mapping[str, GeneratorUse]],
                 samples: Mapping[str, list[Sample]], stats_of: Callable[[str, list[Sample]], ClassStats],
-                objectives: Mapping[str, ClassObjectives]) -> StageCheck:
+                objectives: Mapping[str, ClassObjectives], host: HostLoad | None = None) -> StageCheck:
     """The self-check of one stage (the module's rule).
 
     ``classes``: class -> its figures; ``rows``: per segment that ran the stage, process -> what it
     reported (the stored ``generators``); ``samples``: class -> the stage's
     samples; ``stats_of(name, samples)``: a class's figures over some of its samples (for the P95 and the
-    SLO outcome without the requests in flight during a block).
+    SLO outcome without the requests in flight during a block); ``host``: the host's load over the stage
+    (None: not measured, and no stage is called held back).
     """
     cores, demand, stalls = _gather(rows)
     lag = {name: c.send_lag_ms.get("p99") for name, c in classes.items()}
@@ -275,15 +293,23 @@ def check_stage(classes: Mapping[str, ClassStats], rows: Sequence[Mapping[str, G
         return StageCheck(f"{CPU_BOUND}: {text}", _kind(found, GeneratorLimit.CPU_BOUND))
     if not late:
         return StageCheck(None, found if note else None)
+    light = bool(cores) and all(max(use, demand.get(m, 0.0)) <= TARGET_CORES for m, use in cores.items())
+    held = host.reason if host is not None and host.busy and light else None
     if not stalls.count:
+        if held is not None:
+            return StageCheck(_held_back(late, "with no stall of the event loop", used, held),
+                              _kind(found, GeneratorLimit.HELD_BACK))
         return StageCheck(f"{CPU_BOUND}: {_lag_text(late)} with no stall of the event loop: a backlog of work, "
                           f"too much for one process; {used}", _kind(found, GeneratorLimit.CPU_BOUND))
     tardy = [s for mine in samples.values() for s in mine if s.send_lag_ms > LAG_P99_LIMIT_MS]
     unexplained = sum(1 for s in tardy if not stalls.hit(s))
     if unexplained * 2 > len(tardy):
-        return StageCheck(f"{CPU_BOUND}: {_lag_text(late)}, and {unexplained} of the {len(tardy)} requests sent "
-                          f"over {LAG_P99_LIMIT_MS:g} ms late were not in flight during a stall of the event loop: a "
-                          f"backlog of work, not the stalls; {used}", _kind(found, GeneratorLimit.CPU_BOUND))
+        outside = (f"and {unexplained} of the {len(tardy)} requests sent over {LAG_P99_LIMIT_MS:g} ms late were not "
+                   "in flight during a stall of the event loop")
+        if held is not None:
+            return StageCheck(_held_back(late, outside, used, held), _kind(found, GeneratorLimit.HELD_BACK))
+        return StageCheck(f"{CPU_BOUND}: {_lag_text(late)}, {outside}: a backlog of work, not the stalls; {used}",
+                          _kind(found, GeneratorLimit.CPU_BOUND))
     why = _unjudged(classes, samples, hit, rest, stats_of, objectives)
     if why is None:
         return StageCheck(None, found)
@@ -294,6 +320,12 @@ def check_stage(classes: Mapping[str, ClassStats], rows: Sequence[Mapping[str, G
     return StageCheck(f"{GeneratorLimit.STALLED}: {_lag_text(late)} while the event loop was blocked in "
                       f"`{stalls.cause}`, not short of CPU ({idle:.2f} cores); {why}",
                       _kind(found, GeneratorLimit.STALLED))
+
+
+def _held_back(late: Mapping[str, float], stalls: str, used: str, host: str) -> str:
+    """A held-back stage's reason: the lag, that no stall made it, what the processes used, and the busy host."""
+    return (f"{GeneratorLimit.HELD_BACK}: {_lag_text(late)}, {stalls}, and {used}, at most {TARGET_CORES:g} core a "
+            f"process: no backlog of work; the host was busy ({host})")
 
 
 def _split(stalls: _Stalls, samples: Mapping[str, list[Sample]]) -> tuple[dict[str, list[Sample]],

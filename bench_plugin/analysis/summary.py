@@ -290,13 +290,13 @@ def _stage(reader: CampaignReader, trial: int, index: int, rows: list[StageRecor
             arrivals[name] = int(n)
             realised[name] = n / planned_s if planned_s else 0.0
     stats = _ordered(classes)
+    hosts = [row.host for row in rows if row.host is not None]
+    host = max(hosts, key=lambda h: h.others_cores or 0.0) if hosts else None  # segments: the busiest
     check = check_stage(stats, [row.generators for row in rows],
                         {name: [s for r in rows if name in r.offered for s in by_key.get((r.segment, r.index, name),
                                                                                           [])] for name in stats},
                         lambda name, mine: class_stats(mine, name, stats[name].duration_s, objectives.get(name)),
-                        objectives)
-    hosts = [row.host for row in rows if row.host is not None]
-    host = max(hosts, key=lambda h: h.others_cores or 0.0) if hosts else None  # segments: the busiest
+                        objectives, host)
     return StageSummary(
         index=index, name=rows[0].name, offered=_ordered(offered), arrival=_ordered(arrival),
         duration_s=max(durations) if durations else None, status=_merge_status([r.status for r in rows]),

@@ -133,3 +133,5 @@ class GeneratorLimit(StrEnum):
 
     CPU_BOUND = "cpu-bound"
     STALLED = "stalled"
+    HELD_BACK = "held back"
+    """Neither short of CPU nor blocked: a busy host kept the process from running when its requests were due."""

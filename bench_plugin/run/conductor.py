@@ -157,6 +157,8 @@ class Conductor:
         """The stage an adaptive search is about to judge, and its samples (stragglers included)."""
         self.judged_use: dict[str, GeneratorUse] | None = None
         """What the load generators used and saw sending that stage, once it drained (``_generators``)."""
+        self.judged_host: HostLoad | None = None
+        """The host's load over that stage (its drain records it), for the self-check."""
         self.stop_cause = "Ctrl-C or a stop signal"
         """What stopped the run, if it is stopped (the plugin names the signal where it knows it)."""
         self._urls: dict[str, str] = {}
@@ -355,7 +357,7 @@ class Conductor:
         """One stage of a search's probe (run/probing.py's ``run_stage``): run at ``load``, drained, and checked."""
         stage = Stage.model_validate({"duration_s": duration, "name": name,
                                       "load": {c: load.get(c, 0.0) for c in classes}})
-        self.judged, self.judged_use = ((trial.id, segment, index), []), None
+        self.judged, self.judged_use, self.judged_host = ((trial.id, segment, index), []), None, None
         status = self._stage(trial, segment, classes, index, stage, urls)
         self._drain(trial, segment)  # the slowest requests of the stage decide it: wait for them
         samples = self.judged[1]
@@ -403,7 +405,7 @@ class Conductor:
 
         rows = [self.judged_use] if self.judged_use is not None else []
         return check_stage({name: stats_of(name, some) for name, some in mine.items()}, rows, mine, stats_of,
-                           objectives).limited
+                           objectives, self.judged_host).limited
 
     def _class_load(self, name: str, url: str, load: float) -> ClassLoad:
         spec = self.scenario.classes.get(name)
@@ -594,7 +596,7 @@ class Conductor:
                                                 if member != LOCAL and on_this_host(member)))
             used = _generators(ledger)
             if self.judged is not None and self.judged[0] == key:
-                self.judged_use = used
+                self.judged_use, self.judged_host = used, host
             self.recorder.stage_checked(*key, generators=used, host=host)
             self.recorder.note(StageAccounting(segment=key[1], stage=key[2], shares=self.fleet.ledgers[key].describe(),
                                                problems=problems), trial.id)

@@ -1,4 +1,5 @@
-"""The self-check tells a CPU-bound load generator from a stalled one, and judges a stage that merely stalled.
+"""The self-check tells a CPU-bound load generator from a stalled one and from one a busy host held back, and judges a
+stage that merely stalled.
 
 Hand-built samples and usage reports (analysis_builders' style: every figure chosen so the answer is
 known): 100 embedding requests 100 ms apart, each 30 ms long, sent on time except where a block of the
@@ -15,6 +16,7 @@ from bench_plugin.analysis.contention import stage_contention
 from bench_plugin.analysis.selfcheck import (
     AFFECTED_LIMIT,
     CPU_ADVICE,
+    HELD_BACK_ADVICE,
     advice,
     check_stage,
     cpu_advice,
@@ -24,7 +26,7 @@ from bench_plugin.analysis.selfcheck import (
 from bench_plugin.analysis.summary import class_stats
 from bench_plugin.analysis.verdict import stage_verdict
 from bench_plugin.results.samples import Sample
-from bench_plugin.results.summary import GeneratorCheck, GeneratorUse
+from bench_plugin.results.summary import GeneratorCheck, GeneratorUse, HostLoad
 from bench_plugin.results.words import Call, GeneratorLimit
 
 T0 = 1_000.0
@@ -59,11 +61,18 @@ def usage(blocks: list[list[float]] | None, *, cores: float = 0.1, busy_s: float
     return out
 
 
-def check(samples: list[Sample], use: dict[str, Any], p95_slo: float = 1000.0) -> Any:
+def check(samples: list[Sample], use: dict[str, Any], p95_slo: float = 1000.0, host: HostLoad | None = None) -> Any:
     obj = objectives(p95=p95_slo, budget=0.05)
     figures = {"embedding": class_stats(samples, "embedding", 10.0, obj["embedding"])}
     return check_stage(figures, [{"local": GeneratorUse.model_validate(use)}], {"embedding": samples},
-                       lambda name, mine: class_stats(mine, name, 10.0, obj[name]), obj)
+                       lambda name, mine: class_stats(mine, name, 10.0, obj[name]), obj, host)
+
+
+def host(others: float) -> HostLoad:
+    """The 2-core host over the stage, other processes using ``others`` cores (busy over 0.5, hostload's rule)."""
+    reason = f"other processes used {others:.2f} of 2 cores (more than 0.5)" if others > 0.5 else None
+    return HostLoad(duration_s=10.0, cores=2, load_avg_1m=None, cpu_busy_cores=others + 0.1, steal_fraction=0.0,
+                    own_cores=0.1, extra_own_cores=0.0, others_cores=others, busy=reason is not None, reason=reason)
 
 
 def test_a_stage_that_stalled_twice_is_judged_with_the_stalls_share_shown() -> None:
@@ -142,6 +151,32 @@ def test_lag_without_a_stall_or_mostly_outside_the_stalls_is_a_backlog() -> None
     outside = check(requests(late=late), usage([block_over(0, 15.0)]))  # 1 of the 10 late requests in a block
     assert outside.found.kind == "cpu-bound"
     assert "9 of the 10 requests sent over 10 ms late were not in flight during a stall" in outside.limited
+
+
+def test_lag_of_a_process_with_little_to_do_on_a_busy_host_is_held_back_not_a_backlog() -> None:
+    """At 0.1 core the process had no backlog to make: more processes would only compete for the same CPU."""
+    late = dict.fromkeys(range(0, 100, 10), 15.0)
+    held = check(requests(late=late), usage([]), host=host(0.63))
+    assert held.found.kind == GeneratorLimit.HELD_BACK
+    assert held.limited == ("held back: send lag P99 15.0 ms for embedding (limit 10 ms), with no stall of the event "
+                            "loop, and 1 process, 0.10 cores in all, at most 0.5 core a process: no backlog of work; "
+                            "the host was busy (other processes used 0.63 of 2 cores (more than 0.5))")
+    assert advice([held.found]) == HELD_BACK_ADVICE and "--processes" not in HELD_BACK_ADVICE
+    outside = check(requests(late=late), usage([block_over(0, 15.0)]), host=host(0.63))
+    assert outside.found.kind == GeneratorLimit.HELD_BACK
+    assert "9 of the 10 requests sent over 10 ms late were not in flight during a stall" in outside.limited
+    # a quiet host: the backlog it was (above); a process over the sizing's share: a backlog however busy the host
+    assert check(requests(late=late), usage([]), host=host(0.2)).found.kind == GeneratorLimit.CPU_BOUND
+    assert check(requests(late=late), usage([], cores=0.6), host=host(0.63)).found.kind == GeneratorLimit.CPU_BOUND
+    # a stalled loop stays stalled, and a process short of CPU CPU-bound, on a busy host too
+    blocked = range(0, 100, 10)
+    stalled = check(requests(late=dict.fromkeys(blocked, 12.0)), usage([block_over(i, 12.0) for i in blocked]),
+                    host=host(0.63))
+    assert stalled.found.kind == GeneratorLimit.STALLED
+    assert check(requests(), usage([], cores=0.95), host=host(0.63)).found.kind == GeneratorLimit.CPU_BOUND
+    # runs of one stage held back and CPU-bound: both fixes
+    bound = GeneratorCheck(kind=GeneratorLimit.CPU_BOUND, processes=1, cores=0.95)
+    assert advice([bound, held.found]) == f"{cpu_advice(2)}; {HELD_BACK_ADVICE}"
 
 
 def test_a_store_from_before_the_monitor_is_judged_by_lag_and_cores_as_before() -> None:
