@@ -111,7 +111,9 @@ def test_each_step_replaces_the_server_behind_its_front_in_order(tmp_path: Path,
         load = Load(embedding.url, scenario.classes.get("embedding").model)
         other = Load(placement.classes["llm"].url, scenario.classes.get("llm").model)
         gevent.sleep(1.0)
-        spec = Disruption(kind=kind, at_s=1, classes=["embedding"], grace_s=5)  # type: ignore[arg-type]
+        # a drain takes well under a second; the grace is for a busy host, where an old server was once still
+        # exiting 5 s after its SIGTERM (and was killed, which a graceful stop must not need)
+        spec = Disruption(kind=kind, at_s=1, classes=["embedding"], grace_s=20)  # type: ignore[arg-type]
         backend.disrupt(spec, ["embedding"], lambda **step: steps.append(step), probe(backend))
         gevent.sleep(1.0)
         results, co_tenant = load.stop(), other.stop()
