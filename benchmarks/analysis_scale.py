@@ -23,8 +23,10 @@ import numpy as np
 
 from bench_plugin.report.html import write_report
 from bench_plugin.report.outputs import write_summaries
+from bench_plugin.results.placement import ClassPlacement, Placement
 from bench_plugin.results.recorder import Recorder
 from bench_plugin.results.samples import Sample
+from bench_plugin.scenario import Arm
 from bench_plugin.sharing.devices import cpu_model
 
 CLASSES = ("llm", "embedding", "asr")
@@ -59,12 +61,13 @@ def build_store(directory: Path, n_samples: int, seed: int = 0) -> None:
     for repeat in (1, 2, 3):
         for arm_index, (arm, sharing) in enumerate(ARMS):
             trial += 1
-            rec.add_trial(trial, trial - 1, arm, repeat, {"name": arm, "sharing": sharing})
+            rec.add_trial(trial, trial - 1, Arm.model_validate({"name": arm, "control": arm == "exclusive",
+                                                                 "sharing": sharing}), repeat)
             rec.trial_started(trial)
             segments = [[c] for c in CLASSES] if sharing == "exclusive" else [list(CLASSES)]
             for seg, classes in enumerate(segments):
-                rec.segment_applied(trial, seg, classes, {c: {"url": "http://127.0.0.1:1", "device": "cpu"}
-                                                          for c in classes})
+                rec.segment_applied(trial, seg, classes, Placement(
+                    {c: ClassPlacement(url="http://127.0.0.1:1", device="cpu") for c in classes}))
                 for index, load in enumerate(STAGES):
                     start = t0
                     rec.stage_started(trial, seg, index, f"s{index}", {c: load[c] for c in classes},

@@ -38,6 +38,7 @@ from bench_plugin.results.summary import load_summary, save_summary
 from bench_plugin.scenario import Arm
 
 MakeCampaign = Callable[..., Path]  # the make_campaign fixture of this folder's conftest.py
+ROOT = Path(__file__).resolve().parents[2]
 
 LOAD_PLOTS = ["latency-llm", "latency-embedding", "latency-asr", "llm-streaming", "throughput"]
 TIMELINES = [f"timeline-trial-{i}" for i in (1, 2, 3, 4)]
@@ -286,6 +287,18 @@ def test_requests_are_thinned_to_the_budget_but_every_failure_is_kept(default_re
         assert np.all(np.diff(req.ok_t) >= 0), "thinned points stay in time order"
         span = whole[name].ok_t[-1] - whole[name].ok_t[0]
         assert req.ok_t[-1] - req.ok_t[0] >= 0.8 * span, "thinning keeps the whole time range"
+
+
+def test_the_scale_benchmark_still_runs(tmp_path: Path) -> None:
+    """benchmarks/analysis_scale.py writes its store through the recorder's own API, which moves: a small run of it
+    here keeps the figures in docs/benchmarks.md rerunnable (how long it takes is the benchmark's, not this test's)."""
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "analysis_scale.py"), "--samples", "3000",
+                           "--dir", str(tmp_path / "scale")], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    assert figures["samples"] == 3000 and figures["report_html_bytes"] > 0
+    summary = load_summary(tmp_path / "scale" / "summary.json")
+    assert len(summary.trials) == 9 and (tmp_path / "scale" / "report.md").is_file()
 
 
 def test_a_large_campaign_renders_each_timeline_thinned(make_campaign: MakeCampaign) -> None:
