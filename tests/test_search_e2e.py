@@ -108,7 +108,8 @@ def test_a_probe_its_load_generator_fell_behind_in_stops_the_search_unjudged(tmp
     """The first probe (30 req/s for 2 s: 60 requests, enough to show a pass) passes; from the second stage on, the
     generator's loop is busy 95% of the time, so requests leave and are read up to 95 ms late against a 60 ms SLO.
     Whatever it measures there, the first probe that does not pass sets its stage aside twice, runs again as late,
-    and is not judged; the boundary is said to be at least the last load that passed."""
+    and is not judged; the boundary is said to be at least the last load that passed (none, where a busy host left
+    the first probe undecided and the search went below it)."""
     locustfile = holding_locustfile(tmp_path, "hogged", "hog", from_stage=1)
     scenario = scenario_variant(tmp_path, "search-calibration", repeats=1, search={
         "mix": {"embedding": 30}, "start_scale": 1, "max_scale": 32, "precision": 0.15, "stage_duration_s": 2,
@@ -122,12 +123,18 @@ def test_a_probe_its_load_generator_fell_behind_in_stops_the_search_unjudged(tmp
     (result,) = trial["search"]
     probes = trial["probes"]
     *judged, last = probes
-    assert judged and judged[0]["scale"] == 1.0 and judged[0]["passed"], probes
+    assert judged and judged[0]["scale"] == 1.0, probes
+    first = judged[0]
+    # on a host busy enough (other processes at 1.8 of 2 cores, seen in CI) the first stage may decide nothing: with
+    # no extension allowed the search then goes down from x1, and the probe below it is the one held up
+    assert first["passed"] or (first["decision"]["outcome"] == "undecided"
+                               and trial["stages"][first["stages"][0]]["host_busy"]), probes
     assert all(p["decision"]["lag_judged"] for p in probes)
     for probe in judged:  # judged: the generator kept up (or the selfcheck excused it), or it passed even so
         limited = any(trial["stages"][i]["generator_limited"] for i in probe["stages"])
         assert probe["decision"]["outcome"] != "generator-limited" and (probe["passed"] or not limited), probe
-    assert last["decision"]["outcome"] == "generator-limited" and not last["passed"] and last["scale"] > 1.0
+    assert last["decision"]["outcome"] == "generator-limited" and not last["passed"]
+    assert last["scale"] > 1.0 if first["passed"] else last["scale"] < 1.0, last
     aside = last["set_aside"]
     assert len(aside) == SET_ASIDE_LIMIT and last["decision"]["set_aside"] == aside, "set aside twice"
     assert max(aside) < last["stages"][0], "and run again"
@@ -144,7 +151,8 @@ def test_a_probe_its_load_generator_fell_behind_in_stops_the_search_unjudged(tmp
     fails = [p["scale"] for p in judged if not p["passed"]]
     hi = min(fails) if fails else None
     assert result["status"] == "generator-limited" and result["hi"] == hi
-    assert result["lo"] == max(p["scale"] for p in judged if p["passed"] and (hi is None or p["scale"] < hi))
+    assert result["lo"] == max((p["scale"] for p in judged if p["passed"] and (hi is None or p["scale"] < hi)),
+                               default=None)
     assert result["stopped"] == f"the load generator fell behind at x{last['scale']:.4g} ({stage['generator_limited']})"
     assert sum(len(p["stages"]) + len(p["set_aside"]) for p in probes) == len(trial["stages"]), \
         "nothing ran after the unjudged probe"
