@@ -234,11 +234,9 @@ class WorkloadUser(FastHttpUser):
             for name, value in prepared.sizes.items():
                 setattr(sample, name, value)
             wait_until(intended)
-            deadline = RequestFailed(f"no reply within {load.timeout_s:g} s", kind="timeout")
-            sample.slot_wait_s = _acquire(slots)
+            sample.slot_wait_s = 0.0 if slots.acquire(blocking=False) else _slot_wait(slots)
             try:
-                with gevent.Timeout(load.timeout_s, deadline):
-                    self._exchange(prepared, load, sample)
+                self._timed_exchange(prepared, load, sample)
             finally:
                 slots.release()
         except RequestFailed as exc:
@@ -262,10 +260,7 @@ class WorkloadUser(FastHttpUser):
         sample = Sample(workload=self.workload, trial=0, segment=0, stage=-1, seq=0, item=-1, intended_s=now,
                         sent_s=now, end_s=0.0, ok=False, worker=self.state.worker_id)
         try:
-            prepared = self.prepare(load, item)
-            deadline = RequestFailed(f"no reply within {load.timeout_s:g} s", kind="timeout")
-            with gevent.Timeout(load.timeout_s, deadline):
-                self._exchange(prepared, load, sample, identified=False)
+            self._timed_exchange(self.prepare(load, item), load, sample, identified=False)
         except RequestFailed as exc:
             sample.ok, sample.error, sample.detail = False, exc.kind or "protocol", str(exc)
         sample.end_s = sample.end_s or time.time()
@@ -278,6 +273,19 @@ class WorkloadUser(FastHttpUser):
     def read(self, raw: Any, load: ClassLoad, prepared: Prepared, sample: Sample) -> None:
         """Read the reply body from geventhttpclient's response ``raw``; set ``sample.ok`` or raise RequestFailed."""
         raise NotImplementedError
+
+    def _timed_exchange(self, prepared: Prepared, load: ClassLoad, sample: Sample, identified: bool = True) -> None:
+        """_exchange under the request's deadline (the class's ``timeout_s``): RequestFailed of kind ``timeout``
+        when it passes. The timer raises itself, told apart from any other timeout by identity, so the error and
+        its message are built only for a request that ran out of time, not for every request."""
+        timer = gevent.Timeout(load.timeout_s)
+        try:
+            with timer:
+                self._exchange(prepared, load, sample, identified)
+        except gevent.Timeout as fired:
+            if fired is not timer:
+                raise
+            raise RequestFailed(f"no reply within {load.timeout_s:g} s", kind="timeout") from None
 
     def _exchange(self, prepared: Prepared, load: ClassLoad, sample: Sample, identified: bool = True) -> None:
         """POST ``prepared``; report the outcome in ``sample`` and to Locust (latency from the intended time).
@@ -338,10 +346,8 @@ def _seconds(ms: Any) -> float | None:
     return value if math.isfinite(value) and value >= 0.0 else None
 
 
-def _acquire(slots: BoundedSemaphore) -> float:
-    """Take a slot; the seconds spent waiting for one (0.0 when one was free)."""
-    if slots.acquire(blocking=False):
-        return 0.0
+def _slot_wait(slots: BoundedSemaphore) -> float:
+    """Wait for a slot when none was free; the seconds spent waiting."""
     began = time.time()
     slots.acquire()
     return time.time() - began
