@@ -4,18 +4,29 @@
         locust --headless -f benchmarks/loadgen_bare.py -u 8 -r 8 --host URL BareEmbedding
 
 Each user sends the plugin's own requests (every item of the class's request set, in turn, built by the
-plugin's user code: loadgen_workloads.plugin_requests), paced with Locust's ``constant_throughput`` so that
-the users together send BARE_RATE requests a second, and reads each reply with the parser the plugin
+plugin's user code: loadgen_workloads.plugin_requests), at the times BARE_ARRIVALS says, and reads each
+reply with the parser the plugin
 uses (bench_plugin.users.shapes): BareEmbedding reads the body and decodes it whole (``decode_embeddings``),
 BareLLM streams it, splits its lines and decodes each ``data:`` event but ``[DONE]`` (``decode_chunk``),
 BareASR reads the body and decodes it (``decode_transcription``). That is the least a Locust user that
 checks its replies does per request.
 
+BARE_ARRIVALS says when the users send, BARE_RATE requests a second in all:
+
+- ``poisson`` (the default): one Poisson stream, as the plugin's open-loop arrivals are; each user's
+  ``wait_time`` takes the stream's next arrival and sleeps until it on gevent's timer (to the millisecond,
+  as Locust's own waits are). The two senders then do the same work: as many sends, as far apart.
+- ``paced``: each user paced with Locust's ``constant_throughput``. The users drift into bursts: after a
+  few rounds most sends leave within a millisecond of another (2026-12-07, ASR at 150/s: 11-14% of the
+  gaps between replies under 1 ms in the first two rounds, 25-38% in the next three, where a Poisson
+  stream has 14%), and a burst shares one wake of the process among several requests, which a sender of
+  Poisson arrivals cannot. Kept to show that difference (``loadgen_capacity.py --bare-arrivals paced``).
+
 The users start held (once they are spawned, ``BARE_DIR/ready`` appears). The benchmark runs rounds:
-SIGUSR2 opens the gate (each user then starts at a random point of its pacing period, so the users do
-not send in one burst), SIGUSR1 closes it and writes ``BARE_DIR/round-<n>.json``: the epoch time at
-which each request of the round completed (and the failures), from which the benchmark counts the
-requests of its measured window.
+SIGUSR2 opens the gate (the Poisson stream starts then; paced, each user then starts at a random point of
+its pacing period, so the users do not start in one burst), SIGUSR1 closes it and writes
+``BARE_DIR/round-<n>.json``: the epoch time at which each request of the round completed (and the
+failures), from which the benchmark counts the requests of its measured window.
 """
 
 from __future__ import annotations
@@ -41,7 +52,10 @@ from bench_plugin.users.shapes import ShapeError, decode_chunk, decode_embedding
 RATE = float(os.environ.get("BARE_RATE", "100"))
 USERS = max(1, int(os.environ.get("BARE_USERS", "32")))
 PERIOD_S = USERS / RATE
-"""Each user's pacing period."""
+"""Each user's pacing period (paced)."""
+ARRIVALS = os.environ.get("BARE_ARRIVALS", "poisson")
+if ARRIVALS not in ("poisson", "paced"):
+    raise SystemExit(f"loadgen_bare: BARE_ARRIVALS {ARRIVALS!r} is not poisson or paced")
 
 GATE = Event()
 """Set while a round runs."""
@@ -74,6 +88,31 @@ class Round:
 ROUND = Round()
 
 
+class Stream:
+    """The Poisson arrivals of the current round (ARRIVALS poisson): each call of ``take`` is the next one."""
+
+    def __init__(self) -> None:
+        self.random = random.Random(20261207)
+        self.last_s = 0.0
+
+    def open(self) -> None:
+        """The round opens now: its first arrival follows."""
+        self.last_s = time.time()
+
+    def take(self) -> float:
+        """The next arrival's epoch time."""
+        self.last_s += self.random.expovariate(RATE)
+        return self.last_s
+
+
+STREAM = Stream()
+
+
+def _open() -> None:
+    STREAM.open()
+    GATE.set()
+
+
 @cache
 def _requests(workload: str) -> list[Prepared]:
     """The requests every user of ``workload`` cycles through (built once per process)."""
@@ -85,7 +124,7 @@ class BareUser(FastHttpUser):
 
     abstract = True
     workload = ""
-    wait_time = constant_throughput(1.0 / PERIOD_S)
+    paced = staticmethod(constant_throughput(1.0 / PERIOD_S))
     max_retries = 0
     concurrency = 1
     """A user has one request in flight at a time."""
@@ -97,12 +136,20 @@ class BareUser(FastHttpUser):
         self.requests = _requests(self.workload)
         self.next = random.randrange(len(self.requests))
 
+    def wait_time(self) -> float:
+        """Poisson: the time to the stream's next arrival (none while the gate is closed); paced: Locust's
+        ``constant_throughput``."""
+        if ARRIVALS == "paced":
+            return self.paced(self)  # type: ignore[call-arg]
+        return max(0.0, STREAM.take() - time.time()) if GATE.is_set() else 0.0
+
     @task
     def one(self) -> None:
-        """Wait for the gate if it is closed (then a random part of the period), else send one request."""
+        """Wait for the gate if it is closed (paced: then a random part of the period), else send one request."""
         if not GATE.is_set():
             GATE.wait()
-            gevent.sleep(random.uniform(0.0, PERIOD_S))
+            if ARRIVALS == "paced":
+                gevent.sleep(random.uniform(0.0, PERIOD_S))
             return
         request = self.requests[self.next]
         self.next = (self.next + 1) % len(self.requests)
@@ -168,6 +215,6 @@ class BareASR(BareUser):
 @events.init.add_listener
 def _on_init(environment: Any, **_: Any) -> None:
     directory = Path(os.environ.get("BARE_DIR", "."))
-    gevent.signal_handler(signal.SIGUSR2, GATE.set)
+    gevent.signal_handler(signal.SIGUSR2, _open)
     gevent.signal_handler(signal.SIGUSR1, ROUND.close, directory)
     environment.events.spawning_complete.add_listener(lambda **_: (directory / "ready").touch())

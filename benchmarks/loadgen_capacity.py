@@ -193,12 +193,14 @@ def run(args: argparse.Namespace) -> Report:
     server = nullserver.binary(args.nullserver)
     port = nullserver.free_port()
     url = f"http://127.0.0.1:{port}"
-    report = Report(machine(layout, server), "quick" if args.quick else "full", dataclasses.asdict(settings), str(out))
+    report = Report(machine(layout, server), "quick" if args.quick else "full",
+                    {**dataclasses.asdict(settings), "bare_arrivals": args.bare_arrivals}, str(out))
     runs = out / "runs"  # every campaign's results and scenario, bare Locust's rounds, logs/ of every process
     with Processes(runs / "logs") as procs, CpuSampler() as sampler:
         proc = procs.start("nullserver", nullserver.command(server, port, itl_ms=2.0), cpu_list(layout.server))
         nullserver.wait_healthy(url)
         bench = Bench(procs, sampler, url, runs, layout)
+        bench.bare_arrivals = args.bare_arrivals
         if args.profile:
             (out / "profile.md").write_text(loadgen_profile.profile(
                 bench, args.profile, WORKLOADS, args.profile_seconds, args.sampler, args.profile_hz))
@@ -235,6 +237,9 @@ def main() -> None:
     parser.add_argument("--rate", type=_rates, metavar="WORKLOAD=R,...",
                         help="R of the CPU-per-request rounds (default: " + ", ".join(
                             f"{n}={w.rate:g}" for n, w in WORKLOADS.items()) + ")")
+    parser.add_argument("--bare-arrivals", choices=("poisson", "paced"), default="poisson",
+                        help="when bare Locust's users send: one Poisson stream, as the plugin's arrivals (default), "
+                             "or each user paced by constant_throughput (its users drift into bursts)")
     parser.add_argument("--server-cores", type=int, metavar="N",
                         help="cores for the null server and the master (default: a quarter of the cores, at least 1)")
     parser.add_argument("--default-rates", type=lambda t: [float(v) for v in t.split(",")], metavar="R,...",

@@ -1,11 +1,14 @@
 """CPU per request of benchmarks/loadgen_capacity.py: one plugin process against bare Locust at one rate.
 
 Per workload, one campaign of the plugin (a master on the server cores, ONE worker on the sender core,
-through the manual backend) alternates idle stages (load 0) with open-loop Poisson stages at rate R;
-bare Locust (loadgen_bare.py, on the same core, started before and held between its rounds) sends at
-the same rate R during each idle stage. So the rounds interleave, bare, plugin, bare, plugin, ..., in
-one run, each sender alone on its core while it sends (the other one idles, and its idle CPU is
-reported). Each round is measured over a window that leaves its first ``warm_s`` out:
+through the manual backend) alternates idle stages (load 0) with open-loop Poisson stages at rate R; bare
+Locust (loadgen_bare.py, on the same core, started before and held between its rounds) sends at the same
+rate R during each idle stage, Poisson arrivals as the plugin's (``--bare-arrivals paced``: each user
+paced by Locust's constant_throughput, whose users drift into bursts that share the process's wakes; each
+window says how bunched its sender's completions were, ``Window.bunched``). So the rounds interleave,
+bare, plugin, bare, plugin, ..., in one run, each sender alone on its core while it sends (the other one
+idles, and its idle CPU is reported). Each round is measured over a window that leaves its first
+``warm_s`` out:
 
     CPU per request = CPU seconds of the sending process over the window / requests completed in it
 
@@ -19,6 +22,7 @@ trusted on a noisy machine.
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 import statistics
 from collections.abc import Callable
@@ -51,7 +55,10 @@ class Window:
     steal_cpu: float | None
     """Cores' worth of time the hypervisor took from the benchmark's cores meanwhile."""
     lag_p99_ms: float | None = None
-    """The plugin's send lag P99 over its whole stage (bare Locust has none: it is closed loop, paced)."""
+    """The plugin's send lag P99 over its whole stage (bare Locust records no intended times)."""
+    bunched: float | None = None
+    """The fraction of the window's completions that came within BUNCHED_S of the one before: how much the
+    sender's requests bunched (Poisson arrivals at R: 1 - exp(-R * BUNCHED_S), 14% at 150/s)."""
     sent: float | None = None
     """The plugin: the fraction of the stage's arrivals sent within it."""
 
@@ -80,6 +87,8 @@ class CpuRounds:
     """What the plugin's (and so bare Locust's) requests were (loadgen_workloads.request_summary)."""
     bare: list[Window]
     plugin: list[Window]
+    bare_arrivals: str = "poisson"
+    """When bare Locust's users sent (loadgen_bare.py's BARE_ARRIVALS): poisson or paced."""
 
     @staticmethod
     def median(windows: list[Window]) -> float | None:
@@ -103,6 +112,7 @@ class CpuRounds:
         """JSON-ready."""
         paired = self.paired
         return {"workload": self.workload, "rate": self.rate, "request": self.request,
+                "bare_arrivals": self.bare_arrivals,
                 "bare_ms_per_request": self.median(self.bare), "plugin_ms_per_request": self.median(self.plugin),
                 "ratio": self.ratio, "paired_ratio": {"mean": paired.mean, "lo": paired.lo, "hi": paired.hi,
                                                       "values": paired.values},
@@ -133,7 +143,7 @@ def measure(bench: Bench, w: Workload, rate: float, rounds: int, warm_s: float, 
     worker = run.workers[0].pid
     sides = _Sides(bench, bare.pid, worker)
     bare_windows = [sides.window(bare.pid, record["opened"] + warm_s, record["closed"], lambda a, b, r=record:
-                                 (sum(1 for t in r["done"] if a <= t <= b), r["failed"]))
+                                 (sum(1 for t in r["done"] if a <= t <= b), r["failed"]), record["done"])
                     for record in records]
     judged = {r.stage: r for r in stages.judge(run.results, w.workload, lambda a, b: bench.sampler.share(worker, a, b),
                                                bench.other_work)}
@@ -145,9 +155,10 @@ def measure(bench: Bench, w: Workload, rate: float, rounds: int, warm_s: float, 
             samples = read_samples(db, "trial=1 AND stage=? AND workload=?", (stage.stage, w.workload))
             found = sides.window(worker, stage.started_s + warm_s, stage.started_s + stage.duration_s,
                                  lambda a, b, ss=samples, st=stage: (sum(1 for s in ss if s.ok and a <= s.end_s <= b),
-                                                                     st.errors))
+                                                                     st.errors),
+                                 [s.end_s for s in samples if s.ok])
             plugin_windows.append(replace(found, lag_p99_ms=stage.lag_p99_ms, sent=stage.sent))
-    return CpuRounds(w.name, rate, request, bare_windows, plugin_windows)
+    return CpuRounds(w.name, rate, request, bare_windows, plugin_windows, bench.bare_arrivals)
 
 
 class _Sides:
@@ -157,9 +168,9 @@ class _Sides:
         self.bench, self.bare, self.worker = bench, bare, worker
 
     def window(self, pid: int, start_s: float, end_s: float,
-               count: Callable[[float, float], tuple[int, int]]) -> Window:
+               count: Callable[[float, float], tuple[int, int]], done: list[float]) -> Window:
         """``pid``'s window between ``start_s`` and ``end_s``; ``count(first, last)``: (requests completed between
-        the window's first and last CPU sample, failures)."""
+        the window's first and last CPU sample, failures); ``done``: when each of its requests completed."""
         used = self.bench.sampler.used(pid, start_s, end_s)
         if used is None:
             raise RuntimeError(f"process {pid}: its CPU was not sampled between {start_s:.1f} and {end_s:.1f}")
@@ -168,4 +179,16 @@ class _Sides:
         other, stolen = self.bench.other_work(t0, t1)
         requests, failed = count(t0, t1)
         return Window(requests=requests, failed=failed, cpu_s=cpu_s, seconds=t1 - t0, idle_other_cores=idle,
-                      other_cpu=other, steal_cpu=stolen)
+                      other_cpu=other, steal_cpu=stolen, bunched=bunched(done, t0, t1))
+
+
+BUNCHED_S = 0.001
+"""Completions closer than this are bunched (Window.bunched)."""
+
+
+def bunched(done: list[float], start_s: float, end_s: float) -> float | None:
+    """The fraction of the completions between ``start_s`` and ``end_s`` within BUNCHED_S of the one before."""
+    times = sorted(t for t in done if start_s <= t <= end_s)
+    if len(times) < 2:
+        return None
+    return sum(1 for a, b in itertools.pairwise(times) if b - a < BUNCHED_S) / (len(times) - 1)

@@ -8,6 +8,7 @@ quotes: a table per part, then every stage of the searches and of the default co
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,16 +82,22 @@ def _rounds(windows: list[Window]) -> str:
 
 
 def _cpu(found: list[CpuRounds]) -> list[str]:
+    arrivals = {c.bare_arrivals for c in found}
+    sent = ("one Poisson stream at R, as the plugin's arrivals" if arrivals == {"poisson"} else
+            "each user paced by constant_throughput" if arrivals == {"paced"} else "as each row says")
     lines = ["", "CPU per request at the same rate R: the plugin's users in one worker (master elsewhere) against bare "
-             "Locust (FastHttpUsers, constant_throughput, the plugin's requests and reply parser), interleaved rounds, "
-             "CPU ms of the process over each round's window / requests completed in it:", "",
+             f"Locust (FastHttpUsers sending {sent}, the plugin's requests and reply parser), interleaved rounds, "
+             "CPU ms of the process over each round's window / requests completed in it; bunched: the median "
+             "round's share of completions within 1 ms of the one before (Poisson at R: 1 - exp(-R x 1 ms)):", "",
              "| workload | R (req/s) | request | bare ms/req (median) | plugin ms/req (median) | plugin / bare | "
              "paired (95% CI) | bare rounds | plugin rounds | plugin send lag P99 (ms) | failed (bare / plugin) | "
-             "other programs / steal (cores, max) |",
-             "|---|---:|---|---:|---:|---:|---|---|---|---|---|---:|"]
+             "bunched (bare / plugin) | other programs / steal (cores, max) |",
+             "|---|---:|---|---:|---:|---:|---|---|---|---|---|---|---:|"]
     for c in found:
         request = f"{c.request['mean_body_bytes']:,} B" + (f", {c.request['encoding_format'][0]}"
                                                            if c.request.get("encoding_format") else "")
+        if len(arrivals) > 1:
+            request += f"; bare {c.bare_arrivals}"
         lags = " / ".join(_num(w.lag_p99_ms, 2) for w in c.plugin)
         failed = f"{sum(w.failed for w in c.bare)} / {sum(w.failed for w in c.plugin)}"
         windows = [*c.bare, *c.plugin]
@@ -99,8 +106,14 @@ def _cpu(found: list[CpuRounds]) -> list[str]:
         lines.append(f"| {c.workload} | {_num(c.rate)} | {request} | {_num(c.median(c.bare), 3)} | "
                      f"{_num(c.median(c.plugin), 3)} | **{_num(c.ratio, 2)}x** | {_paired(c.paired)} | "
                      f"{_rounds(c.bare)} | {_rounds(c.plugin)} | {lags} | {failed} | "
-                     f"{_num(other, 2)} / {_num(stolen, 2)} |")
+                     f"{_bunched(c.bare)} / {_bunched(c.plugin)} | {_num(other, 2)} / {_num(stolen, 2)} |")
     return lines
+
+
+def _bunched(windows: list[Window]) -> str:
+    """The median window's bunched share, as a percentage; ``-`` where none says."""
+    values = [w.bunched for w in windows if w.bunched is not None]
+    return f"{100 * statistics.median(values):.0f}%" if values else "-"
 
 
 def _paired(s: Spread) -> str:

@@ -96,6 +96,8 @@ class Bench:
         self.url = url
         self.out = out
         self.layout = layout
+        self.bare_arrivals = "poisson"
+        """When bare Locust's users send (loadgen_bare.py's BARE_ARRIVALS)."""
 
     def other_work(self, start_s: float, end_s: float) -> tuple[float | None, float | None]:
         """(other programs' cores, anywhere on the host; the hypervisor's steal of the benchmark's cores) between
@@ -173,7 +175,7 @@ class Bench:
         rounds.mkdir()
         users = w.bare_users(rate)
         env = {"BARE_SCENARIO": str(scenario), "BARE_RATE": str(rate), "BARE_USERS": str(users),
-               "BARE_DIR": str(rounds)}
+               "BARE_DIR": str(rounds), "BARE_ARRIVALS": self.bare_arrivals}
         proc = self.procs.start(name, [*LOCUST, "--headless", "--only-summary", "-f", "benchmarks/loadgen_bare.py",
                                        "-u", str(users), "-r", str(users), "--host", self.url, w.bare],
                                 self.layout.sender, env)
