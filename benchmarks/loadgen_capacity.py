@@ -48,6 +48,7 @@ import loadgen_default
 import loadgen_nullserver as nullserver
 import loadgen_profile
 import loadgen_search
+import loadgen_variants
 from loadgen_procs import CpuSampler, Processes, cpu_probe
 from loadgen_report import Report
 from loadgen_runs import Bench, Layout, cpu_list, own_cores
@@ -194,13 +195,14 @@ def run(args: argparse.Namespace) -> Report:
     port = nullserver.free_port()
     url = f"http://127.0.0.1:{port}"
     report = Report(machine(layout, server), "quick" if args.quick else "full",
-                    {**dataclasses.asdict(settings), "bare_arrivals": args.bare_arrivals}, str(out))
+                    {**dataclasses.asdict(settings), "bare_arrivals": args.bare_arrivals, "variant": args.variant},
+                    str(out))
     runs = out / "runs"  # every campaign's results and scenario, bare Locust's rounds, logs/ of every process
     with Processes(runs / "logs") as procs, CpuSampler() as sampler:
         proc = procs.start("nullserver", nullserver.command(server, port, itl_ms=2.0), cpu_list(layout.server))
         nullserver.wait_healthy(url)
         bench = Bench(procs, sampler, url, runs, layout)
-        bench.bare_arrivals = args.bare_arrivals
+        bench.bare_arrivals, bench.variant = args.bare_arrivals, args.variant
         if args.profile:
             (out / "profile.md").write_text(loadgen_profile.profile(
                 bench, args.profile, WORKLOADS, args.profile_seconds, args.sampler, args.profile_hz))
@@ -240,6 +242,9 @@ def main() -> None:
     parser.add_argument("--bare-arrivals", choices=("poisson", "paced"), default="poisson",
                         help="when bare Locust's users send: one Poisson stream, as the plugin's arrivals (default), "
                              "or each user paced by constant_throughput (its users drift into bursts)")
+    parser.add_argument("--variant", choices=sorted(loadgen_variants.VARIANTS),
+                        help="change one thing in how the plugin sends, to measure its cost: "
+                             + "; ".join(f"{k}: {v}" for k, v in sorted(loadgen_variants.VARIANTS.items())))
     parser.add_argument("--server-cores", type=int, metavar="N",
                         help="cores for the null server and the master (default: a quarter of the cores, at least 1)")
     parser.add_argument("--default-rates", type=lambda t: [float(v) for v in t.split(",")], metavar="R,...",

@@ -89,6 +89,8 @@ class CpuRounds:
     plugin: list[Window]
     bare_arrivals: str = "poisson"
     """When bare Locust's users sent (loadgen_bare.py's BARE_ARRIVALS): poisson or paced."""
+    variant: str | None = None
+    """What the plugin changed in how it sent (loadgen_variants.py), if anything."""
 
     @staticmethod
     def median(windows: list[Window]) -> float | None:
@@ -112,7 +114,7 @@ class CpuRounds:
         """JSON-ready."""
         paired = self.paired
         return {"workload": self.workload, "rate": self.rate, "request": self.request,
-                "bare_arrivals": self.bare_arrivals,
+                "bare_arrivals": self.bare_arrivals, "variant": self.variant,
                 "bare_ms_per_request": self.median(self.bare), "plugin_ms_per_request": self.median(self.plugin),
                 "ratio": self.ratio, "paired_ratio": {"mean": paired.mean, "lo": paired.lo, "hi": paired.hi,
                                                       "values": paired.values},
@@ -158,7 +160,7 @@ def measure(bench: Bench, w: Workload, rate: float, rounds: int, warm_s: float, 
                                                                      st.errors),
                                  [s.end_s for s in samples if s.ok])
             plugin_windows.append(replace(found, lag_p99_ms=stage.lag_p99_ms, sent=stage.sent))
-    return CpuRounds(w.name, rate, request, bare_windows, plugin_windows, bench.bare_arrivals)
+    return CpuRounds(w.name, rate, request, bare_windows, plugin_windows, bench.bare_arrivals, bench.variant)
 
 
 class _Sides:

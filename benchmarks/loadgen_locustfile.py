@@ -9,6 +9,9 @@ worker or local runner) also times each of its garbage collections and writes, w
 the number of collections and their longest and total pause, plus the epoch time of every pause
 of at least LONG_MS (so the benchmark can tell which stage each fell in). Timing a collection
 costs two clock reads, against the milliseconds a full collection takes.
+
+BENCH_VARIANT changes one thing in how the process sends, to measure what that thing costs
+(``loadgen_capacity.py --variant``; loadgen_variants.py says what each does). The campaign is otherwise the same.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import loadgen_variants
 from locust import events
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
@@ -75,6 +79,8 @@ def _role(environment: Environment) -> str:
 
 def _on_init(environment: Environment, **_: Any) -> None:
     register(environment)
+    if os.environ.get("BENCH_VARIANT"):
+        loadgen_variants.apply(os.environ["BENCH_VARIANT"])
     directory = os.environ.get("BENCH_GC_DIR")
     if not directory:
         return

@@ -98,6 +98,8 @@ def _cpu(found: list[CpuRounds]) -> list[str]:
                                                            if c.request.get("encoding_format") else "")
         if len(arrivals) > 1:
             request += f"; bare {c.bare_arrivals}"
+        if c.variant:
+            request += f"; plugin variant {c.variant}"
         lags = " / ".join(_num(w.lag_p99_ms, 2) for w in c.plugin)
         failed = f"{sum(w.failed for w in c.bare)} / {sum(w.failed for w in c.plugin)}"
         windows = [*c.bare, *c.plugin]

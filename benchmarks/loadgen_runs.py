@@ -98,6 +98,8 @@ class Bench:
         self.layout = layout
         self.bare_arrivals = "poisson"
         """When bare Locust's users send (loadgen_bare.py's BARE_ARRIVALS)."""
+        self.variant: str | None = None
+        """What the plugin's processes change in how they send (loadgen_locustfile.py's BENCH_VARIANT)."""
 
     def other_work(self, start_s: float, end_s: float) -> tuple[float | None, float | None]:
         """(other programs' cores, anywhere on the host; the hypervisor's steal of the benchmark's cores) between
@@ -109,7 +111,7 @@ class Bench:
         """Start the campaign of ``scenario``: a master on the server cores, one worker on the sender core."""
         results, gc_dir, port = self.out / name, self.out / f"{name}-gc", free_port()
         gc_dir.mkdir()
-        env = {"BENCH_GC_DIR": str(gc_dir)}
+        env = {"BENCH_GC_DIR": str(gc_dir), **({"BENCH_VARIANT": self.variant} if self.variant else {})}
         server = cpu_list(self.layout.server)
         master = self.procs.start(f"{name}-master", [
             *LOCUST, "--headless", "--only-summary", "-f", LOCUSTFILE, "--scenario", str(scenario), "--results-dir",
