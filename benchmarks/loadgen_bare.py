@@ -5,11 +5,10 @@
 
 Each user sends the plugin's own requests (every item of the class's request set, in turn, built by the
 plugin's user code: loadgen_workloads.plugin_requests), at the times BARE_ARRIVALS says, and reads each
-reply with the parser the plugin
-uses (bench_plugin.users.shapes): BareEmbedding reads the body and decodes it whole (``decode_embeddings``),
-BareLLM streams it, splits its lines and decodes each ``data:`` event but ``[DONE]`` (``decode_chunk``),
-BareASR reads the body and decodes it (``decode_transcription``). That is the least a Locust user that
-checks its replies does per request.
+reply with the parser the plugin uses (bench_plugin.users.shapes): BareEmbedding reads the body and
+decodes it whole (``decode_embeddings``), BareLLM streams it, splits its lines and decodes each ``data:``
+event but ``[DONE]`` (``decode_chunk``), BareASR reads the body and decodes it
+(``decode_transcription``). That is the least a Locust user that checks its replies does per request.
 
 BARE_ARRIVALS says when the users send, BARE_RATE requests a second in all:
 
@@ -120,7 +119,7 @@ def _requests(workload: str) -> list[Prepared]:
 
 
 class BareUser(FastHttpUser):
-    """One paced user: held while the gate is closed, then one request per pacing period."""
+    """One user: held while the gate is closed, then one request per arrival it takes (or per pacing period)."""
 
     abstract = True
     workload = ""
