@@ -15,11 +15,11 @@ BARE_ARRIVALS says when the users send, BARE_RATE requests a second in all:
 - ``poisson`` (the default): one Poisson stream, as the plugin's open-loop arrivals are; each user's
   ``wait_time`` takes the stream's next arrival and sleeps until it on gevent's timer (to the millisecond,
   as Locust's own waits are). The two senders then do the same work: as many sends, as far apart.
-- ``paced``: each user paced with Locust's ``constant_throughput``. The users drift into bursts: after a
-  few rounds most sends leave within a millisecond of another (2026-12-07, ASR at 150/s: 11-14% of the
-  gaps between replies under 1 ms in the first two rounds, 25-38% in the next three, where a Poisson
-  stream has 14%), and a burst shares one wake of the process among several requests, which a sender of
-  Poisson arrivals cannot. Kept to show that difference (``loadgen_capacity.py --bare-arrivals paced``).
+- ``paced``: each user paced with Locust's ``constant_throughput``. The users drift into step, and more
+  of their sends share a wake of the process with another than a Poisson stream's can (ASR at 150/s:
+  25-37% of completions within 1 ms of the one before, against 24% from ``poisson``; docs/benchmarks.md,
+  "The bare reference's arrivals"). Kept to show that difference (``loadgen_capacity.py --bare-arrivals
+  paced``).
 
 The users start held (once they are spawned, ``BARE_DIR/ready`` appears). The benchmark runs rounds:
 SIGUSR2 opens the gate (the Poisson stream starts then; paced, each user then starts at a random point of

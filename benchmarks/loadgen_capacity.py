@@ -201,8 +201,7 @@ def run(args: argparse.Namespace) -> Report:
     with Processes(runs / "logs") as procs, CpuSampler() as sampler:
         proc = procs.start("nullserver", nullserver.command(server, port, itl_ms=2.0), cpu_list(layout.server))
         nullserver.wait_healthy(url)
-        bench = Bench(procs, sampler, url, runs, layout)
-        bench.bare_arrivals, bench.variant = args.bare_arrivals, args.variant
+        bench = Bench(procs, sampler, url, runs, layout, args.bare_arrivals, args.variant)
         if args.profile:
             (out / "profile.md").write_text(loadgen_profile.profile(
                 bench, args.profile, WORKLOADS, args.profile_seconds, args.sampler, args.profile_hz))

@@ -25,7 +25,6 @@ from __future__ import annotations
 import itertools
 import sqlite3
 import statistics
-from collections.abc import Callable
 from contextlib import closing
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -144,9 +143,7 @@ def measure(bench: Bench, w: Workload, rate: float, rounds: int, warm_s: float, 
         bench.stop(run)
     worker = run.workers[0].pid
     sides = _Sides(bench, bare.pid, worker)
-    bare_windows = [sides.window(bare.pid, record["opened"] + warm_s, record["closed"], lambda a, b, r=record:
-                                 (sum(1 for t in r["done"] if a <= t <= b), r["failed"]), record["done"])
-                    for record in records]
+    bare_windows = [sides.window(bare.pid, r["opened"] + warm_s, r["closed"], r["done"], r["failed"]) for r in records]
     judged = {r.stage: r for r in stages.judge(run.results, w.workload, lambda a, b: bench.sampler.share(worker, a, b),
                                                bench.other_work)}
     plugin_windows = []
@@ -156,9 +153,7 @@ def measure(bench: Bench, w: Workload, rate: float, rounds: int, warm_s: float, 
             stage = judged[2 * k + 3]
             samples = read_samples(db, "trial=1 AND stage=? AND workload=?", (stage.stage, w.workload))
             found = sides.window(worker, stage.started_s + warm_s, stage.started_s + stage.duration_s,
-                                 lambda a, b, ss=samples, st=stage: (sum(1 for s in ss if s.ok and a <= s.end_s <= b),
-                                                                     st.errors),
-                                 [s.end_s for s in samples if s.ok])
+                                 [s.end_s for s in samples if s.ok], stage.errors)
             plugin_windows.append(replace(found, lag_p99_ms=stage.lag_p99_ms, sent=stage.sent))
     return CpuRounds(w.name, rate, request, bare_windows, plugin_windows, bench.bare_arrivals, bench.variant)
 
@@ -169,17 +164,17 @@ class _Sides:
     def __init__(self, bench: Bench, bare: int, worker: int) -> None:
         self.bench, self.bare, self.worker = bench, bare, worker
 
-    def window(self, pid: int, start_s: float, end_s: float,
-               count: Callable[[float, float], tuple[int, int]], done: list[float]) -> Window:
-        """``pid``'s window between ``start_s`` and ``end_s``; ``count(first, last)``: (requests completed between
-        the window's first and last CPU sample, failures); ``done``: when each of its requests completed."""
+    def window(self, pid: int, start_s: float, end_s: float, done: list[float], failed: int) -> Window:
+        """``pid``'s window between ``start_s`` and ``end_s``: its requests are those of ``done`` (when each
+        request read and decoded completed) between the window's first and last CPU sample; ``failed``: the
+        round's failures."""
         used = self.bench.sampler.used(pid, start_s, end_s)
         if used is None:
             raise RuntimeError(f"process {pid}: its CPU was not sampled between {start_s:.1f} and {end_s:.1f}")
         cpu_s, t0, t1 = used
         idle = self.bench.sampler.share(self.worker if pid == self.bare else self.bare, t0, t1)
         other, stolen = self.bench.other_work(t0, t1)
-        requests, failed = count(t0, t1)
+        requests = sum(1 for t in done if t0 <= t <= t1)
         return Window(requests=requests, failed=failed, cpu_s=cpu_s, seconds=t1 - t0, idle_other_cores=idle,
                       other_cpu=other, steal_cpu=stolen, bunched=bunched(done, t0, t1))
 

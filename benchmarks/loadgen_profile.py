@@ -33,6 +33,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+from loadgen_cpu import BUNCHED_S, bunched
 from loadgen_runs import Bench, cpu_list, sleep_until
 from loadgen_workloads import Workload, scenario, write_scenario
 
@@ -201,7 +202,10 @@ def profile(bench: Bench, what: str, workloads: dict[str, Workload], seconds: fl
         watcher.start()
         record = bench.bare_round(proc, rounds, 1, seconds + 2.0)
         watcher.join()
-        head = f"bare Locust, {w.name} at {rate:g}/s: {len(record['done'])} requests, {record['failed']} failed"
+        share = bunched(record["done"], record["opened"], record["closed"])
+        head = (f"bare Locust ({bench.bare_arrivals}), {w.name} at {rate:g}/s: {len(record['done'])} requests, "
+                f"{record['failed']} failed, {'-' if share is None else f'{share:.0%}'} of them within "
+                f"{BUNCHED_S * 1000:g} ms of the one before")
         text = done[0] if done else "(the sampler failed: see logs/)\n"
     else:
         run = bench.plugin("profile", path)

@@ -12,7 +12,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadgen_cpu import CpuRounds, Window
+from loadgen_cpu import BUNCHED_S, CpuRounds, Window
 from loadgen_default import DefaultRun
 from loadgen_search import Search
 from loadgen_stages import FAIL, MAX_LAG_P99_MS, MIN_SENT, OTHER_LIMIT_CORES, PASS, StageResult
@@ -81,6 +81,9 @@ def _rounds(windows: list[Window]) -> str:
     return " / ".join(_num(w.ms_per_request, 2) for w in windows)
 
 
+BUNCHED_MS = BUNCHED_S * 1000
+
+
 def _cpu(found: list[CpuRounds]) -> list[str]:
     arrivals = {c.bare_arrivals for c in found}
     sent = ("one Poisson stream at R, as the plugin's arrivals" if arrivals == {"poisson"} else
@@ -88,7 +91,8 @@ def _cpu(found: list[CpuRounds]) -> list[str]:
     lines = ["", "CPU per request at the same rate R: the plugin's users in one worker (master elsewhere) against bare "
              f"Locust (FastHttpUsers sending {sent}, the plugin's requests and reply parser), interleaved rounds, "
              "CPU ms of the process over each round's window / requests completed in it; bunched: the median "
-             "round's share of completions within 1 ms of the one before (Poisson at R: 1 - exp(-R x 1 ms)):", "",
+             f"round's share of completions within {BUNCHED_MS:g} ms of the one before (Poisson at R: "
+             f"1 - exp(-R x {BUNCHED_MS:g} ms)):", "",
              "| workload | R (req/s) | request | bare ms/req (median) | plugin ms/req (median) | plugin / bare | "
              "paired (95% CI) | bare rounds | plugin rounds | plugin send lag P99 (ms) | failed (bare / plugin) | "
              "bunched (bare / plugin) | other programs / steal (cores, max) |",

@@ -90,15 +90,16 @@ class Plugin:
 class Bench:
     """One benchmark run: where the null server listens, the layout, the processes and their CPU."""
 
-    def __init__(self, procs: Processes, sampler: CpuSampler, url: str, out: Path, layout: Layout) -> None:
+    def __init__(self, procs: Processes, sampler: CpuSampler, url: str, out: Path, layout: Layout,
+                 bare_arrivals: str = "poisson", variant: str | None = None) -> None:
         self.procs = procs
         self.sampler = sampler
         self.url = url
         self.out = out
         self.layout = layout
-        self.bare_arrivals = "poisson"
+        self.bare_arrivals = bare_arrivals
         """When bare Locust's users send (loadgen_bare.py's BARE_ARRIVALS)."""
-        self.variant: str | None = None
+        self.variant = variant
         """What the plugin's processes change in how they send (loadgen_locustfile.py's BENCH_VARIANT)."""
 
     def other_work(self, start_s: float, end_s: float) -> tuple[float | None, float | None]:
