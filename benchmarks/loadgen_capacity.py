@@ -259,6 +259,9 @@ def main() -> None:
     parser.add_argument("--profile-hz", type=_positive, default=250, metavar="N",
                         help="py-spy's and perf's samples a second (default 250)")
     args = parser.parse_args()
+    missing = loadgen_profile.missing_tool(args.sampler) if args.profile else None
+    if missing:
+        parser.error(f"--sampler {args.sampler}: {missing}")
     signal.signal(signal.SIGTERM, _stop)
     started = time.time()
     try:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -43,9 +44,13 @@ FRAME = re.compile(r"^(?P<func>.*?) \((?P<file>[^()]*)\)$")
 SAMPLERS = ("py-spy", "threads", "perf", "strace")
 
 
+PY_SPY = Path(sys.executable).parent / "py-spy"
+"""Where --sampler py-spy looks for it: beside this Python (``pip install py-spy`` into the same environment)."""
+
+
 def command(pid: int, seconds: float, raw: Path, hz: int = 250) -> list[str]:
     """The py-spy command that samples ``pid`` for ``seconds``, ``hz`` times a second, into ``raw``."""
-    return [str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(pid), "--nonblocking", "--gil",
+    return [str(PY_SPY), "record", "--pid", str(pid), "--nonblocking", "--gil",
             "--rate", str(hz), "--function", "--format", "raw", "--duration", str(max(1, int(seconds))),
             "--output", str(raw)]
 
@@ -179,6 +184,16 @@ def _watch(bench: Bench, pid: int, sampler: str, seconds: float, hz: int, rate: 
     raw = out / "profile.raw"
     proc = bench.procs.start("py-spy", command(pid, seconds, raw, hz), spy)
     return lambda: (bench.procs.wait(proc, seconds + 30), table(raw))[1]
+
+
+def missing_tool(sampler: str) -> str | None:
+    """Why ``sampler`` cannot run on this machine (its program not found), or None: said before any process starts."""
+    if sampler == "py-spy":
+        return None if PY_SPY.exists() else f"{PY_SPY} not found (pip install py-spy into this environment)"
+    if sampler in ("perf", "strace") and shutil.which(sampler) is None:
+        package = "linux-perf" if sampler == "perf" else sampler
+        return f"{sampler} not found on PATH (on Debian: apt-get install {package})"
+    return None
 
 
 def profile(bench: Bench, what: str, workloads: dict[str, Workload], seconds: float, sampler: str = "py-spy",
