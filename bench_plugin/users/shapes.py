@@ -9,10 +9,10 @@ each index once, one width for all) the users check after it (users/embedding.py
 Why msgspec: a realistic embedding reply is 16 vectors of 1,024 floats, about 360 KB of JSON. Python's
 ``json`` spends about 5 ms of CPU on one on the project's 2-core machine, more than the rest of the
 request; a base64 reply (about 88 KB, what OpenAI's SDK asks for by default) is decoded by msgspec in
-under 0.1 ms, its strings turned into bytes by the same pass. A reply of floats is located by msgspec
-(every byte checked as JSON) and its lists counted in place, never built into Python floats: about 0.45
-ms against 0.7 ms for a whole decode (benchmarks/reply_parse.py). One SSE event of an LLM stream costs
-about a microsecond.
+under 0.1 ms, its strings turned into bytes by the same pass. A reply of floats is read a vector at a
+time, each vector checked as JSON by msgspec and its numbers counted in place, never built into Python
+floats, and the event loop turns between pieces of a few vectors (benchmarks/reply_parse.py measures
+the read and how long it holds the loop). One SSE event of an LLM stream costs about a microsecond.
 
 :class:`ShapeError` carries a one-line reason naming the field (``data[1].embedding: expected array or
 base64 string, got int``), or saying the text is not JSON.
@@ -129,10 +129,31 @@ class _RawReply(msgspec.Struct, frozen=True):
 
 
 PIECE_BYTES = 512 << 10
-"""A reply longer than this is read in pieces (:func:`decode_embeddings`): the loop turns after its vectors
-are located, and after each PIECE_BYTES of vectors read. The locating pass is one step: about 0.85 ms per
-MB of floats on the project's 2-core machine (benchmarks/reply_parse.py, "its longest hold of the loop")."""
+"""A reply read whole (base64, or one :func:`_by_vector` leaves to it) longer than this is read in pieces
+(:func:`decode_embeddings`): the loop turns after its vectors are located, and after each PIECE_BYTES of
+vectors read. The locating pass is one step, over the whole reply."""
 
+VECTOR_PIECE_BYTES = 64 << 10
+"""A reply of lists of numbers is read a vector at a time (:func:`_by_vector`), the loop turning after each
+VECTOR_PIECE_BYTES of them: three vectors of 1,024 floats."""
+
+
+class _CutItem(msgspec.Struct, frozen=True):
+    """An item whose vector was cut out (:func:`_by_vector`): ``embedding`` is the marker left in its place."""
+
+    embedding: str
+    index: int
+    object: str = "embedding"
+
+
+class _CutReply(msgspec.Struct, frozen=True):
+    data: list[_CutItem]
+
+
+_VECTOR_AT = re.compile(rb'"embedding"[ \t\r\n]*:[ \t\r\n]*\[')
+"""A vector that is a JSON list: its key and the list's opening bracket (JSON's whitespace between)."""
+_cut_embeddings = msgspec.json.Decoder(_CutReply)
+_json_value = msgspec.json.Decoder(msgspec.Raw)
 _embeddings = msgspec.json.Decoder(_Reply)
 _raw_embeddings = msgspec.json.Decoder(_RawReply)
 _vector = msgspec.json.Decoder(list[float] | bytes)
@@ -161,21 +182,30 @@ def _error(exc: msgspec.ValidationError | msgspec.DecodeError, body: bytes | str
 def decode_embeddings(body: bytes, pause: Callable[[], object] | None = None) -> EmbeddingsReply:
     """A whole /v1/embeddings reply, read; ShapeError naming the field where it does not fit.
 
-    A reply of base64 strings is decoded in one typed pass. A reply of lists of numbers is first located
-    (msgspec.Raw: every byte checked as JSON, no vector built, about half a whole decode), then each list is
-    counted in place (:func:`_count_numbers`): a list of JSON numbers is all the check needs, and building
-    16,384 Python floats to count them was most of the request's CPU. A list that is anything else is
-    decoded, so its error names the element, as a whole decode would. The two forms are told apart by the
+    A reply of base64 strings is decoded in one typed pass. A reply of lists of numbers is read a vector
+    at a time (:func:`_by_vector`): its vectors are cut out, what is left is decoded typed, and each
+    vector is checked as JSON and its numbers counted in place (:func:`_count_numbers`), never built into
+    Python floats: a list of JSON numbers is all the check needs, and building 16,384 Python floats to count
+    them was most of the request's CPU. A reply that cannot be read so (a list that is anything but
+    numbers, a reply that is not JSON, keys written with escapes) is read whole instead: located
+    (msgspec.Raw: every byte checked as JSON, no vector built), each list counted in place, any other
+    decoded, so an error names the element as a whole decode would. The two forms are told apart by the
     first vector (:func:`_numbers_first`); a guess that is wrong costs time, never a different result.
 
-    With ``pause``, a body over PIECE_BYTES is read in pieces, calling ``pause()`` between them (the users
-    pass ``gevent.idle``, so a request due meanwhile leaves on time): after locating the vectors, then
-    between vectors. A malformed reply is refused with the error of its first fault found: a fault in a
-    vector is found after the faults elsewhere in the reply.
+    With ``pause`` (the users pass ``gevent.idle``, so a request due meanwhile leaves on time), the loop
+    turns between pieces: every VECTOR_PIECE_BYTES of vectors read one at a time; read whole, a body over
+    PIECE_BYTES turns it after locating its vectors, then every PIECE_BYTES of them. A malformed reply is
+    refused with the error of its first fault found: a fault in a vector is found after the faults
+    elsewhere in the reply.
     """
+    numbers = _numbers_first(body)
+    if numbers:
+        read = _by_vector(body, pause)
+        if read is not None:
+            return read
     pieces = pause is not None and len(body) > PIECE_BYTES
     try:
-        if not pieces and not _numbers_first(body):
+        if not pieces and not numbers:
             return EmbeddingsReply([_read(item) for item in _embeddings.decode(body).data])
         located = _raw_embeddings.decode(body)
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
@@ -188,15 +218,67 @@ def decode_embeddings(body: bytes, pause: Callable[[], object] | None = None) ->
             pause()
             done = 0
         raw = item.embedding
-        numbers = _count_numbers(raw)
-        if numbers is not None:
-            items.append(EmbeddingItem(item.index, item.object, FLOAT, numbers))
+        numbers_in = _count_numbers(raw)
+        if numbers_in is not None:
+            items.append(EmbeddingItem(item.index, item.object, FLOAT, numbers_in))
         else:
             try:
                 items.append(_read(_Item(_vector.decode(raw), item.index, item.object)))
             except (msgspec.ValidationError, msgspec.DecodeError) as exc:
                 raise _error(exc, body, f"data[{position}].embedding") from None
         done += len(raw)
+    return EmbeddingsReply(items)
+
+
+def _by_vector(body: bytes, pause: Callable[[], object] | None) -> EmbeddingsReply | None:
+    """A reply whose vectors are all lists of numbers, read a vector at a time; None where it cannot be read
+    so, for the whole read to find why (or to read it: a reply this refuses is never one it accepts).
+
+    Every ``"embedding": [`` is cut out up to its first ``]`` and a marker string ``"#k"`` put in its place;
+    what is left (about a kilobyte) is decoded typed. It is read only if that holds no backslash and no
+    ``"#`` but the markers, and data[k].embedding is marker k for every k: then each marker is a whole
+    string token (with no escapes, a quote before ``#`` opens a string), the cuts are exactly the items'
+    vectors, and the reply is the JSON that a whole decode reads, with the same items, once each cut is
+    checked as JSON (msgspec.Raw) and found a list of numbers alone. The loop turns every
+    VECTOR_PIECE_BYTES of cuts checked, so no step holds it for more than a few vectors.
+    """
+    cuts: list[tuple[int, int]] = []
+    parts: list[bytes] = []
+    at = 0
+    found = _VECTOR_AT.search(body)
+    while found is not None:
+        start = found.end() - 1
+        end = body.find(b"]", start) + 1
+        if not end:
+            return None
+        parts += (body[at:start], b'"#%d"' % len(cuts))
+        cuts.append((start, end))
+        at = end
+        found = _VECTOR_AT.search(body, end)
+    parts.append(body[at:])
+    rest = b"".join(parts)
+    if not cuts or b"\\" in rest or rest.count(b'"#') != len(cuts):
+        return None
+    try:
+        data = _cut_embeddings.decode(rest).data
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return None
+    if len(data) != len(cuts) or any(item.embedding != f"#{k}" for k, item in enumerate(data)):
+        return None
+    items, done, view = [], 0, memoryview(body)
+    for item, (start, end) in zip(data, cuts, strict=True):
+        if pause is not None and done >= VECTOR_PIECE_BYTES:
+            pause()
+            done = 0
+        try:
+            _json_value.decode(view[start:end])
+        except msgspec.DecodeError:
+            return None
+        numbers = _count_numbers(body, start, end)
+        if numbers is None:
+            return None
+        items.append(EmbeddingItem(item.index, item.object, FLOAT, numbers))
+        done += end - start
     return EmbeddingsReply(items)
 
 
@@ -223,17 +305,19 @@ _TOP = ord("e")
 ``true``, ``false``, ``null`` and ``{`` all hold a byte above it."""
 
 
-def _count_numbers(raw: msgspec.Raw) -> int | None:
-    """How many numbers the JSON list ``raw`` holds; None where ``raw`` is not a list of numbers alone.
+def _count_numbers(raw: msgspec.Raw | bytes, start: int = 0, end: int | None = None) -> int | None:
+    """How many numbers the JSON list ``raw[start:end]`` holds; None where it is not a list of numbers alone.
 
-    ``raw`` is valid JSON (msgspec checked every byte while locating it), so a list with no string (``"``),
-    no inner list (``[``) and no byte above ``e`` holds numbers only, separated by its commas. Numbers
-    are not converted: one beyond a double's range (``1e999``) is counted where a whole decode refuses it.
+    It is valid JSON (msgspec checked every byte of it), so a list with no string (``"``), no inner list
+    (``[``) and no byte above ``e`` holds numbers only, separated by its commas. Numbers are not
+    converted: one beyond a double's range (``1e999``) is counted where a whole decode refuses it. A
+    span of ``bytes`` is read in place, not copied.
     """
-    text = bytes(raw)
-    if text[:1] != b"[" or text.find(b'"') >= 0 or text.find(b"[", 1) >= 0:
+    text = raw if isinstance(raw, bytes) else bytes(raw)
+    end = len(text) if end is None else end
+    if text[start:start + 1] != b"[" or text.find(b'"', start, end) >= 0 or text.find(b"[", start + 1, end) >= 0:
         return None
-    codes = np.frombuffer(text, np.uint8)
+    codes = np.frombuffer(text, np.uint8, end - start, start)
     if codes.max() > _TOP:
         return None
     commas = int(np.count_nonzero(codes == 44))

@@ -10,6 +10,7 @@ import base64
 import json
 import random
 import struct
+from unittest import mock
 
 import pytest
 
@@ -37,10 +38,26 @@ def test_pieces_give_what_one_pass_gives(encoding: str) -> None:
     assert (len(body) > shapes.PIECE_BYTES) == bool(pauses)
 
 
-def test_a_small_reply_is_one_pass() -> None:
+def test_a_reply_of_a_few_vectors_is_one_pass() -> None:
     pauses: list[int] = []
-    decode_embeddings(embedding_reply(16, 1024), lambda: pauses.append(1))  # about 330 KB
+    decode_embeddings(embedding_reply(2, 1024), lambda: pauses.append(1))  # about 40 KB
+    decode_embeddings(embedding_reply(16, 1024, encoding="base64"), lambda: pauses.append(1))  # about 88 KB
     assert pauses == []
+
+
+def test_lists_of_numbers_are_read_a_few_vectors_at_a_time() -> None:
+    """The embedding class's realistic reply (16 x 1,024 floats, about 330 KB) turns the loop between pieces
+    of vectors, so no step holds it for the whole reply."""
+    body = embedding_reply(16, 1024)
+    sizes = [len(item.embedding) for item in shapes._raw_embeddings.decode(body).data]
+    expected, done = 0, 0
+    for size in sizes:
+        if done >= shapes.VECTOR_PIECE_BYTES:
+            expected, done = expected + 1, 0
+        done += size
+    pauses: list[int] = []
+    assert decode_embeddings(body, lambda: pauses.append(1)) == decode_embeddings(body)
+    assert len(pauses) == expected >= sum(sizes) // shapes.VECTOR_PIECE_BYTES - 1 >= 2
 
 
 def test_pieces_refuse_what_one_pass_refuses_naming_the_same_field() -> None:
@@ -56,8 +73,8 @@ def test_pieces_refuse_what_one_pass_refuses_naming_the_same_field() -> None:
     assert messages[0] == messages[1] == "data[40].embedding[0]: expected `float`, got `str`"
 
 
-def test_a_large_reply_lets_the_loop_turn_after_locating_and_between_pieces_of_vectors() -> None:
-    body = embedding_reply(64, 4096)  # about 5.8 MB: a locating pass, then 11 pieces of vectors
+def test_a_large_reply_read_whole_lets_the_loop_turn_after_locating_and_between_pieces_of_vectors() -> None:
+    body = embedding_reply(64, 4096, encoding="base64")  # about 1.4 MB: a locating pass, then 3 pieces
     located = shapes._raw_embeddings.decode(body)
     sizes = [len(item.embedding) for item in located.data]
     expected, done = 1, 0  # one turn after the locating pass, then one each time a piece is done
@@ -98,3 +115,59 @@ def test_a_reply_read_either_way_is_the_same() -> None:
     whole = shapes._embeddings.decode(body)
     assert [(i.index, i.object, i.format, i.size) for i in counted.data] == \
         [(i.index, i.object, "float", len(i.embedding)) for i in whole.data]
+
+
+def whole(body: bytes) -> object:
+    """What the whole read (every byte located by msgspec) makes of ``body``: its reply, or its error."""
+    with mock.patch.object(shapes, "_by_vector", lambda body, pause: None):
+        return outcome(body)
+
+
+def outcome(body: bytes) -> object:
+    try:
+        return decode_embeddings(body, lambda: None)
+    except ShapeError as exc:
+        return f"ShapeError: {exc}"
+
+
+VECTORS = b'{"object": "list", "data": [{"index": 0, "object": "embedding", "embedding": [0.5, -1, 2e-3]}, ' \
+    b'{"index": 1, "object": "embedding", "embedding": [1, 2, 3]}], "model": "m", "usage": {"total_tokens": 2}}'
+
+
+TAIL = b'"embedding": [1, 2, 3]}], "model": "m", "usage": {"total_tokens": 2}}'
+BY_VECTOR = [(b"", b""), (b'"embedding": [1, 2, 3]', b'"embedding"\t:\r\n [1,2,3]'),
+             (b'"embedding": [0.5, -1, 2e-3]', b'"embedding": [1e999]')]
+"""The changes below after which the reply is still read a vector at a time."""
+
+
+@pytest.mark.parametrize("change", [
+    (b"", b""),  # as sent
+    (b'"embedding": [1, 2, 3]', b'"embedding"\t:\r\n [1,2,3]'),  # JSON's whitespace around the colon
+    (b'"embedding": [1, 2, 3]', b'"embedding": [1, "x", 3]'),  # a string in a vector
+    (b'"embedding": [1, 2, 3]', b'"embedding": [1, true, 3]'),  # a boolean
+    (b'"embedding": [1, 2, 3]', b'"embedding": [1,, 3]'),  # not JSON inside a vector
+    (b'"embedding": [1, 2, 3]', b'"embedding": [[1], [2], [3]]'),  # a vector of lists
+    (b'"embedding": [1, 2, 3]', b'"embedding": [1, 2, 3'),  # a vector cut off
+    (b'"embedding": [1, 2, 3]', b'"embedding": [1, 2, 3], "embedding": [4]'),  # a key twice
+    (b'"embedding": [1, 2, 3]', b'"\\u0065mbedding": [1, 2, 3]'),  # a key written with an escape
+    (b'"embedding": [1, 2, 3]', b'"embedding": 7'),  # a number, not a vector
+    (b'"total_tokens": 2', b'"embedding": [9]'),  # a vector under usage
+    (TAIL, b'"embedding": "#1"}], "model": "m", "usage": {"embedding": [9]}}'),  # that, and a marker's look-alike
+    (TAIL, b'"embedding": 1}], "model": "m", "usage": {"embedding": [9]}}'),  # or a number where marker 1 stands
+    (b'"model": "m"', b'"model": "#0"'),  # a value that looks like a marker
+    (b'"model": "m"', b'"model": "m\\/1\\u00e9"'),  # escapes outside the vectors
+    (b'"model": "m"', b'"model": "x\\"embedding\\": [1]"'),  # a key's text inside a string
+    (b'"data": [', b'"data": [{"index": 2, "\\"embedding": [5]}, '),  # a key that ends in embedding
+    (b'}], "model"', b'}, 7], "model"'),  # an item that is not an object
+    (b'"usage": {"total_tokens": 2}}', b'"usage": {"total_tokens": 2}} x'),  # text after the reply
+    (b'"embedding": [0.5, -1, 2e-3]', b'"embedding": [1e999]'),  # past a double's range: counted either way
+])
+def test_read_a_vector_at_a_time_or_whole_a_reply_gives_the_same_reply_or_error(change: tuple[bytes, bytes]) -> None:
+    """Whatever the reply, reading its vectors one at a time gives what the whole read gives: the same items,
+    or the same error naming the same field."""
+    old, new = change
+    body = VECTORS.replace(old, new, 1)
+    assert old in VECTORS and (body != VECTORS or not old)
+    assert outcome(body) == whole(body)
+    read = shapes._by_vector(body, None)  # None: left to the whole read
+    assert (read is not None) == (change in BY_VECTOR), read
