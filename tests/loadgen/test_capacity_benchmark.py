@@ -25,8 +25,22 @@ def test_bunched_counts_completions_within_a_millisecond_of_the_one_before() -> 
 
 
 def test_an_unknown_variant_is_refused_by_name() -> None:
-    with pytest.raises(SystemExit, match="'no-such' is not one of no-alarm, lead-20ms"):
+    with pytest.raises(SystemExit, match=r"'no-such' is not one of no-alarm, lead-20ms, whole-read$"):
         loadgen_variants.apply("no-such")
+
+
+def test_the_whole_read_variant_reads_a_reply_of_floats_whole() -> None:
+    """In its own process (a variant changes the process it is applied in): the reply reads the same, whole."""
+    code = ("import loadgen_variants\n"
+            "from bench_plugin.users import shapes\n"
+            "body = b'{\"data\": [{\"index\": 0, \"embedding\": [1, 2]}]}'\n"
+            "assert shapes._by_vector(body, None) is not None\n"
+            "loadgen_variants.apply('whole-read')\n"
+            "assert shapes._by_vector(body, None) is None\n"
+            "print(shapes.decode_embeddings(body, lambda: None).data[0].size)\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT / "benchmarks", capture_output=True, text=True,
+                          timeout=60)
+    assert (done.returncode, done.stdout) == (0, "2\n"), done.stderr
 
 
 def test_the_load_generator_benchmark_still_runs(tmp_path: Path) -> None:
