@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import random
 import select
+import socket
 import time
 
 import gevent
@@ -71,6 +72,40 @@ def test_a_greenlet_killed_while_it_waits_is_left_out() -> None:
     doomed.kill()
     kept.join(timeout=1)
     assert woke == ["kept"]
+
+
+def test_a_turn_that_finds_the_time_passed_and_replies_ready_wakes_the_send_before_the_readers() -> None:
+    """The loop was held past a send's time (a long decode), and replies arrived meanwhile: the send goes first.
+    At the loop's default priority it went last here, after every reader had run (libev runs the watchers
+    ready in one turn latest first)."""
+    if alarm() is None:
+        pytest.skip("no timerfd here")
+    order: list[str] = []
+    pairs = [socket.socketpair() for _ in range(8)]
+
+    def reader(sock: socket.socket) -> None:
+        sock.recv(1)
+        order.append("reply")
+
+    def sender(when: float) -> None:
+        wait_until(when)
+        order.append("send")
+
+    try:
+        readers = [gevent.spawn(reader, theirs) for _, theirs in pairs]
+        when = time.time() + 0.005
+        sending = gevent.spawn(sender, when)
+        gevent.sleep(0)  # the readers wait on their sockets, the sender on the alarm
+        while time.time() < when + 0.002:  # the loop held past the send's time, not yielding
+            pass
+        for mine, _ in pairs:  # then the replies come
+            mine.send(b"x")
+        gevent.joinall([*readers, sending], timeout=5)
+    finally:
+        for mine, theirs in pairs:
+            mine.close()
+            theirs.close()
+    assert order == ["send"] + ["reply"] * 8
 
 
 @pytest.mark.serial  # a timing: two lanes beside it could pre-empt the process for milliseconds
