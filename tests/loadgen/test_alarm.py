@@ -76,8 +76,8 @@ def test_a_greenlet_killed_while_it_waits_is_left_out() -> None:
 
 def test_a_turn_that_finds_the_time_passed_and_replies_ready_wakes_the_send_before_the_readers() -> None:
     """The loop was held past a send's time (a long decode), and replies arrived meanwhile: the send goes first.
-    At the loop's default priority it went last here, after every reader had run (libev runs the watchers
-    ready in one turn latest first)."""
+    With alarm.PRIORITISED off this fails, the send going last after every reader: libev runs the watchers of
+    one priority ready in a turn latest first (ev_invoke_pending), and the timer was ready before the sockets."""
     if alarm() is None:
         pytest.skip("no timerfd here")
     order: list[str] = []
