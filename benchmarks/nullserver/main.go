@@ -156,8 +156,12 @@ func embeddings(w http.ResponseWriter, r *http.Request) {
 	if format != "base64" {
 		format = "float"
 	}
+	reply := embeddingsReply(inputs(req.Input), format)
 	w.Header().Set("Content-Type", "application/json")
-	w.Write(embeddingsReply(inputs(req.Input), format))
+	// with its length, as uvicorn (vLLM, SGLang) and axum (TEI) send a JSON reply; without it, Go chunks any
+	// reply over 2 KB
+	w.Header().Set("Content-Length", strconv.Itoa(len(reply)))
+	w.Write(reply)
 }
 
 func chunk(w io.Writer, chat bool, content string, finish string, usage string) {
