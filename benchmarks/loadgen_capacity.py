@@ -195,7 +195,8 @@ def run(args: argparse.Namespace) -> Report:
     port = nullserver.free_port()
     url = f"http://127.0.0.1:{port}"
     report = Report(machine(layout, server), "quick" if args.quick else "full",
-                    {**dataclasses.asdict(settings), "bare_arrivals": args.bare_arrivals, "variant": args.variant},
+                    {**dataclasses.asdict(settings), "bare_arrivals": args.bare_arrivals, "variant": args.variant,
+                     "target": args.target},
                     str(out))
     runs = out / "runs"  # every campaign's results and scenario, bare Locust's rounds, logs/ of every process
     with Processes(runs / "logs") as procs, CpuSampler() as sampler:

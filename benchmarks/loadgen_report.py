@@ -3,7 +3,8 @@
 ``Report`` holds what one run measured (the machine, the CPU-per-request rounds, the searches, the
 default command's sweep, and per workload the error that stopped a part, if one did); ``to_dict`` is
 loadgen_capacity.json and ``markdown`` loadgen_capacity.md, what the script prints and docs/benchmarks.md
-quotes: a table per part, then every stage of the searches and of the default command.
+quotes: a table per part, the goals judged on what it measured (loadgen_goals.py), then every stage of the
+searches and of the default command.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from typing import Any
 
 from loadgen_cpu import BUNCHED_S, CpuRounds, Window
 from loadgen_default import DefaultRun
+from loadgen_goals import Goal, judge, to_dicts
+from loadgen_goals import markdown as goals_markdown
 from loadgen_search import Search
 from loadgen_stages import FAIL, MAX_LAG_P99_MS, MIN_SENT, OTHER_LIMIT_CORES, PASS, StageResult
 
@@ -38,13 +41,20 @@ class Report:
     """Part and workload (``cpu embedding-float``) -> why it measured nothing."""
     seconds: float = 0.0
 
+    @property
+    def goals(self) -> list[Goal]:
+        """The goals judged on what this run measured."""
+        return judge(self.cpu, self.default, int(self.machine.get("cores", 0)),
+                     float(self.settings.get("target", 3000.0)))
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
         return {"format": FORMAT, "machine": self.machine, "mode": self.mode, "settings": self.settings,
                 "out": self.out, "seconds": round(self.seconds, 1), "errors": self.errors,
                 "cpu_per_request": [c.to_dict() for c in self.cpu],
                 "one_process": [s.to_dict() for s in self.searches],
-                "default_command": self.default.to_dict() if self.default else None}
+                "default_command": self.default.to_dict() if self.default else None,
+                "goals": to_dicts(self.goals)}
 
     def markdown(self) -> str:
         """The run as markdown tables."""
@@ -55,6 +65,8 @@ class Report:
             lines += _searches(self.searches)
         if self.default:
             lines += _default(self.default)
+        if self.cpu or self.default:
+            lines += goals_markdown(self.goals)
         if self.errors:
             lines += ["", "Parts that measured nothing:", ""]
             lines += [f"- {where}: {why}" for where, why in self.errors.items()]
