@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from itertools import chain
 from typing import Any
 
 import msgspec
@@ -184,7 +185,7 @@ def decode_embeddings(body: bytes, pause: Callable[[], object] | None = None) ->
 
     A reply of base64 strings is decoded in one typed pass. A reply of lists of numbers is read a vector
     at a time (:func:`_by_vector`): its vectors are cut out, what is left is decoded typed, and each
-    vector is checked as JSON and its numbers counted in place (:func:`_count_numbers`), never built into
+    vector is checked as JSON and its numbers counted in place (:func:`_count_cuts`), never built into
     Python floats: a list of JSON numbers is all the check needs, and building 16,384 Python floats to count
     them was most of the request's CPU. A reply that cannot be read so (a list that is anything but
     numbers, a reply that is not JSON, keys written with escapes) is read whole instead: located
@@ -265,17 +266,17 @@ def _by_vector(body: bytes, pause: Callable[[], object] | None) -> EmbeddingsRep
         return None
     if len(data) != len(cuts) or any(item.embedding != f"#{k}" for k, item in enumerate(data)):
         return None
+    counts = _count_cuts(body, cuts)
+    if counts is None:
+        return None
     items, done, view = [], 0, memoryview(body)
-    for item, (start, end) in zip(data, cuts, strict=True):
+    for item, (start, end), numbers in zip(data, cuts, counts, strict=True):
         if pause is not None and done >= VECTOR_PIECE_BYTES:
             pause()
             done = 0
         try:
             _json_value.decode(view[start:end])
         except msgspec.DecodeError:
-            return None
-        numbers = _count_numbers(body, start, end)
-        if numbers is None:
             return None
         items.append(EmbeddingItem(item.index, item.object, FLOAT, numbers))
         done += end - start
@@ -322,6 +323,31 @@ def _count_numbers(raw: msgspec.Raw | bytes, start: int = 0, end: int | None = N
         return None
     commas = int(np.count_nonzero(codes == 44))
     return commas + 1 if commas or codes[1:-1].max(initial=0) > 32 else 0
+
+
+def _count_cuts(body: bytes, cuts: list[tuple[int, int]]) -> list[int] | None:
+    """:func:`_count_numbers` of every span ``body[start:end]`` of ``cuts`` (each from ``[`` to its first ``]``,
+    in order, the last before the body's end), in one pass over the body rather than one per list; None where
+    any of them is not a list of numbers alone.
+
+    Every span is then checked as JSON by msgspec (:func:`_by_vector`); counting first changes only which
+    check finds a fault, and either sends the reply to the whole read.
+    """
+    if not cuts or cuts[-1][1] >= len(body):
+        return None
+    for start, end in cuts:
+        if body.find(b'"', start, end) >= 0 or body.find(b"[", start + 1, end) >= 0:
+            return None
+    codes = np.frombuffer(body, np.uint8)
+    bounds = np.fromiter(chain.from_iterable(cuts), np.intp, 2 * len(cuts))
+    if np.maximum.reduceat(codes, bounds)[0::2].max() > _TOP:  # the highest byte of each span (and each gap)
+        return None
+    commas = codes == 44
+    counts = []
+    for start, end in cuts:
+        found = int(np.count_nonzero(commas[start:end]))
+        counts.append(found + 1 if found or codes[start + 1:end - 1].max(initial=0) > 32 else 0)
+    return counts
 
 
 def decode_chunk(data: bytes | str) -> Chunk:

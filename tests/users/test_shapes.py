@@ -106,6 +106,22 @@ def test_a_list_is_counted_only_when_it_holds_numbers_alone(vector: bytes, count
     body = b'{"data": [{"index": 0, "embedding": ' + vector + b"}]}"
     raw = shapes._raw_embeddings.decode(body).data[0].embedding
     assert shapes._count_numbers(raw) == count
+    if vector.startswith(b"[") and b"]" not in vector[:-1]:  # a span _by_vector cuts: counted alike, in one pass
+        start = body.index(vector)
+        assert shapes._count_cuts(body, [(start, start + len(vector))]) == (None if count is None else [count])
+
+
+def test_the_lists_of_a_reply_are_counted_in_one_pass_as_each_alone() -> None:
+    lists = [b"[1,2,3]", b"[ ]", b"[-1.5e-05]", b"[0.25 , 4]"]
+    body = b'{"data": [' + b", ".join(b'{"index": %d, "embedding": %s}' % (k, v) for k, v in enumerate(lists)) + b"]}"
+    cuts = [(body.index(v), body.index(v) + len(v)) for v in lists]
+    assert shapes._count_cuts(body, cuts) == [3, 0, 1, 2]
+    # one list that is not numbers alone, anywhere, and no count at all; a span at the body's very end neither
+    for bad in (b"[1,true]", b"[1e5,null]", b"[{}]"):
+        changed = body.replace(lists[2], bad)
+        spans = [(changed.index(v), changed.index(v) + len(v)) for v in (*lists[:2], bad, lists[3])]
+        assert shapes._count_cuts(changed, spans) is None, bad
+    assert shapes._count_cuts(b"[1,2]", [(0, 5)]) is None and shapes._count_cuts(body, []) is None
 
 
 def test_a_reply_read_either_way_is_the_same() -> None:
