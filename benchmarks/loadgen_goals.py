@@ -44,10 +44,11 @@ def judge(cpu: list[CpuRounds], default: DefaultRun | None, cores: int, target: 
                           "no round completed a request" if ratio is None else f"{ratio:.2f}x{interval}",
                           ratio is not None and ratio <= RATIO_MAX))
         limit = MS_PER_REQUEST_MAX.get(c.workload)
-        plugin = c.median(c.plugin)
+        plugin, bare = c.median(c.plugin), c.median(c.bare)
         if limit is not None:
             goals.append(Goal(f"{c.workload}: plugin <= {limit:g} ms of CPU per request",
-                              "-" if plugin is None else f"{plugin:.3f} ms (bare Locust {c.median(c.bare) or 0:.3f})",
+                              "-" if plugin is None else
+                              f"{plugin:.3f} ms (bare Locust {'-' if bare is None else f'{bare:.3f}'})",
                               plugin is not None and plugin <= limit))
         lags = [w.lag_p99_ms for w in c.plugin]
         worst = max((lag for lag in lags if lag is not None), default=None)

@@ -44,8 +44,7 @@ class Report:
     @property
     def goals(self) -> list[Goal]:
         """The goals judged on what this run measured."""
-        return judge(self.cpu, self.default, int(self.machine.get("cores", 0)),
-                     float(self.settings.get("target", 3000.0)))
+        return judge(self.cpu, self.default, self.machine["cores"], self.settings["target"])
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
