@@ -163,12 +163,17 @@ def test_a_probe_its_load_generator_fell_behind_in_stops_the_search_unjudged(tmp
     assert "the load generator fell behind first" in markdown and "Next: rerun with more load generators" in markdown
 
 
+@pytest.mark.serial
 def test_a_stage_its_load_generator_fell_behind_in_is_set_aside_and_run_again(tmp_path: Path) -> None:
     """The generator's loop is busy 95% of the time in the second stage only (a lapse, as a stalled virtual machine
     makes): the probe that stage belongs to (x2, 30 req/s for 4 s against a server of 100 req/s; or x1's extension,
     where a busy host left x1 undecided) fails on the generator's delays, so its stage is set aside and run again;
     the rerun, sent on time, passes, and the search goes on past it as if the lapse had not happened. The set-aside
-    stage stays on record, flagged, and counts as a run."""
+    stage stays on record, flagged, and counts as a run.
+
+    Serial: the stages around the lapse must be sent on time. With the suite's other lanes beside it (other
+    processes at 1.8 of 2 cores, seen in CI) the host held the generator back in four stages in a row, and the
+    probe rightly went unjudged."""
     locustfile = holding_locustfile(tmp_path, "lapse", "hog", from_stage=1, until_stage=2)
     scenario = scenario_variant(tmp_path, "search-calibration", repeats=1, search={
         "mix": {"embedding": 15}, "start_scale": 1, "max_scale": 3, "precision": 0.5, "stage_duration_s": 4,
@@ -198,7 +203,11 @@ def test_a_stage_its_load_generator_fell_behind_in_is_set_aside_and_run_again(tm
     # host took it (as in the test above)
     lapse = trial["stages"][1]["generator_limited"] or ""
     assert lapse.startswith(("CPU-bound: ", "stalled: ", "held back: ")), lapse
-    assert not any(trial["stages"][i]["generator_limited"] for i in lapsed["stages"]), lapsed
+    # a stage pooled with the generator behind is one the rule kept: run after the probe had set aside all it may
+    # (the probe taken as passed stands, as asserted above)
+    for i in lapsed["stages"]:
+        if trial["stages"][i]["generator_limited"]:
+            assert len(lapsed["set_aside"]) == SET_ASIDE_LIMIT and max(lapsed["set_aside"]) < i, (i, lapsed)
     later = probes[probes.index(lapsed) + 1:]
     assert later and later[0]["scale"] == min(2 * lapsed["scale"], 3.0), "the search went on past the lapse"
     assert result["status"] != "generator-limited" and result["runs"] == len(trial["stages"]), result
@@ -221,10 +230,14 @@ def search_campaign(tmp_path: Path, repeats: int, search: dict[str, Any], *args:
 
 def test_a_probe_sized_by_requests_runs_as_long_as_its_rate_needs(tmp_path: Path) -> None:
     """``stage_requests: 60`` with 2-s stages and a 6-s hold: the probe at 15 req/s runs 4 s (60 requests), those at
-    30 and 60 req/s the 2-s floor, the hold its 6 s; every stage is planned, and ran, that long."""
+    30 and 60 req/s the 2-s floor, the hold its 6 s; every stage is planned, and ran, that long. A P95 SLO of 2 s,
+    which the server (20 ms a request, 100 req/s) keeps at every load probed even on a host the suite's other lanes
+    keep busy, makes every probe pass, so the search doubles to its maximum whatever the host's noise."""
+    data = yaml.safe_load((ROOT / "scenarios" / "search-calibration.yaml").read_text())
+    data["classes"]["embedding"]["slo"] = {"p95_ms": 2000}
     _, (trial,) = search_campaign(tmp_path, 1, {
         "mix": {"embedding": 15}, "start_scale": 1, "max_scale": 4, "precision": 0.5, "stage_duration_s": 2,
-        "stage_requests": 60, "max_extensions": 0, "sustain_s": 6})
+        "stage_requests": 60, "max_extensions": 0, "sustain_s": 6}, classes=data["classes"])
     planned = {stage["index"]: stage["planned_s"] for stage in trial["stages"]}
     ran = {stage["index"]: stage["duration_s"] for stage in trial["stages"]}
     seen = []
@@ -254,13 +267,18 @@ def test_a_warm_repeat_holds_the_earlier_lo_first_and_never_holds_a_scale_twice(
         assert [p for p in two["probes"] if p["scale"] == first["lo"]] == [opening], "its lo run once: as the hold"
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("holds", [False, True], ids=["probes", "holds-too"])
 def test_an_extension_not_expected_to_decide_its_probe_is_skipped(tmp_path: Path, holds: bool) -> None:
     """A server that makes 5% of its requests slow at any load: each probe's P95 sits on its allowance, which no
     number of extensions can decide. With ``skip_futile_extensions`` such a probe runs once and is decided on its
     point estimate, marked ``futile``; every probe is decided and skipped exactly as the rule says on its samples.
     The boundary's hold runs its extensions whatever they promise, unless ``skip_futile_holds`` (``holds``) puts it
-    under the same rule."""
+    under the same rule.
+
+    Serial: the probes must be judged. With the suite's other lanes beside it (other processes at 1.8 of 2 cores,
+    seen in CI) the host held the generator back in three stages in a row at x1, and the search rightly stopped
+    there unjudged, before any probe could show its futility."""
     data = yaml.safe_load((ROOT / "scenarios" / "search-calibration.yaml").read_text())
     embedding = data["classes"]["embedding"]
     embedding["server"]["command"] = [*embedding["server"]["command"][:-4], "--latency-ms", "5", "--max-concurrency",

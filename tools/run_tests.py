@@ -4,9 +4,10 @@
 
 Most tests wait on real processes (servers starting, stages of a few seconds, workers joining) and
 use a fraction of the machine, so three pytest processes over disjoint sets of test files, even on
-two cores, finish in well under half the time of one. Tests marked ``serial`` compare timings against a reference
-measured on a quiet host (the harness's accuracy, one process against N workers): they are skipped
-in the lanes and run afterwards on their own.
+two cores, finish in well under half the time of one. Tests marked ``serial`` need a quiet host: they compare
+timings against a reference measured on one (the harness's accuracy, one process against N workers), or need
+their load generator to keep up over several stages in a row (a search whose probes must be judged); they are
+skipped in the lanes and run afterwards on their own.
 
 Files that use the same session fixture (a shared campaign, a rendered report) go to the same lane,
 so that fixture runs once (the Kubernetes control plane too: started in seconds, but its API server and
