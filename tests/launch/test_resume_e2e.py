@@ -445,35 +445,38 @@ def ray_results(results: Path) -> list[str]:
 
 
 FREEZE = """\
-\"\"\"Loaded after locustfiles/mixed.py: the campaign stops itself (SIGSTOP), once, as its stage {stage!r} starts (None:
-its first stage), that stage's row and timeline entry in the store (run/hooks.py); it records nothing of its own.\"\"\"
+\"\"\"Loaded after locustfiles/mixed.py: the campaign stops itself (SIGSTOP), once, as the stage that makes {nth} of
+its stages named in {stages!r} (None: of any name) starts, that stage's row and timeline entry in the store
+(run/hooks.py); it records nothing of its own.\"\"\"
 import os
 import signal
 from pathlib import Path
 
 from locust import events
 
-frozen = []
+seen = []
 
 
 def freeze(name=None, **_):
-    if not frozen and {stage!r} in (None, name):
-        frozen.append(name)
-        Path({marker!r}).touch()
-        os.kill(os.getpid(), signal.SIGSTOP)
+    if {stages!r} is None or name in {stages!r}:
+        seen.append(name)
+        if len(seen) == {nth}:
+            Path({marker!r}).touch()
+            os.kill(os.getpid(), signal.SIGSTOP)
 
 
 events.init.add_listener(lambda environment, **_: environment.bench_plugin_events.stage_start.add_listener(freeze))
 """
-"""A locustfile beside locustfiles/mixed.py (Locust loads both, in order): ``stage`` and ``marker`` to format."""
+"""A locustfile beside locustfiles/mixed.py (Locust loads both, in order): ``stages``, ``nth`` and ``marker`` to
+format."""
 
 
-def frozen_at(tmp_path: Path, stage: str | None, tag: str = "") -> tuple[list[str], Path]:
-    """-f for a campaign that freezes itself as ``stage`` starts (FREEZE; None: its first stage), and the file that
-    says it has: a signal once that file exists lands there, however late this process sees it, for the campaign
-    cannot go past it (stop_when continues it after a signal it must handle)."""
+def frozen_at(tmp_path: Path, stages: tuple[str, ...] | None, tag: str = "", nth: int = 1) -> tuple[list[str], Path]:
+    """-f for a campaign that freezes itself as the ``nth`` of its stages named in ``stages`` starts (FREEZE; None:
+    of any name), and the file that says it has: a signal once that file exists lands there, however late this
+    process sees it, for the campaign cannot go past it (stop_when continues it after a signal it must handle)."""
     marker, hook = tmp_path / f"frozen{tag}", tmp_path / f"freeze_at_stage{tag}.py"
-    hook.write_text(FREEZE.format(stage=stage, marker=str(marker)))
+    hook.write_text(FREEZE.format(stages=stages, nth=nth, marker=str(marker)))
     return ["-f", f"{LOCUSTFILE[1]},{hook}"], marker
 
 
@@ -486,26 +489,31 @@ def test_a_search_segment_killed_after_one_ray_ended_goes_on_from_its_decided_pr
     """The ray whose search had ended keeps its stages, probes and result, the open ray its decided probes; only
     the open ray's remaining probes run after the resume.
 
-    The kill lands in the open ray's last probe, asr-alone x4, once its stage has started: the campaign stops itself
-    there (FREEZE), since that probe is all it has left once ``mix`` ended, a second that a busy host's poll can miss.
+    The kill lands in the open ray's last probe, x4, once its stage has started: the campaign stops itself there
+    (FREEZE), since that probe is all it has left once the other ray ended, a second that a busy host's poll can
+    miss. The rays take turns by the stage-runs each has used, so ``asr-alone`` is the one still open, one stage
+    behind ``mix``; where the host held the load generator back in a stage (set aside, run again, counted as a run),
+    the other ray may be: the freeze comes as the second of the two rays' x4 probes starts, whichever ray it is.
     """
     scenario = scenario_variant(tmp_path, "simulator", repeats=1, search=RAYS, classes=loose_classes(),
                                 arms=[{"name": "shared", "control": True, "sharing": "time-slicing"}])
     results = tmp_path / "results"
-    locustfiles, frozen = frozen_at(tmp_path, "asr-alone x4")
+    last_probes = {"mix": "x4", "asr-alone": "asr-alone x4"}  # each ray's last probe's (first) stage
+    locustfiles, frozen = frozen_at(tmp_path, tuple(last_probes.values()), nth=2)
     first = stop_when([*locustfiles, "--scenario", str(scenario), "--results-dir", str(results)],
                       tmp_path / "first.log", results, frozen.exists, signal.SIGKILL)
     assert first == -signal.SIGKILL
-    assert ray_results(results) == ["mix"], "killed once mix had ended, asr-alone not"
+    (ended,) = ray_results(results)  # killed once one ray had ended, the other not
+    (still_open,) = set(last_probes) - {ended}
     kept = read_now(results, lambda reader: [(e.detail.get("ray"), e.detail["stage"], e.detail["scale"])
                                              for e in reader.events("search_step")], [])
     kept_stages: set[int] = read_now(results, lambda reader: {
         i for step in reader.search_steps(1) if step.decision is not None
         for i in [*step.decision.stages, *step.decision.set_aside]}, set())  # each decided probe's every stage
     assert {stage for _, stage, _ in kept} <= kept_stages
-    assert [scale for ray, _, scale in kept if ray == "mix"] == [1.0, 2.0, 4.0]
-    open_ray = [scale for ray, _, scale in kept if ray == "asr-alone"]
-    assert open_ray == [1.0, 2.0], "the rays take turns: asr-alone was still open"
+    assert [scale for ray, _, scale in kept if ray == ended] == [1.0, 2.0, 4.0]
+    open_ray = [scale for ray, _, scale in kept if ray == still_open]
+    assert open_ray == [1.0, 2.0], f"the rays take turns: {still_open} was still open"
     done = resume(results)
     assert done.returncode == 0, done.stdout[-3000:]
     assert f"keeping the {_count(len(kept), 'probe')} it decided" in done.stdout
@@ -524,7 +532,7 @@ def test_a_search_segment_killed_after_one_ray_ended_goes_on_from_its_decided_pr
     assert all(s.intended_s > last.at_s for s in samples if s.stage not in kept_stages), "the rest ran after"
     assert min(s.stage for s in samples if s.stage not in kept_stages) > max(kept_stages), "numbered after them"
     assert store_rows(results, "SELECT stage, name, status FROM superseded_stages") == [
-        (max(kept_stages) + 1, "asr-alone x4", "running")], "the probe cut short was set aside, and ran again"
+        (max(kept_stages) + 1, last_probes[still_open], "running")], "the probe cut short was set aside, and ran again"
     for stage in trial.stages:
         assert stage.status == "completed" and all(stage.classes[n].requests == stage.arrivals[n]
                                                    for n in stage.arrivals if stage.arrivals[n])
