@@ -306,40 +306,34 @@ _TOP = ord("e")
 ``true``, ``false``, ``null`` and ``{`` all hold a byte above it."""
 
 
-def _count_numbers(raw: msgspec.Raw | bytes, start: int = 0, end: int | None = None) -> int | None:
-    """How many numbers the JSON list ``raw[start:end]`` holds; None where it is not a list of numbers alone.
-
-    It is valid JSON (msgspec checked every byte of it), so a list with no string (``"``), no inner list
-    (``[``) and no byte above ``e`` holds numbers only, separated by its commas. Numbers are not
-    converted: one beyond a double's range (``1e999``) is counted where a whole decode refuses it. A
-    span of ``bytes`` is read in place, not copied.
-    """
+def _count_numbers(raw: msgspec.Raw | bytes) -> int | None:
+    """How many numbers the JSON list ``raw`` holds; None where it is not a list of numbers alone
+    (:func:`_count_cuts` of the one span that is all of it)."""
     text = raw if isinstance(raw, bytes) else bytes(raw)
-    end = len(text) if end is None else end
-    if text[start:start + 1] != b"[" or text.find(b'"', start, end) >= 0 or text.find(b"[", start + 1, end) >= 0:
-        return None
-    codes = np.frombuffer(text, np.uint8, end - start, start)
-    if codes.max() > _TOP:
-        return None
-    commas = int(np.count_nonzero(codes == 44))
-    return commas + 1 if commas or codes[1:-1].max(initial=0) > 32 else 0
+    counts = _count_cuts(text, [(0, len(text))])
+    return None if counts is None else counts[0]
 
 
 def _count_cuts(body: bytes, cuts: list[tuple[int, int]]) -> list[int] | None:
-    """:func:`_count_numbers` of every span ``body[start:end]`` of ``cuts`` (each from ``[`` to its first ``]``,
-    in order, the last before the body's end), in one pass over the body rather than one per list; None where
-    any of them is not a list of numbers alone.
+    """How many numbers each span ``body[start:end]`` of ``cuts`` holds (each a JSON list from ``[`` to its first
+    ``]``, in order), counted in one pass over the body rather than one per list; None where any of them is not a
+    list of numbers alone.
 
-    Every span is then checked as JSON by msgspec (:func:`_by_vector`); counting first changes only which
-    check finds a fault, and either sends the reply to the whole read.
+    Each span is valid JSON (msgspec checks every byte of it: :func:`decode_embeddings` before, :func:`_by_vector`
+    after, where counting first changes only which check finds a fault, and either sends the reply to the whole
+    read), so a list with no string (``"``), no inner list (``[``) and no byte above ``e`` holds numbers only,
+    separated by its commas. Numbers are not converted: one beyond a double's range (``1e999``) is counted where a
+    whole decode refuses it. The body is read in place, not copied.
     """
-    if not cuts or cuts[-1][1] >= len(body):
+    if not cuts:
         return None
     for start, end in cuts:
-        if body.find(b'"', start, end) >= 0 or body.find(b"[", start + 1, end) >= 0:
+        if body[start:start + 1] != b"[" or body.find(b'"', start, end) >= 0 or body.find(b"[", start + 1, end) >= 0:
             return None
     codes = np.frombuffer(body, np.uint8)
     bounds = np.fromiter(chain.from_iterable(cuts), np.intp, 2 * len(cuts))
+    if bounds[-1] >= len(body):  # the last span ends the body: its maximum runs from its start to the end
+        bounds = bounds[:-1]
     if np.maximum.reduceat(codes, bounds)[0::2].max() > _TOP:  # the highest byte of each span (and each gap)
         return None
     commas = codes == 44
