@@ -1,9 +1,10 @@
 """Pytest set-up: makes tests/harness.py importable, the leftover-server check, the shared campaigns, and
 the Kubernetes control plane.
 
-The short and calibration campaigns are run once per session and read by every module that needs
-them; a test that changes a results folder works on its own copy (harness.copy_of). So is the control
-plane (tests/k8s_cluster.py); each test that uses it gets a namespace of its own (k8s_namespace).
+A test marked ``cpu_bound`` runs at the lowest CPU priority (cpu_bound_yields). The short and calibration
+campaigns are run once per session and read by every module that needs them; a test that changes a results
+folder works on its own copy (harness.copy_of). So is the control plane (tests/k8s_cluster.py); each test that
+uses it gets a namespace of its own (k8s_namespace).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import locust  # noqa: F401  # isort: skip
 
 import os
 import re
+import resource
 import secrets
 import signal
 import sys
@@ -55,6 +57,42 @@ def no_leftover_servers(tmp_path: Path) -> Iterator[None]:
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     assert not left, f"servers left running: {left}"
+
+
+LOWEST_PRIORITY = 19
+"""The nice value a ``cpu_bound`` test runs at."""
+CAP_SYS_NICE = 23
+"""The capability bit that lets a process raise its own priority again (linux/capability.h)."""
+
+
+def may_raise_priority(to: int) -> bool:
+    """Whether this process may set its nice value back to ``to`` once it has lowered its priority: within its
+    RLIMIT_NICE, or holding CAP_SYS_NICE (root in a container may not)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NICE)
+    if soft == resource.RLIM_INFINITY or 20 - soft <= to:
+        return True
+    status = Path("/proc/self/status")
+    effective = [line.split()[1] for line in status.read_text().splitlines() if line.startswith("CapEff:")]
+    return bool(effective) and bool(int(effective[0], 16) >> CAP_SYS_NICE & 1)
+
+
+@pytest.fixture(autouse=True)
+def cpu_bound_yields(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test marked ``cpu_bound`` (its work all in this process, timing nothing) runs at the lowest CPU priority,
+    so the servers and load generators of the tests in the other lanes (tools/run_tests.py) get the cores first;
+    it is set back after the test. Where this process could not set it back, the test runs as it is."""
+    if request.node.get_closest_marker("cpu_bound") is None:
+        yield
+        return
+    before = os.getpriority(os.PRIO_PROCESS, 0)
+    if before >= LOWEST_PRIORITY or not may_raise_priority(before):
+        yield
+        return
+    os.setpriority(os.PRIO_PROCESS, 0, LOWEST_PRIORITY)
+    try:
+        yield
+    finally:
+        os.setpriority(os.PRIO_PROCESS, 0, before)
 
 
 @pytest.fixture(scope="session")

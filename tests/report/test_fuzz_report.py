@@ -26,6 +26,8 @@ from hypothesis import strategies as st
 
 from bench_plugin.cli import main
 
+pytestmark = pytest.mark.cpu_bound
+
 FUZZ = settings(max_examples=20, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 TABLES = ("meta", "trials", "segments", "stages", "samples", "events", "telemetry")

@@ -9,6 +9,8 @@ from harness import search_campaign_store
 
 from bench_plugin.report.outputs import DERIVED, write_outputs
 
+pytestmark = pytest.mark.cpu_bound
+
 
 @pytest.fixture
 def store(tmp_path: Path) -> Path:

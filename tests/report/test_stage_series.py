@@ -16,6 +16,8 @@ from bench_plugin.results.store import open_campaign
 from bench_plugin.results.telemetry_rows import TelemetryRow
 from bench_plugin.telemetry import fields as F
 
+pytestmark = pytest.mark.cpu_bound
+
 MakeCampaign = Callable[..., Path]
 NOTE = "DCGM_FI_PROF_SM_ACTIVE: no series for llm (pod bench/llm-0, UUID GPU-1234)"
 

@@ -23,6 +23,8 @@ import pytest
 from bench_plugin.results.limits import Limit
 from bench_plugin.results.summary import load_summary
 
+pytestmark = pytest.mark.cpu_bound
+
 SENDLAG = Path(__file__).resolve().parents[2] / "docs" / "results" / "h200-sendlag"
 
 

@@ -14,11 +14,14 @@ import math
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench_plugin.scenario import Scenario, ScenarioError, load_scenario
+
+pytestmark = pytest.mark.cpu_bound
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = {path.name: yaml.safe_load(path.read_text()) for path in sorted((ROOT / "scenarios").glob("*.yaml"))}
