@@ -109,7 +109,7 @@ def test_a_probe_its_load_generator_fell_behind_in_stops_the_search_unjudged(tmp
     generator's loop is busy 95% of the time, so requests leave and are read up to 95 ms late against a 60 ms SLO.
     Whatever it measures there, the first probe that does not pass sets its stage aside twice, runs again as late,
     and is not judged; the boundary is said to be at least the last load that passed (none, where a busy host left
-    the first probe undecided and the search went below it)."""
+    the first probe undecided or failed it, and the search went below it)."""
     locustfile = holding_locustfile(tmp_path, "hogged", "hog", from_stage=1)
     scenario = scenario_variant(tmp_path, "search-calibration", repeats=1, search={
         "mix": {"embedding": 30}, "start_scale": 1, "max_scale": 32, "precision": 0.15, "stage_duration_s": 2,
@@ -125,10 +125,10 @@ def test_a_probe_its_load_generator_fell_behind_in_stops_the_search_unjudged(tmp
     *judged, last = probes
     assert judged and judged[0]["scale"] == 1.0, probes
     first = judged[0]
-    # on a host busy enough (other processes at 1.8 of 2 cores, seen in CI) the first stage may decide nothing: with
-    # no extension allowed the search then goes down from x1, and the probe below it is the one held up
-    assert first["passed"] or (first["decision"]["outcome"] == "undecided"
-                               and trial["stages"][first["stages"][0]]["host_busy"]), probes
+    # on a host busy enough (other processes at 1.7-1.8 of 2 cores, seen in CI) the first stage may decide nothing,
+    # or fail, the server answering late too while its generator kept up: the search then goes down from x1, and the
+    # probe below it is the one held up
+    assert first["passed"] or trial["stages"][first["stages"][0]]["host_busy"], probes
     assert all(p["decision"]["lag_judged"] for p in probes)
     for probe in judged:  # judged: the generator kept up (or the selfcheck excused it), or it passed even so
         limited = any(trial["stages"][i]["generator_limited"] for i in probe["stages"])
