@@ -15,7 +15,6 @@ import locust  # noqa: F401  # isort: skip
 
 import os
 import re
-import resource
 import secrets
 import signal
 import sys
@@ -29,6 +28,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import Campaign, run_campaign, server_processes
+from priority import LOWEST_PRIORITY, may_raise_priority
 
 if TYPE_CHECKING:
     from k8s_cluster import Cluster
@@ -57,23 +57,6 @@ def no_leftover_servers(tmp_path: Path) -> Iterator[None]:
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     assert not left, f"servers left running: {left}"
-
-
-LOWEST_PRIORITY = 19
-"""The nice value a ``cpu_bound`` test runs at."""
-CAP_SYS_NICE = 23
-"""The capability bit that lets a process raise its own priority again (linux/capability.h)."""
-
-
-def may_raise_priority(to: int) -> bool:
-    """Whether this process may set its nice value back to ``to`` once it has lowered its priority: within its
-    RLIMIT_NICE, or holding CAP_SYS_NICE (root in a container may not)."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_NICE)
-    if soft == resource.RLIM_INFINITY or 20 - soft <= to:
-        return True
-    status = Path("/proc/self/status")
-    effective = [line.split()[1] for line in status.read_text().splitlines() if line.startswith("CapEff:")]
-    return bool(effective) and bool(int(effective[0], 16) >> CAP_SYS_NICE & 1)
 
 
 @pytest.fixture(autouse=True)

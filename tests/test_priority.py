@@ -1,11 +1,11 @@
-"""The suite's own set-up (conftest.py): a ``cpu_bound`` test yields the CPU while it runs, and only then."""
+"""The suite's own set-up (conftest.py, priority.py): a ``cpu_bound`` test yields the CPU while it runs, only then."""
 
 from __future__ import annotations
 
 import os
 
 import pytest
-from conftest import LOWEST_PRIORITY, may_raise_priority
+from priority import LOWEST_PRIORITY, may_raise_priority
 
 BEFORE = os.getpriority(os.PRIO_PROCESS, 0)
 
