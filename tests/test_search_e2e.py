@@ -6,6 +6,11 @@ what must hold whatever the noise: every probe was decided exactly as the probe 
 samples (extensions pooled), the stages followed bracket-then-bisect and the found boundary was held
 for a longer stage, the search ended within its precision, below the server's capacity. A load generator
 that falls behind from the second probe on leaves the probe that fails unjudged and the search stopped there.
+
+Every test here runs in the serial phase (tools/run_tests.py), alone: each needs its probes judged, against a
+server whose answers must come on time. Beside the suite's other lanes (a compose stack starting its servers,
+Locust masters and workers) the host held the generator back stage after stage at 10 req/s, and the server
+itself answered late: a search stopped unjudged, or failed a load it holds on a quiet host.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from bench_plugin.results.summary import ProbeDecision
 from bench_plugin.results.words import Phase, ProbeOutcome
 from bench_plugin.scenario import Slo
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 CAPACITY_SCALE = 10.0  # 100 req/s over a mix of 10 req/s
 
@@ -163,7 +168,6 @@ def test_a_probe_its_load_generator_fell_behind_in_stops_the_search_unjudged(tmp
     assert "the load generator fell behind first" in markdown and "Next: rerun with more load generators" in markdown
 
 
-@pytest.mark.serial
 def test_a_stage_its_load_generator_fell_behind_in_is_set_aside_and_run_again(tmp_path: Path) -> None:
     """The generator's loop is busy 95% of the time in the second stage only (a lapse, as a stalled virtual machine
     makes): the probe that stage belongs to (x2, 30 req/s for 4 s against a server of 100 req/s; or x1's extension,
@@ -171,11 +175,7 @@ def test_a_stage_its_load_generator_fell_behind_in_is_set_aside_and_run_again(tm
     the rerun, sent on time, passes, and the search goes on past it as if the lapse had not happened. The set-aside
     stage stays on record, flagged, and counts as a run. (Where the host held the generator back in a stage beside
     the lapse too, the probe may have set aside all it may before its rerun: a late rerun is then pooled, and its
-    pass stands, as the rule says.)
-
-    Serial: the stages around the lapse must be sent on time. With the suite's other lanes beside it (other
-    processes at 1.8 of 2 cores, seen in CI) the host held the generator back in four stages in a row, and the
-    probe rightly went unjudged."""
+    pass stands, as the rule says.)"""
     locustfile = holding_locustfile(tmp_path, "lapse", "hog", from_stage=1, until_stage=2)
     scenario = scenario_variant(tmp_path, "search-calibration", repeats=1, search={
         "mix": {"embedding": 15}, "start_scale": 1, "max_scale": 3, "precision": 0.5, "stage_duration_s": 4,
@@ -269,18 +269,13 @@ def test_a_warm_repeat_holds_the_earlier_lo_first_and_never_holds_a_scale_twice(
         assert [p for p in two["probes"] if p["scale"] == first["lo"]] == [opening], "its lo run once: as the hold"
 
 
-@pytest.mark.serial
 @pytest.mark.parametrize("holds", [False, True], ids=["probes", "holds-too"])
 def test_an_extension_not_expected_to_decide_its_probe_is_skipped(tmp_path: Path, holds: bool) -> None:
     """A server that makes 5% of its requests slow at any load: each probe's P95 sits on its allowance, which no
     number of extensions can decide. With ``skip_futile_extensions`` such a probe runs once and is decided on its
     point estimate, marked ``futile``; every probe is decided and skipped exactly as the rule says on its samples.
     The boundary's hold runs its extensions whatever they promise, unless ``skip_futile_holds`` (``holds``) puts it
-    under the same rule.
-
-    Serial: the probes must be judged. With the suite's other lanes beside it (other processes at 1.8 of 2 cores,
-    seen in CI) the host held the generator back in three stages in a row at x1, and the search rightly stopped
-    there unjudged, before any probe could show its futility."""
+    under the same rule."""
     data = yaml.safe_load((ROOT / "scenarios" / "search-calibration.yaml").read_text())
     embedding = data["classes"]["embedding"]
     embedding["server"]["command"] = [*embedding["server"]["command"][:-4], "--latency-ms", "5", "--max-concurrency",
