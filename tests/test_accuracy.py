@@ -49,7 +49,10 @@ CAUSALITY_SLACK_MS = 0.5
 TRANSPORT_LIMIT_MS = 5.0
 JITTER_MS = 5.0
 """How far one request's transport may stray from the stage's median (or 3% of its server time, if more):
-a 2-core machine's scheduler moves single requests by a few ms (1 to 4.5 ms at worst in a run here)."""
+a 2-core machine's scheduler moves single requests by a few ms (1 to 4.5 ms at worst in a run here). A moment
+the hypervisor takes the machine (10 ms once, in a stage whose steal was 0.1% of its CPU time) delays every
+request in flight then, two or three at once: the stage is long enough (about 96 requests a class) that such a
+moment stays within the 5% of samples that may stray."""
 
 
 def tolerance(reference: float) -> float:

@@ -30,7 +30,7 @@ from bench_plugin.results.samples import Sample
 from bench_plugin.results.store import open_campaign
 from bench_plugin.results.summary import Summary, load_summary
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]  # the simulator's times against its truth: a quiet host
 
 HEADER_MS = 0.01
 """The headers say milliseconds to three decimals; the samples keep them."""

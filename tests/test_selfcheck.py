@@ -185,6 +185,7 @@ def servers_ready(results: Path) -> bool:
         return False
 
 
+@pytest.mark.serial  # its burners take both cores: beside the lanes they hold back every timed test there
 def test_a_stage_run_while_the_host_is_busy_with_other_work_is_flagged(tmp_path: Path) -> None:
     # the other work starts once the servers are ready: it covers every stage, and spares the rest of the
     # host (the other tests) the servers' start-up

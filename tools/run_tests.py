@@ -6,8 +6,9 @@ Most tests wait on real processes (servers starting, stages of a few seconds, wo
 use a fraction of the machine, so three pytest processes over disjoint sets of test files, even on
 two cores, finish in well under half the time of one. Tests marked ``serial`` need a quiet host: they compare
 timings against a reference measured on one (the harness's accuracy, one process against N workers), or need
-their load generator to keep up over several stages in a row (a search whose probes must be judged); they are
-skipped in the lanes and run afterwards on their own.
+their load generator to keep up over several stages in a row (a search whose probes must be judged), or take
+the whole host themselves (processes that spin on every core); they are skipped in the lanes and run afterwards
+on their own.
 
 Files that use the same session fixture (a shared campaign, a rendered report) go to the same lane,
 so that fixture runs once (the Kubernetes control plane too: started in seconds, but its API server and
