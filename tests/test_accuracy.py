@@ -7,7 +7,9 @@ never less; the difference is the transport. What the tests hold, for e2e latenc
 
 - the request counts match, pair by pair;
 - causality: no sample reports less than its server record (0.5 ms allowed for the two clocks'
-  reads), which catches a latency measured from a later start or to an earlier end;
+  reads), which catches a latency measured from a later start or to an earlier end. The server's
+  record ends no later than a client can see the end: before the closing chunks of a stream, before
+  the write of a whole reply;
 - the transport is small: its median over the stage is under 5 ms on loopback;
 - the harness adds a constant for the wire and distorts nothing else, request by request: at least
   95% of the samples are within max(5 ms, 3%) of their own server record plus that median transport

@@ -62,6 +62,11 @@ class RequestRecord:
     first_token_s: float | None = None
     last_token_s: float | None = None
     end_s: float | None = None
+    reply_s: float | None = None
+    """When a streamed reply's last token had been written and only its closing chunks were left to write: its
+    e2e ends there, since a client may read them and stop its clock before the server, back from the write,
+    takes ``end_s`` (4.6 ms later, once, on a busy host). None for a reply written whole, after the handler:
+    its record ends before the write, so ``end_s`` is already no later than a client can see the end."""
     output_tokens: int = 0
     status: int = 500
     request_id: str | None = None
@@ -92,7 +97,7 @@ class RequestRecord:
             "end_s": end,
             "queue_ms": (self.started_s - self.received_s) * 1000.0,
             "ttft_ms": None if first is None else (first - self.received_s) * 1000.0,
-            "e2e_ms": (end - self.received_s) * 1000.0,
+            "e2e_ms": ((self.reply_s or end) - self.received_s) * 1000.0,
             "tpot_ms": tpot,
             "output_tokens": self.output_tokens,
             "slow": self.slow,
@@ -101,6 +106,7 @@ class RequestRecord:
             "device_end_s": None if self.device_s is None else self.device_s[1],
             "scheduled_s": self.scheduled_s,
             "timed_s": self.timed_s,
+            "reply_s": self.reply_s,
         }
 
 
@@ -222,8 +228,9 @@ class SyntheticServer:
             self._finish(rec)
 
     # -- text generation ------------------------------------------------------------
-    async def _tokens(self, rec: RequestRecord, n: int) -> AsyncGenerator[str, None]:
-        """Yield ``n`` pieces: the first at received + TTFT, then one every ITL."""
+    async def _tokens(self, rec: RequestRecord, n: int, streamed: bool) -> AsyncGenerator[str, None]:
+        """Yield ``n`` pieces: the first at received + TTFT, then one every ITL; a stream's ``reply_s`` once the
+        last is written (asked for the next, which does not come)."""
         first_at = rec.started_s + self.args.ttft_ms / 1000.0 + self._extra_s(rec)
         span = self.tokenizer.vocab_size - RESERVED_TOKENS
         for i in range(n):
@@ -235,6 +242,8 @@ class SyntheticServer:
             rec.output_tokens += 1
             self.metrics.generated_tokens.inc()
             yield self.tokenizer.decode_token(RESERVED_TOKENS + (rec.seq * 31 + i) % span, i == 0)
+        if streamed:
+            rec.reply_s = time.time()
 
     async def _text(self, request: web.Request, endpoint: str, chat: bool) -> web.StreamResponse:
         content = await request.read()  # the clock starts once the body is in
@@ -243,7 +252,7 @@ class SyntheticServer:
             body = await read_json_object(request)
             self.state.check_model(body)
             req = api_text.parse_chat(body) if chat else api_text.parse_completion(body)
-            pieces = self._tokens(rec, req.max_tokens)
+            pieces = self._tokens(rec, req.max_tokens, req.stream)
             return await api_text.respond(request, req, self.state.model_name, count_words(req.prompt), pieces)
 
         return await self._timed(request, endpoint, work, content)

@@ -31,7 +31,7 @@ accuracy tests hold the harness to the server's own record, so the flags need on
 LOG_FIELDS = {
     "seq", "request_id", "endpoint", "received_s", "first_token_s", "last_token_s", "end_s", "ttft_ms", "e2e_ms",
     "tpot_ms", "output_tokens", "slow", "status", "queue_ms", "device_start_s", "device_end_s", "scheduled_s",
-    "timed_s",
+    "timed_s", "reply_s",
 }  # fmt: skip
 
 
@@ -148,6 +148,10 @@ def test_timing_log_one_line_per_request(synthetic_server: ServerProcess, synthe
         stream, emb, bad = lines
         assert stream["endpoint"] == "/v1/completions" and stream["status"] == 200 and stream["output_tokens"] == 5
         assert stream["first_token_s"] > stream["received_s"]  # type: ignore[operator]
+        # a stream's e2e ends before its closing chunks are written, where a client can see its end no sooner
+        assert stream["last_token_s"] < stream["reply_s"] <= stream["end_s"]  # type: ignore[operator]
+        assert stream["e2e_ms"] == pytest.approx((stream["reply_s"] - stream["received_s"]) * 1000)  # type: ignore[operator]
+        assert emb["reply_s"] is None and emb["e2e_ms"] == pytest.approx((emb["end_s"] - emb["received_s"]) * 1000)  # type: ignore[operator]
         assert emb["endpoint"] == "/v1/embeddings" and emb["first_token_s"] is None and emb["ttft_ms"] is None
         assert bad["status"] == 400 and bad["output_tokens"] == 0 and bad["slow"] is False
         streams.append(stream)
