@@ -1,6 +1,7 @@
 """Runs the test suite in lanes side by side, then the timing-strict tests alone.
 
     python tools/run_tests.py [--lanes N] [--record] [--only PATH ...] [PYTEST_ARGS...]
+    python tools/run_tests.py --record-from DIR [--record-from DIR ...]
 
 Most tests wait on real processes (servers starting, stages of a few seconds, workers joining) and
 use a fraction of the machine, so three pytest processes over disjoint sets of test files, even on
@@ -14,7 +15,8 @@ Files that use the same session fixture (a shared campaign, a rendered report) g
 so that fixture runs once (the Kubernetes control plane too: started in seconds, but its API server and
 etcd then cost CPU all the while it is up, which the other lanes' tests wait for). Lanes are balanced by the
 durations recorded in tests/durations.json (``--record`` rewrites it from this run's lanes, so a
-file counts only its tests outside the serial phase); a file not in it counts as DEFAULT_S. Each
+file counts only its tests outside the serial phase; ``--record-from`` from the mean of earlier runs' lanes,
+each run's directory as this prints it, and runs no test); a file not in it counts as DEFAULT_S. Each
 lane's output goes to a log that is printed whole if the lane fails, and as its last line otherwise.
 Exit status: 0 when every lane and the serial phase passed, else the first failing pytest status.
 """
@@ -165,8 +167,9 @@ def plan(files: list[Path], lanes: int) -> list[Lane]:
     return [lane for lane in out if lane.files]
 
 
-def file_times(junit: Path) -> dict[str, float]:
-    """Seconds per test file from a JUnit XML report (setup, call and teardown of each test)."""
+def file_times(junit: Path, keep: set[tuple[str, str]] | None = None) -> dict[str, float]:
+    """Seconds per test file from a JUnit XML report (setup, call and teardown of each test); with ``keep``,
+    only the tests whose (file, function) is in it."""
     out: dict[str, float] = defaultdict(float)
     if not junit.is_file():
         return out
@@ -178,9 +181,64 @@ def file_times(junit: Path) -> dict[str, float]:
         for cut in range(len(parts), 0, -1):  # the class name is module[.Class]: find the file
             path = ROOT.joinpath(*parts[:cut]).with_suffix(".py")
             if path.is_file():
-                out[str(path.relative_to(ROOT))] += float(case.get("time", 0.0))
+                file = str(path.relative_to(ROOT))
+                if keep is None or (file, case.get("name", "").split("[")[0]) in keep:
+                    out[file] += float(case.get("time", 0.0))
                 break
     return out
+
+
+def lane_tests() -> set[tuple[str, str]]:
+    """(file, function) of every test the lanes run today, as pytest collects them: a test since marked
+    ``serial`` no longer weighs in its file's lane time."""
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                           "-m", "not serial"], cwd=ROOT, capture_output=True, text=True, check=False)
+    if done.returncode not in (0, NO_TESTS):
+        raise ValueError(f"the tests could not be collected (pytest exit {done.returncode}): "
+                         f"{last_line_of(done.stdout + done.stderr)}")
+    return {(node.split("::")[0], node.split("::")[-1].split("[")[0])
+            for node in done.stdout.splitlines() if "::" in node}
+
+
+def lane_reports(work: Path) -> list[Path]:
+    """The lanes' JUnit reports in a run's directory; ValueError naming a directory without one."""
+    junits = sorted(work.glob("lane-*.xml"))
+    if not junits:
+        raise ValueError(f"--record-from {work}: no lane-*.xml in it (a directory a run of this tool printed)")
+    return junits
+
+
+def lane_times(work: Path, keep: set[tuple[str, str]] | None = None) -> dict[str, float]:
+    """Seconds per test file over the lanes of the run whose directory is ``work`` (the serial phase runs alone,
+    so it does not weigh in the balance), of the tests in ``keep`` where given; ValueError naming a directory
+    that holds no readable lane report."""
+    out: dict[str, float] = defaultdict(float)
+    for junit in lane_reports(work):
+        try:
+            times = file_times(junit, keep)
+        except ET.ParseError as exc:
+            raise ValueError(f"--record-from {work}: {junit.name} is not a JUnit XML report ({exc})") from None
+        for path, seconds in times.items():
+            out[path] += seconds
+    return out
+
+
+def mean_times(runs: list[dict[str, float]]) -> dict[str, float]:
+    """Per file, the mean of its seconds over the runs that measured it."""
+    seen: dict[str, list[float]] = defaultdict(list)
+    for run in runs:
+        for path, seconds in run.items():
+            seen[path].append(seconds)
+    return {path: sum(times) / len(times) for path, times in seen.items()}
+
+
+def write_durations(measured: dict[str, float]) -> None:
+    """tests/durations.json with ``measured``; a file not in it (a lane that stopped early, a selection) keeps its
+    last figure."""
+    times = {**recorded(), **measured}
+    DURATIONS.write_text(json.dumps({k: round(v, 1) for k, v in sorted(times.items())}, indent=1) + "\n",
+                         encoding="utf-8")
+    print(f"wrote {DURATIONS}", flush=True)
 
 
 def pytest_command(files: list[Path], marker: str, junit: Path, basetemp: Path, extra: list[str]) -> list[str]:
@@ -188,20 +246,39 @@ def pytest_command(files: list[Path], marker: str, junit: Path, basetemp: Path, 
             f"--junitxml={junit}", f"--basetemp={basetemp}", *extra, *map(str, files)]
 
 
-def last_line(log: Path) -> str:
-    lines = [line for line in log.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
+def last_line_of(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
     return lines[-1] if lines else "(no output)"
+
+
+def last_line(log: Path) -> str:
+    return last_line_of(log.read_text(encoding="utf-8", errors="replace"))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lanes", type=int, default=3, help="pytest processes side by side (default 3)")
     parser.add_argument("--record", action="store_true", help="rewrite tests/durations.json from this run")
+    parser.add_argument("--record-from", action="append", type=Path, default=[], metavar="DIR",
+                        help="rewrite tests/durations.json from the mean of earlier runs' lanes, each run's "
+                             "directory (bench-tests-*) as it printed it (repeatable); runs no test")
     parser.add_argument("--only", action="append", type=Path, default=[], metavar="PATH",
                         help="run only the test files at or under PATH (repeatable; default: every test file)")
     args, extra = parser.parse_known_args(argv)
     if args.lanes < 1:
         parser.error(f"--lanes {args.lanes}: give 1 or more")
+    if args.record_from:
+        if args.record or args.only or extra:
+            parser.error("--record-from runs no test: give it alone")
+        try:
+            for work in args.record_from:
+                lane_reports(work)  # before the tests are collected, which takes a while
+            keep = lane_tests()
+            runs = [lane_times(work, keep) for work in args.record_from]
+        except ValueError as exc:
+            parser.error(str(exc))
+        write_durations(mean_times(runs))
+        return 0
     try:
         files = select(test_files(), args.only)
     except ValueError as exc:
@@ -242,15 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"tests: {args.lanes} lanes side by side {lanes_s:.0f} s, then serial {serial_s:.0f} s; "
           f"{time.monotonic() - start:.0f} s in all", flush=True)
     if args.record:
-        measured: dict[str, float] = defaultdict(float)
-        for junit in work.glob("lane-*.xml"):  # what balances the lanes: the serial phase runs alone
-            for path, seconds in file_times(junit).items():
-                measured[path] += seconds
-        # a file this run did not measure (a lane that stopped early, a selection) keeps its last figure
-        times = {**recorded(), **measured}
-        DURATIONS.write_text(json.dumps({k: round(v, 1) for k, v in sorted(times.items())}, indent=1) + "\n",
-                             encoding="utf-8")
-        print(f"wrote {DURATIONS.relative_to(ROOT)}", flush=True)
+        write_durations(lane_times(work) if list(work.glob("lane-*.xml")) else {})
     return status
 
 
