@@ -11,9 +11,10 @@ request sets when it says hello, and refuses it with one line when its software 
                                      <--  SETUP (request sets)   or  REFUSED (why)
       READY                          -->
                                      <--  STAGE (the stage, this worker's shares)
-      REPORT (samples, in flight,    -->  (every REPORT_INTERVAL_S while there is news)
-              finished shares, CPU
-              used per stage)
+      REPORT (samples, in flight,    -->  (every REPORT_INTERVAL_S while there is news
+              finished shares, CPU             or a request in flight)
+              used per stage, when
+              taken)
                                      <--  STOP (a stage's arrivals end early)
 """
 

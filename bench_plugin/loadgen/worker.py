@@ -5,7 +5,8 @@ hello, and the master answers with the request sets, or refuses it (one line on 
 worker exits with status 2). A worker given its own ``--scenario`` says what that scenario and its
 request sets hash to, and the master refuses it if they differ from its own. The worker's LoadState
 reports through a Courier, which ships samples, requests in flight and finished shares to the
-master every REPORT_INTERVAL_S while there is news, and once more when the worker stops; a stage's
+master every REPORT_INTERVAL_S while there is news or a request in flight, and once more when the worker
+stops, each report saying when its snapshot was taken (``at``); a stage's
 ``usage`` entry is ``[key, cpu_s, wall_s, stalls]`` (masters before the stall monitor read the first three).
 """
 
@@ -63,11 +64,15 @@ class Courier:
             self.flush()
 
     def flush(self) -> None:
-        """Send one REPORT if anything changed since the last; samples and in-flight are one snapshot."""
+        """Send one REPORT if anything changed since the last, or anything is in flight; samples and in-flight
+        are one snapshot, taken at ``at`` (this process's clock, as the intended times): how long a request
+        had been in flight is known as of then, however late the report reaches the master, and a request
+        still in flight is seen growing older in every report."""
+        at = time.time()
         in_flight = [[workload, *key, intended] for workload, key, intended in self.state.in_flight()]
-        if not (self.samples or self.done or self.used or in_flight != self._last_in_flight):
+        if not (self.samples or self.done or self.used or in_flight or self._last_in_flight):
             return
-        data = {"samples": self.samples, "in_flight": in_flight, "finished": self.done, "usage": self.used}
+        data = {"samples": self.samples, "in_flight": in_flight, "finished": self.done, "usage": self.used, "at": at}
         self.samples, self.done, self.used, self._last_in_flight = [], [], [], in_flight
         self.runner.send_message(protocol.REPORT, data)
 

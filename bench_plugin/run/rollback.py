@@ -17,7 +17,6 @@ rather than report the error rate as the arm's boundary.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -80,13 +79,12 @@ class RollbackGuard:
     def check(self, tally: StageTally, in_flight: Sequence[tuple[str, float]] = ()) -> str | None:
         """The reason to abort the stage now, or None.
 
-        ``in_flight`` lists (class, intended send time) of the stage's requests not yet ended.
+        ``in_flight`` lists (class, seconds in flight when last seen) of the stage's requests not yet ended.
         """
-        now = time.time()
         for name in sorted(set(tally.latencies) | {workload for workload, _ in in_flight}):
             spec = self.scenario.classes.get(name)
             limit_ms = spec.slo.p95_ms * self.rules.max_p95_multiple
-            overdue = sum(1 for workload, t in in_flight if workload == name and (now - t) * 1000 > limit_ms)
+            overdue = sum(1 for workload, age_s in in_flight if workload == name and age_s * 1000 > limit_ms)
             latencies = tally.latencies.get(name, [])
             ended = len(latencies)
             if ended + overdue < self.rules.min_requests:
