@@ -210,10 +210,10 @@ def lane_reports(work: Path) -> list[Path]:
 
 def lane_times(work: Path, keep: set[tuple[str, str]] | None = None) -> dict[str, float]:
     """Seconds per test file over the lanes of the run whose directory is ``work`` (the serial phase runs alone,
-    so it does not weigh in the balance), of the tests in ``keep`` where given; ValueError naming a directory
-    that holds no readable lane report."""
+    so it does not weigh in the balance), of the tests in ``keep`` where given (empty without a lane report);
+    ValueError naming a report it cannot read."""
     out: dict[str, float] = defaultdict(float)
-    for junit in lane_reports(work):
+    for junit in sorted(work.glob("lane-*.xml")):
         try:
             times = file_times(junit, keep)
         except ET.ParseError as exc:
@@ -272,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--record-from runs no test: give it alone")
         try:
             for work in args.record_from:
-                lane_reports(work)  # before the tests are collected, which takes a while
+                lane_reports(work)  # a directory without one is named before the tests are collected (a while)
             keep = lane_tests()
             runs = [lane_times(work, keep) for work in args.record_from]
         except ValueError as exc:
@@ -319,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"tests: {args.lanes} lanes side by side {lanes_s:.0f} s, then serial {serial_s:.0f} s; "
           f"{time.monotonic() - start:.0f} s in all", flush=True)
     if args.record:
-        write_durations(lane_times(work) if list(work.glob("lane-*.xml")) else {})
+        write_durations(lane_times(work))
     return status
 
 

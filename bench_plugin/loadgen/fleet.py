@@ -354,9 +354,8 @@ class Fleet:
     def in_flight_of(self, key: StageKey) -> list[tuple[str, float]]:
         """(class, seconds in flight when last seen) of every request of stage ``key`` in flight: a worker's as of
         its last report (up to REPORT_INTERVAL_S old, more on a busy host), so never older than it is known
-        to be. Taken from the time it was read instead, a request that ended just after a report was held
-        in flight for the whole interval: past a P95 limit as short as that (5 x a 40 ms SLO) in every
-        report, and a stage was rolled back with every request answered in under 11 ms."""
+        to be. Aged to the moment the report is read instead, every request in flight at a report would pass
+        a P95 limit as short as the interval (5 x a 40 ms SLO) before the next report says it ended."""
         return [(workload, seen - intended) for _, (workload, k, intended), seen in self._in_flight() if k == key]
 
     def in_flight_by_share(self, key: StageKey) -> dict[tuple[str, str], int]:

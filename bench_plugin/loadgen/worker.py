@@ -46,7 +46,8 @@ class Courier:
         self.samples: list[list[Any]] = []
         self.done: list[list[Any]] = []
         self.used: list[list[Any]] = []
-        self._last_in_flight: list[list[Any]] = []
+        self._had_in_flight = False
+        """Whether the last report listed a request in flight: the one after it says they ended."""
 
     def sample(self, sample: Sample) -> None:
         self.samples.append(sample.to_row())
@@ -70,10 +71,10 @@ class Courier:
         still in flight is seen growing older in every report."""
         at = time.time()
         in_flight = [[workload, *key, intended] for workload, key, intended in self.state.in_flight()]
-        if not (self.samples or self.done or self.used or in_flight or self._last_in_flight):
+        if not (self.samples or self.done or self.used or in_flight or self._had_in_flight):
             return
         data = {"samples": self.samples, "in_flight": in_flight, "finished": self.done, "usage": self.used, "at": at}
-        self.samples, self.done, self.used, self._last_in_flight = [], [], [], in_flight
+        self.samples, self.done, self.used, self._had_in_flight = [], [], [], bool(in_flight)
         self.runner.send_message(protocol.REPORT, data)
 
 
