@@ -103,9 +103,10 @@ ATTEMPTS = 3
 def test_a_cpu_bound_load_generator_marks_its_stages_generator_limited_and_asks_for_more_processes(
         tmp_path: Path) -> None:
     """Every stage of a generator whose loop burns the CPU is generator-limited, and CPU-bound where the host
-    let it be judged so. On a host the campaign itself flags busy (other programs, or the hypervisor's steal,
-    which is neither CPU time nor a wait the guest sees), the hog may get and seem to want under 0.9 of a core,
-    and its blocks then read as stalls: such a stage must still be generator-limited, and the campaign is run
+    let it be judged so. The hypervisor's steal is neither CPU time nor a wait the guest sees, so the rule judges
+    the hog's cores and demand against the CPU time the host was left. On a host the campaign itself flags busy
+    (other programs, or over 10% stolen), the hog may get and seem to want under 0.9 of a core even so, and its
+    blocks then read as stalls: such a stage must still be generator-limited, and the campaign is run
     again (at most ATTEMPTS in all) until one stage is judged on a quiet host. Run in a lane, it found every
     stage of its three runs busy (the other lanes are other programs) and skipped in six suites of six: so it
     runs in the serial phase, where only the hypervisor can take the host."""
@@ -137,8 +138,10 @@ def test_a_cpu_bound_load_generator_marks_its_stages_generator_limited_and_asks_
         # hog all it is given (0.86 of a core on a quiet host; 0.24 was seen with eight busy processes on the
         # two cores), so twice the unhogged figure already tells them apart
         assert used["cores"] > 0.1
-        # given or not, it wanted the core: its loop was on a CPU or waiting for one 95% of the time and more
-        assert used["stalls"]["busy_s"] / used["wall_s"] > 0.9
+        # given or not, it wanted the core: its loop was on a CPU or waiting for one 95% of the time and more, of
+        # the time the hypervisor left the host (a CI run's quiet stage got 0.88 of a core, against 0.97 here)
+        left = 1.0 - ((stage.get("host") or {}).get("steal_fraction") or 0.0)
+        assert used["stalls"]["busy_s"] / used["wall_s"] / left > 0.9, (stage.get("host"), used)
         assert any("burner.hog (burner.py:" in cause for cause in used["stalls"]["causes"]), used["stalls"]
 
 

@@ -23,7 +23,9 @@ which the loop ran nothing else, each with the code that held it).
 The rule, in order:
 
 1. some process used more than CPU_LIMIT_CORES of a core, or its loop wanted more than that
-   (demand): **CPU-bound**, generator-limited;
+   (demand), of the CPU time the hypervisor left the host over the stage (both divided by 1 - the
+   host's steal share: steal is neither CPU time nor a wait the guest sees, so a loop that wanted its
+   whole core, with 10% of the time stolen, used and wanted at most 0.9 of one): **CPU-bound**, generator-limited;
 2. else, when the send lag P99 of some class exceeds LAG_P99_LIMIT_MS: if no block was seen (but the
    monitor ran), or fewer than half of the requests sent more than LAG_P99_LIMIT_MS late were in flight
    during a block (a request is in flight during a block when its intended send time to its end overlaps
@@ -278,9 +280,12 @@ def check_stage(classes: Mapping[str, ClassStats], rows: Sequence[Mapping[str, G
         limited = generator_limited(lag, cores)
         return StageCheck(limited, GeneratorCheck(kind=GeneratorLimit.CPU_BOUND) if limited else None)
     limit = f"(limit {CPU_LIMIT_CORES:g})"
-    cpu = [f"load generator {m} used {v:.2f} cores {limit}" for m, v in cores.items() if v > CPU_LIMIT_CORES]
-    cpu += [f"the event loop of load generator {m} wanted {v:.2f} cores, on a CPU or waiting for one {limit}"
-            for m, v in demand.items() if v > CPU_LIMIT_CORES and cores.get(m, 0.0) <= CPU_LIMIT_CORES]
+    left = _left(host)
+    cpu = [f"load generator {m} used {v:.2f} cores{_of_left(v, left)} {limit}"
+           for m, v in cores.items() if v / left > CPU_LIMIT_CORES]
+    cpu += [f"the event loop of load generator {m} wanted {v:.2f} cores, on a CPU or waiting for one"
+            f"{_of_left(v, left)} {limit}"
+            for m, v in demand.items() if v / left > CPU_LIMIT_CORES and cores.get(m, 0.0) / left <= CPU_LIMIT_CORES]
     late = _late(lag)
     hit, rest = _split(stalls, samples) if stalls.count else ({}, {})
     note, without = _note(stalls, classes, hit, rest, stats_of) if stalls.count else (None, {})
@@ -320,6 +325,19 @@ def check_stage(classes: Mapping[str, ClassStats], rows: Sequence[Mapping[str, G
     return StageCheck(f"{GeneratorLimit.STALLED}: {_lag_text(late)} while the event loop was blocked in "
                       f"`{stalls.cause}`, not short of CPU ({idle:.2f} cores); {why}",
                       _kind(found, GeneratorLimit.STALLED))
+
+
+def _left(host: HostLoad | None) -> float:
+    """The share of the CPU time the hypervisor left the host over the stage (1.0 where steal was not measured)."""
+    steal = host.steal_fraction if host is not None and host.steal_fraction is not None else 0.0
+    return 1.0 - steal if steal < 1.0 else 1.0
+
+
+def _of_left(cores: float, left: float) -> str:
+    """``, 0.97 of the CPU the hypervisor left (9.3% stolen)``: where steal made the difference in rule 1."""
+    if left >= 1.0 or cores > CPU_LIMIT_CORES:
+        return ""
+    return f", {cores / left:.2f} of the CPU the hypervisor left ({1.0 - left:.1%} stolen)"
 
 
 def _held_back(late: Mapping[str, float], stalls: str, used: str, host: str) -> str:

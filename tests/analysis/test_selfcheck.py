@@ -68,10 +68,11 @@ def check(samples: list[Sample], use: dict[str, Any], p95_slo: float = 1000.0, h
                        lambda name, mine: class_stats(mine, name, 10.0, obj[name]), obj, host)
 
 
-def host(others: float) -> HostLoad:
-    """The 2-core host over the stage, other processes using ``others`` cores (busy over 0.5, hostload's rule)."""
+def host(others: float, steal: float = 0.0) -> HostLoad:
+    """The 2-core host over the stage, other processes using ``others`` cores (busy over 0.5, hostload's rule), the
+    hypervisor stealing ``steal`` of its CPU time (under 10%: not busy for that)."""
     reason = f"other processes used {others:.2f} of 2 cores (more than 0.5)" if others > 0.5 else None
-    return HostLoad(duration_s=10.0, cores=2, load_avg_1m=None, cpu_busy_cores=others + 0.1, steal_fraction=0.0,
+    return HostLoad(duration_s=10.0, cores=2, load_avg_1m=None, cpu_busy_cores=others + 0.1, steal_fraction=steal,
                     own_cores=0.1, extra_own_cores=0.0, others_cores=others, busy=reason is not None, reason=reason)
 
 
@@ -140,6 +141,32 @@ def test_a_process_short_of_cpu_is_cpu_bound_by_its_cores_or_by_what_its_loop_wa
     assert starved.limited.endswith("; 1 process, 0.96 cores in all")
     assert (starved.found.processes, starved.found.cores) == (1, 0.96)
     assert advice([starved.found]) == cpu_advice(2)
+
+
+def test_a_process_short_of_cpu_is_judged_against_the_cpu_the_hypervisor_left() -> None:
+    """Seen in CI: a loop burning 95 ms of every 100 in one greenlet, on a host not flagged busy, used 0.88 of a core
+    and wanted no more (0.97 on a quiet host): the rest most likely the hypervisor's, under the 10% of steal that flags a
+    host, and steal is neither CPU time nor a wait the guest sees. Its holds read as stalls, and the stage was called
+    stalled, 'not short of CPU'. Here the hypervisor took 9.3%."""
+    hogged = [block_over(i, 95.0) for i in range(0, 100)]
+    samples = requests(late=dict.fromkeys(range(100), 95.0))
+    seen = check(samples, usage(hogged, cores=0.88, busy_s=8.8), host=host(0.0, steal=0.093))
+    assert seen.found.kind == GeneratorLimit.CPU_BOUND, seen.limited
+    assert seen.limited.startswith("CPU-bound: load generator local used 0.88 cores, 0.97 of the CPU the hypervisor "
+                                   "left (9.3% stolen) (limit 0.9); send lag P99 95.0 ms for embedding")
+    assert seen.limited.endswith("; 1 process, 0.88 cores in all")  # what it used: the sizing is not corrected
+    # the loop's demand alone, corrected the same way
+    wanted = check(samples, usage(hogged, cores=0.5, busy_s=8.8), host=host(0.0, steal=0.093))
+    assert wanted.limited.startswith("CPU-bound: the event loop of load generator local wanted 0.88 cores, on a CPU or "
+                                     "waiting for one, 0.97 of the CPU the hypervisor left (9.3% stolen) (limit 0.9)")
+    # with no steal it is the stall it looks like; a process over the limit by itself reads as before
+    assert check(samples, usage(hogged, cores=0.88, busy_s=8.8), host=host(0.0)).found.kind == GeneratorLimit.STALLED
+    assert check(samples, usage(hogged, cores=0.88, busy_s=8.8)).found.kind == GeneratorLimit.STALLED
+    over = check(requests(), usage([], cores=0.95), host=host(0.0, steal=0.05))
+    assert over.limited == "CPU-bound: load generator local used 0.95 cores (limit 0.9); 1 process, 0.95 cores in all"
+    # a light process stays light: 0.5 core with 9.3% stolen is 0.55 of what was left
+    assert check(samples, usage(hogged, cores=0.5, busy_s=5.0), host=host(0.0, steal=0.093)).found.kind \
+        == GeneratorLimit.STALLED
 
 
 def test_lag_without_a_stall_or_mostly_outside_the_stalls_is_a_backlog() -> None:
