@@ -145,9 +145,9 @@ def test_a_process_short_of_cpu_is_cpu_bound_by_its_cores_or_by_what_its_loop_wa
 
 def test_a_process_short_of_cpu_is_judged_against_the_cpu_the_hypervisor_left() -> None:
     """Seen in CI: a loop burning 95 ms of every 100 in one greenlet, on a host not flagged busy, used 0.88 of a core
-    and wanted no more (0.97 on a quiet host): the rest most likely the hypervisor's, under the 10% of steal that flags a
-    host, and steal is neither CPU time nor a wait the guest sees. Its holds read as stalls, and the stage was called
-    stalled, 'not short of CPU'. Here the hypervisor took 9.3%."""
+    and wanted no more (0.97 on a quiet host): the rest most likely the hypervisor's, under the 10% of steal that
+    flags a host, and steal is neither CPU time nor a wait the guest sees. Its holds read as stalls, and the stage
+    was called stalled, 'not short of CPU'. Here the hypervisor took 9.3%."""
     hogged = [block_over(i, 95.0) for i in range(0, 100)]
     samples = requests(late=dict.fromkeys(range(100), 95.0))
     seen = check(samples, usage(hogged, cores=0.88, busy_s=8.8), host=host(0.0, steal=0.093))
